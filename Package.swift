@@ -1,0 +1,58 @@
+// swift-tools-version:6.0
+// pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
+//
+// Dependencies point inward:
+//   AgentCore (pure SDK rules) <- AgentWire (wire formats) <- AgentPosix (real world)
+//   <- AgentDaemon (composition root) <- executables.
+// Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "pushwoosh-agent",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "pushwoosh-agentd", targets: ["pushwoosh-agentd"]),
+        .executable(name: "pushwoosh-agentctl", targets: ["pushwoosh-agentctl"]),
+        .executable(name: "pushwoosh-emulator", targets: ["pushwoosh-emulator"]),
+    ],
+    targets: [
+        // MARK: C libraries from Debian (pkg-config)
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd",
+                       providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CInih", pkgConfig: "inih",
+                       providers: [.apt(["libinih-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
+
+        // MARK: The agent
+        .target(name: "AgentCore", swiftSettings: strict),
+        .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
+        .target(name: "AgentDaemon",
+                dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih"],
+                swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentWire", "AgentPosix"],
+                          swiftSettings: strict),
+
+        // MARK: The Pushwoosh emulator
+        .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["EmulatorCore", "CMicroHTTPD"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
+
+        // MARK: Deterministic doubles for tests
+        .target(name: "AgentTestSupport", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+
+        // MARK: Tests, one target per module (a module's line is enabled when its tests land)
+        .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
+        // .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
+        // .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
+        // .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
+        // .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire"], swiftSettings: strict),
+        // .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore"], swiftSettings: strict),
+        // .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore"], swiftSettings: strict),
+    ]
+)

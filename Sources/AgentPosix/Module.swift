@@ -1,0 +1,2 @@
+// Placeholder until the module lands; see the issues.
+enum AgentPosixModule {}
