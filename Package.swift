@@ -35,8 +35,8 @@ let package = Package(
                 dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentWire", "AgentPosix"],
-                          swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
@@ -51,6 +51,7 @@ let package = Package(
         // .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
         // .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
         // .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
+        // .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire"], swiftSettings: strict),
         // .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire"], swiftSettings: strict),
         // .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore"], swiftSettings: strict),
         // .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore"], swiftSettings: strict),
