@@ -1,0 +1,46 @@
+import Foundation
+
+/// One HTTP POST to the Pushwoosh server (PROTOCOL A.1).
+public struct HTTPRequest: Sendable, Equatable {
+    public var url: String
+    /// Header fields in the order they are sent.
+    public var headers: [HTTPHeader]
+    public var body: Data
+    public var timeout: Seconds
+
+    public init(url: String, headers: [HTTPHeader], body: Data, timeout: Seconds) {
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+public struct HTTPHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// What came back: an HTTP response, or nothing at all (refused, timed out, dropped).
+public enum HTTPOutcome: Sendable, Equatable {
+    /// `headers` keys are lowercase.
+    case response(status: Int, headers: [String: String], body: Data)
+    case noResponse(reason: String)
+}
+
+/// Sends HTTP requests. The core's only door to the network.
+///
+/// Contract: `completion` runs exactly once, on the executor that owns the agent
+/// (the daemon's event loop, or the test's virtual loop), and never synchronously
+/// inside `send`.
+public protocol HTTPTransport: AnyObject {
+    func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void)
+}

@@ -1,0 +1,185 @@
+import Foundation
+
+/// The Pushwoosh device API, `json/1.3` (PROTOCOL A): request bodies, the envelope and
+/// the success rule, error classification (RF-7) and the `getFeatureFlags` response
+/// (A.3, assumed — kept in this one file so it can follow the real server).
+public enum PushwooshAPI {
+    /// The SDK version the agent reports (`v`).
+    public static let sdkVersion = "7.2.10"
+    /// iOS.
+    public static let deviceType = 1
+    /// RF-8: flags are requested only when the base URL ends with this.
+    public static let flagsPathSuffix = "json/1.3/"
+
+    public enum Method: String, Sendable, CaseIterable {
+        case applicationOpen, registerDevice, unregisterDevice, registerUser, postEvent, getFeatureFlags
+    }
+
+    /// The default base URL for an application code (A.1).
+    public static func defaultBaseURL(applicationCode: String) -> String {
+        "https://\(applicationCode).api.pushwoosh.com/json/1.3/"
+    }
+
+    /// Normalises a configured server URL (A.1): trims whitespace, requires `http://` or
+    /// `https://` with a host, adds a trailing `/`. Nil when it is not usable.
+    public static func normalizedServerURL(_ raw: String) -> String? {
+        let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
+        else { return nil }
+        return trimmed.hasSuffix("/") ? trimmed : trimmed + "/"
+    }
+
+    /// RF-8: whether flags may be requested from this base URL.
+    public static func supportsFeatureFlags(baseURL: String) -> Bool {
+        baseURL.hasSuffix(flagsPathSuffix)
+    }
+
+    /// The fields every request body carries (A.1).
+    public struct CommonFields: Sendable, Equatable {
+        public var applicationCode: String
+        public var hwid: String
+        public var userId: String
+
+        public init(applicationCode: String, hwid: String, userId: String) {
+            self.applicationCode = applicationCode
+            self.hwid = hwid
+            self.userId = userId
+        }
+    }
+
+    /// Builds the HTTP request for `method` (A.1): `POST base+method`, JSON body
+    /// `{"request": {common fields…, fields…}}`, `Authorization: Token …` when a token is
+    /// configured, `X-Retry-Count` on retries.
+    public static func request(
+        _ method: Method, baseURL: String, common: CommonFields, fields: [String: JSONValue] = [:],
+        apiToken: String?, retryCount: Int = 0, timeout: Seconds
+    ) -> HTTPRequest {
+        var body = fields
+        body["application"] = .string(common.applicationCode)
+        body["hwid"] = .string(common.hwid)
+        body["userId"] = .string(common.userId)
+        body["v"] = .string(sdkVersion)
+        body["device_type"] = .number(Double(deviceType))
+        var headers = [HTTPHeader("Content-Type", "application/json; charset=utf-8")]
+        if let token = apiToken, !token.isEmpty { headers.append(HTTPHeader("Authorization", "Token \(token)")) }
+        if retryCount > 0 { headers.append(HTTPHeader("X-Retry-Count", String(retryCount))) }
+        return HTTPRequest(url: baseURL + method.rawValue, headers: headers,
+                           body: encode(["request": .object(body)]), timeout: timeout)
+    }
+
+    static func encode(_ value: JSONValue) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a JSONValue cannot fail: it holds no non-finite numbers we produce.
+        return (try? encoder.encode(value)) ?? Data("{}".utf8)
+    }
+
+    /// A failed call, classified as the SDK does (RF-7, A.1).
+    public struct Failure: Error, Sendable, Equatable {
+        /// The HTTP status; 0 when no HTTP response arrived; 200 when the server answered
+        /// HTTP 200 but the answer could not be used.
+        public var code: Int
+        public var message: String
+        /// A.1: HTTP 408, 429, 500, 502, 503, 504 and network failures.
+        public var retryable: Bool
+        /// `Retry-After` seconds on 429 or 503 (RF-10).
+        public var retryAfter: Seconds?
+
+        public init(code: Int, message: String, retryable: Bool, retryAfter: Seconds? = nil) {
+            self.code = code
+            self.message = message
+            self.retryable = retryable
+            self.retryAfter = retryAfter
+        }
+
+        /// RF-11: the credentials or the application code are wrong.
+        public var isFatal: Bool { code == 401 || code == 403 }
+    }
+
+    /// A successful call: the envelope's `response` and an optional `base_url`.
+    public struct Success: Sendable, Equatable {
+        public var response: JSONValue
+        public var baseURL: String?
+    }
+
+    static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    /// Applies the success rule (A.1): HTTP 200 **and** `status_code` 200.
+    public static func classify(_ outcome: HTTPOutcome) -> Result<Success, Failure> {
+        switch outcome {
+        case .noResponse(let reason):
+            return .failure(Failure(code: 0, message: "no response: \(reason)", retryable: true))
+        case .response(let status, let headers, let body):
+            guard status == 200 else {
+                var retryAfter: Seconds?
+                if status == 429 || status == 503, let raw = headers["retry-after"] {
+                    retryAfter = parseRetryAfter(raw)
+                }
+                return .failure(Failure(code: status, message: "HTTP \(status)",
+                                        retryable: retryableStatuses.contains(status), retryAfter: retryAfter))
+            }
+            guard let envelope = try? JSONDecoder().decode(JSONValue.self, from: body), envelope.objectValue != nil else {
+                return .failure(Failure(code: 200, message: "response is not a JSON object", retryable: false))
+            }
+            guard let statusCode = envelope["status_code"]?.numberValue else {
+                return .failure(Failure(code: 200, message: "response has no numeric status_code", retryable: false))
+            }
+            guard statusCode == 200 else {
+                let message = envelope["status_message"]?.stringValue ?? ""
+                return .failure(Failure(code: 200, message: "status_code \(Int(statusCode)): \(message)", retryable: false))
+            }
+            let response = envelope["response"] ?? .null
+            var baseURL: String?
+            if let raw = response["base_url"]?.stringValue ?? envelope["base_url"]?.stringValue {
+                baseURL = normalizedServerURL(raw)
+            }
+            return .success(Success(response: response, baseURL: baseURL))
+        }
+    }
+
+    /// `Retry-After` as delta-seconds (HTTP dates are not expected from this API).
+    static func parseRetryAfter(_ raw: String) -> Seconds? {
+        guard let n = Double(raw.trimmingCharacters(in: .whitespaces)), n >= 0, n.isFinite else { return nil }
+        return n
+    }
+
+    /// The `getFeatureFlags` response (A.3).
+    public struct FlagsResponse: Sendable, Equatable {
+        public var flags: [String: FeatureFlag]
+        public var partial: Bool
+    }
+
+    /// Parses A.3's `response`. Unusable answers are failures with code 200 (RF-7).
+    /// Duplicate keys: the last one wins.
+    public static func parseFlags(_ response: JSONValue) -> Result<FlagsResponse, Failure> {
+        func unusable(_ why: String) -> Result<FlagsResponse, Failure> {
+            .failure(Failure(code: 200, message: "unusable flags response: \(why)", retryable: false))
+        }
+        guard let object = response.objectValue else { return unusable("response is not an object") }
+        var partial = false
+        if let p = object["partial"] {
+            switch p {
+            case .bool(let b): partial = b
+            case .null: partial = false
+            default: return unusable("partial is not a boolean")
+            }
+        }
+        guard let rawFlags = object["flags"], !rawFlags.isNull else {
+            // FF-7: a plan without feature flags: a valid, complete, empty set.
+            return .success(FlagsResponse(flags: [:], partial: partial))
+        }
+        guard let list = rawFlags.arrayValue else { return unusable("flags is not an array") }
+        var flags: [String: FeatureFlag] = [:]
+        for (index, item) in list.enumerated() {
+            guard let key = item["key"]?.stringValue else { return unusable("flags[\(index)] has no string key") }
+            guard let enabled = item["enabled"]?.boolValue else {
+                return unusable("flags[\(index)] has no boolean enabled")
+            }
+            let ruleId = item["rule_id"]?.stringValue ?? ""
+            let properties = item["properties"]?.objectValue ?? [:]
+            flags[key] = FeatureFlag(key: key, isEnabled: enabled, ruleId: ruleId, properties: properties)
+        }
+        return .success(FlagsResponse(flags: flags, partial: partial))
+    }
+}

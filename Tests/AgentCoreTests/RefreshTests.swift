@@ -1,0 +1,248 @@
+import AgentCore
+import AgentTestSupport
+import Foundation
+import Testing
+
+/// SPEC §3: when flags are refreshed.
+@Suite struct RefreshTests {
+    // RF-1: the first activation and a return after 30 minutes start a session and a refresh.
+    @Test func sessionStartRefreshes() {
+        let loop = VirtualLoop.serving([checkout])
+        #expect(loop.flagRequests.count == 1)
+        loop.agent.setAppState(.background)
+        loop.run(for: 29 * 60)
+        #expect(loop.agent.setAppState(.active) == false)
+        loop.settle()
+        #expect(loop.flagRequests.count == 1)
+        loop.agent.setAppState(.background)
+        loop.run(for: 30 * 60)
+        #expect(loop.agent.setAppState(.active) == true)
+        loop.settle()
+        #expect(loop.flagRequests.count == 2)
+    }
+
+    @Test func backgroundStartDoesNotRefresh() {
+        let loop = VirtualLoop(settings: settings { $0.device.initialAppState = .background })
+        loop.run(for: 5 * 3600)
+        #expect(loop.flagRequests.isEmpty)
+        #expect(loop.agent.setAppState(.active))
+        loop.settle()
+        #expect(loop.flagRequests.count == 1)
+    }
+
+    // RF-2, RF-12: hourly in the foreground, offset within 10% of the period; none in the background.
+    @Test func hourlyWhileActive() {
+        let loop = VirtualLoop.serving([checkout])
+        let start = loop.flagRequests[0].sentAt
+        loop.run(for: 5 * 3600)
+        let times = loop.flagRequests.map(\.sentAt)
+        #expect(times.count == 5)
+        for (a, b) in zip(times, times.dropFirst()) {
+            #expect(b - a >= 3600)
+            #expect(b - a < 3600 * 1.1)
+        }
+        #expect(times[0] == start)
+        loop.agent.setAppState(.background)
+        loop.run(for: 10 * 3600)
+        #expect(loop.flagRequests.count == 5)
+    }
+
+    // RF-12: the offset is stable per device and spreads devices across the window.
+    @Test func perDeviceOffsetIsStableAndSpread() {
+        let hwids = (0..<1000).map { "DEVICE-\($0)" }
+        let offsets = hwids.map { Agent.deviceOffset(hwid: $0, period: 3600) }
+        #expect(offsets.allSatisfy { $0 >= 0 && $0 < 360 })
+        #expect(Agent.deviceOffset(hwid: "A", period: 3600) == Agent.deviceOffset(hwid: "A", period: 3600))
+        let buckets = Set(offsets.map { Int($0 / 36) })
+        #expect(buckets.count >= 7)  // spread over most of the 8% window
+    }
+
+    // RF-3: after push registration, when the previous flags request preceded it.
+    @Test func pushRegistrationRefreshes() {
+        let loop = VirtualLoop.serving([checkout])
+        loop.run(for: 400)
+        let result = loop.agent.registerForPushNotifications()
+        #expect(result.granted)
+        #expect(result.pushToken?.count == 64)
+        loop.run(for: 1)
+        #expect(loop.transport.requests("registerDevice").count == 1)
+        #expect(loop.flagRequests.count == 2)
+        #expect(loop.flagRequests.last!.sentAt > loop.transport.requests("registerDevice")[0].sentAt)
+    }
+
+    // RF-4: a User ID change refreshes, and an answer for the previous user is dropped.
+    @Test func userChangeDropsLateAnswer() {
+        let loop = VirtualLoop.serving([dark])
+        loop.transport.script = { _ in .hold }
+        loop.run(for: 301)
+        var manual: RefreshError??
+        loop.agent.refresh { manual = .some($0) }  // in flight for the HWID user
+        loop.agent.setUserId("bob")
+        // RF-9: no overlapping request for bob yet.
+        #expect(loop.transport.heldCount("getFeatureFlags") == 1)
+        loop.transport.answerHeld("getFeatureFlags", with: ScriptedTransport.flags([checkout]))  // alice's answer
+        loop.settle()
+        #expect(loop.agent.get("new_checkout").value == nil)  // never shown to bob
+        #expect(manual == nil)  // the waiter now waits for bob's request
+        #expect(loop.transport.heldCount("getFeatureFlags") == 1)
+        #expect(loop.flagRequests.last!.body["userId"] == "bob")
+        loop.transport.answerHeld("getFeatureFlags", with: ScriptedTransport.flags([banner]))
+        loop.settle()
+        #expect(manual! == nil)
+        #expect(loop.agent.get("promo_banner").value == banner)
+        #expect(loop.store.committed?.flags?.userId == "bob")
+    }
+
+    // RF-5: refresh on demand; the completion runs once.
+    @Test func manualRefreshCompletesOnce() {
+        let loop = VirtualLoop.serving([dark], settings: settings { $0.flags.disableThrottle = true })
+        loop.serve([checkout])
+        var calls = 0
+        loop.agent.refresh { _ in calls += 1 }
+        loop.run(for: 10)
+        #expect(calls == 1)
+        #expect(loop.agent.get("new_checkout").value == checkout)
+    }
+
+    // RF-6: at most one request per 5 minutes while flags are valid; the switch disables it.
+    @Test func throttle() {
+        let loop = VirtualLoop.serving([checkout])
+        #expect(loop.refreshAndWait()! == nil)
+        #expect(loop.flagRequests.count == 1)
+        loop.run(for: 299)
+        #expect(loop.refreshAndWait()! == nil)
+        #expect(loop.flagRequests.count == 1)
+        loop.run(for: 2)
+        #expect(loop.refreshAndWait()! == nil)
+        #expect(loop.flagRequests.count == 2)
+
+        let open = VirtualLoop.serving([checkout], settings: settings { $0.flags.disableThrottle = true })
+        _ = open.refreshAndWait()
+        _ = open.refreshAndWait()
+        #expect(open.flagRequests.count == 3)
+    }
+
+    // RF-6 (interpretation): the throttle applies to `refresh` only, not to automatic triggers.
+    @Test func throttleDoesNotHoldAutomaticTriggers() {
+        let loop = VirtualLoop.serving([checkout])
+        loop.agent.setUserId("bob")
+        loop.settle()
+        #expect(loop.flagRequests.count == 2)
+    }
+
+    // RF-6: without valid flags, refresh always asks the server.
+    @Test func throttleNeedsValidFlags() {
+        let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.storedFlagsLifetime = 60 })
+        loop.run(for: 61)
+        _ = loop.refreshAndWait()
+        #expect(loop.flagRequests.count >= 2)
+    }
+
+    // RF-7: error codes: HTTP status; 0 no response; 200 unusable.
+    @Test func errorCodes() {
+        let cases: [(HTTPOutcome, Int)] = [
+            (ScriptedTransport.http(503), 503),
+            (ScriptedTransport.http(404), 404),
+            (.noResponse(reason: "connection refused"), 0),
+            (.response(status: 200, headers: [:], body: Data("garbage".utf8)), 200),
+            (ScriptedTransport.envelope(["status_code": 210, "status_message": "Application not found"]), 200),
+            (ScriptedTransport.envelope(["status_code": 200, "response": ["flags": "nope"]]), 200),
+            (ScriptedTransport.envelope(["status_code": 200, "response": ["flags": [["key": "k", "enabled": 1]]]]), 200),
+            (ScriptedTransport.envelope(["status_code": "200", "response": [:]]), 200),
+        ]
+        for (outcome, code) in cases {
+            let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.disableThrottle = true })
+            loop.failFlags(with: outcome)
+            let error = loop.refreshAndWait()!
+            #expect(error?.code == code, "\(outcome)")
+            #expect(loop.agent.get("new_checkout").value == checkout)  // stored flags stay in effect
+        }
+    }
+
+    // RF-8: no request when the server URL does not end with json/1.3/.
+    @Test func proxyURLNeverRequestsFlags() {
+        let loop = VirtualLoop(settings: settings { $0.server.serverURL = "https://proxy.example/pushwoosh/" })
+        loop.run(for: 3 * 3600)
+        #expect(loop.flagRequests.isEmpty)
+        #expect(loop.transport.requests("applicationOpen").count == 1)
+        #expect(loop.refreshAndWait()??.code == 0)
+        #expect(loop.agent.isEnabled("x", default: true).value == true)
+    }
+
+    // RF-9: requests never overlap; callers join the request in flight.
+    @Test func requestsNeverOverlap() {
+        let loop = VirtualLoop.serving([dark], settings: settings { $0.flags.disableThrottle = true })
+        loop.transport.script = { _ in .hold }
+        var results: [RefreshError?] = []
+        for _ in 0..<5 { loop.agent.refresh { results.append($0) } }
+        loop.agent.setAppState(.background)
+        loop.run(for: 3600)
+        loop.agent.setAppState(.active)
+        #expect(loop.transport.heldCount("getFeatureFlags") == 1)
+        loop.transport.answerHeld("getFeatureFlags", with: ScriptedTransport.flags([checkout]))
+        loop.settle()
+        #expect(results.count == 5)
+        #expect(results.allSatisfy { $0 == nil })
+    }
+
+    // RF-10: failed automatic refreshes back off with jitter, at most once a minute, honouring Retry-After.
+    @Test func backoffAfterFailures() {
+        let loop = VirtualLoop.serving([checkout])
+        loop.failFlags(with: ScriptedTransport.http(500))
+        loop.run(for: 3600 * 1.1)  // the hourly refresh fails
+        let failedAt = loop.flagRequests.count
+        loop.run(for: 3 * 3600)
+        let times = loop.flagRequests.dropFirst(failedAt - 1).map(\.sentAt)
+        #expect(times.count >= 4)
+        let gaps = zip(times, times.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { $0 >= 60 })
+        #expect(gaps.allSatisfy { $0 <= 3600 * 1.1 })
+        #expect(gaps.prefix(3).last! > gaps.first!)  // growing
+    }
+
+    @Test func retryAfterIsHonoured() {
+        let loop = VirtualLoop.serving([checkout])
+        loop.run(for: 301)
+        loop.failFlags(with: ScriptedTransport.http(503, headers: ["retry-after": "900"]))
+        loop.agent.setAppState(.background)
+        loop.run(for: 1800)
+        loop.agent.setAppState(.active)  // session start, fails with Retry-After: 900
+        loop.run(for: 1)
+        let n = loop.flagRequests.count
+        loop.run(for: 899)
+        #expect(loop.flagRequests.count == n)
+        loop.run(for: 900 * 0.5 + 2)
+        #expect(loop.flagRequests.count == n + 1)
+    }
+
+    // RF-11: 401/403 stop automatic refreshes until reload, a new User ID or a client's refresh.
+    @Test func unauthorizedStopsAutomaticRefreshes() {
+        for status in [401, 403] {
+            let loop = VirtualLoop.serving([checkout])
+            loop.failFlags(with: ScriptedTransport.http(status))
+            loop.run(for: 3600 * 1.1)
+            let n = loop.flagRequests.count
+            loop.run(for: 10 * 3600)
+            #expect(loop.flagRequests.count == n)
+            #expect(loop.agent.status().state == .fatal)
+            #expect(loop.agent.get("new_checkout").value == checkout)  // still served until expiry
+            loop.serve([checkout])
+            loop.agent.reload(loop.settings)
+            loop.run(for: 1)
+            #expect(loop.flagRequests.count == n + 1)
+            #expect(loop.agent.status().state == .ready)
+
+            // A client's refresh lifts the stop (and may meet 401 again).
+            loop.failFlags(with: ScriptedTransport.http(status))
+            loop.run(for: 3600 * 1.1)
+            #expect(loop.agent.status().state == .fatal)
+            let m = loop.flagRequests.count
+            #expect(loop.refreshAndWait()??.code == status)
+            #expect(loop.flagRequests.count == m + 1)
+            // So does a new User ID.
+            loop.agent.setUserId("carol")
+            loop.settle()
+            #expect(loop.flagRequests.count == m + 2)
+        }
+    }
+}
