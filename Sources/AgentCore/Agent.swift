@@ -172,7 +172,7 @@ public final class Agent {
     /// The flags served now, after enforcing their lifetime (ST-3) at read time.
     private func validFlags() -> ServedFlags? {
         guard let current = served else { return nil }
-        if current.age(monotonic: clock.monotonic, wall: clock.wall) >= settings.flags.storedFlagsLifetime {
+        if current.isExpired(lifetime: settings.flags.storedFlagsLifetime, monotonic: clock.monotonic, wall: clock.wall) {
             stopServing(.expired)
             return nil
         }
@@ -512,21 +512,21 @@ public final class Agent {
         if let d = periodicDeadline, d <= now {
             periodicDeadline = nil
             if session.appState == .active, !fatal {
-                requestFlags(.periodic)  // RF-2
-                if inFlight != nil { schedulePeriodic() }
+                requestFlags(.periodic)  // RF-2; joins a request in flight (RF-9)
+                if periodicDeadline == nil { schedulePeriodic(after: now) }
             }
         }
     }
 
     /// RF-2, RF-12: the next hourly refresh, offset by a stable per-device amount plus a
     /// little jitter, together within 10% of the period.
-    private func schedulePeriodic() {
+    private func schedulePeriodic(after floor: Seconds? = nil) {
         guard session.appState == .active, !fatal else {
             periodicDeadline = nil
             return
         }
         let interval = settings.flags.refreshInterval
-        let anchor = lastFlagsRequestAt ?? clock.monotonic
+        let anchor = max(lastFlagsRequestAt ?? clock.monotonic, floor ?? -.infinity)
         let offset = Self.deviceOffset(hwid: state.hwid, period: interval)
         let jitter = Double.random(in: 0..<1, using: &random) * interval * 0.02
         periodicDeadline = max(clock.monotonic, anchor + interval + offset + jitter)

@@ -16,7 +16,13 @@ public final class ScriptedTransport: HTTPTransport {
         public let request: HTTPRequest
         public let sentAt: Seconds
         /// The request's method name (last path component).
-        public var method: String { String(request.url.split(separator: "/").last ?? "") }
+        public let method: String
+
+        init(request: HTTPRequest, sentAt: Seconds) {
+            self.request = request
+            self.sentAt = sentAt
+            self.method = String(request.url.split(separator: "/").last ?? "")
+        }
         /// The `request` object of the body.
         public var body: JSONValue {
             ((try? JSONDecoder().decode(JSONValue.self, from: request.body)) ?? .null)["request"] ?? .null
@@ -46,6 +52,7 @@ public final class ScriptedTransport: HTTPTransport {
     public func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) {
         let recorded = Recorded(request: request, sentAt: clock.monotonic)
         requests.append(recorded)
+        counts[recorded.method, default: 0] += 1
         nextId += 1
         switch script(recorded) {
         case .answer(let outcome, let latency):
@@ -57,6 +64,10 @@ public final class ScriptedTransport: HTTPTransport {
 
     /// The requests of one method, in order.
     public func requests(_ method: String) -> [Recorded] { requests.filter { $0.method == method } }
+
+    /// How many requests of `method` were sent, without copying them.
+    public func count(_ method: String) -> Int { counts[method, default: 0] }
+    private var counts: [String: Int] = [:]
 
     /// Requests still waiting for an answer the test must give.
     public func heldCount(_ method: String? = nil) -> Int {

@@ -51,11 +51,14 @@ public final class VirtualLoop {
     }
 
     public func run(until target: Seconds) {
+        var spinsAtSameTime = 0
         while true {
             transport.deliverDue()
             agent.fireDueTimers()
             let next = [agent.nextDeadline, transport.nextDelivery].compactMap { $0 }.min()
             guard let next, next <= target else { break }
+            spinsAtSameTime = next <= clock.monotonic ? spinsAtSameTime + 1 : 0
+            precondition(spinsAtSameTime < 10_000, "a timer stays due at \(clock.monotonic): \(agent.status())")
             clock.advance(to: max(next, clock.monotonic))
         }
         clock.advance(to: target)

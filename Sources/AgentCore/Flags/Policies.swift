@@ -111,6 +111,12 @@ struct ServedFlags: Sendable {
         max(wall.timeIntervalSince(snapshot.receivedAt), ageAtBase + (monotonic - monotonicBase))
     }
 
+    /// Whether the flags are past `lifetime`, consistent with `expiresAt` to the last bit
+    /// (the expiry timer must never find flags alive at its own deadline).
+    func isExpired(lifetime: Seconds, monotonic: Seconds, wall: Date) -> Bool {
+        monotonic >= expiresAt(lifetime: lifetime) || wall.timeIntervalSince(snapshot.receivedAt) >= lifetime
+    }
+
     /// The monotonic time at which the flags expire unless the wall clock jumps ahead.
     func expiresAt(lifetime: Seconds) -> Seconds { monotonicBase + (lifetime - ageAtBase) }
 }
