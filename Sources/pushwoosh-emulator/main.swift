@@ -1,1 +1,6 @@
-print("not yet built: see the issues")
+// pushwoosh-emulator: a fake Pushwoosh server (PROTOCOL.md D). The logic lives in
+// the Emulator module; closures in main.swift must not run on other threads (PITFALLS).
+import Emulator
+import Glibc
+
+exit(EmulatorCommand.main())

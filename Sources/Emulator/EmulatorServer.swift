@@ -1,0 +1,307 @@
+import AgentCore
+import CMicroHTTPD
+import Dispatch
+import EmulatorCore
+import Foundation
+import Glibc
+import Synchronization
+
+public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equatable {
+    public var description: String
+    public init(description: String) { self.description = description }
+}
+
+/// The Pushwoosh emulator's HTTP server (PROTOCOL D) on libmicrohttpd.
+///
+/// ```swift
+/// let server = try EmulatorServer(listen: "127.0.0.1:0", apps: apps)
+/// let port = try server.start()      // the bound port; 0 picks a free one
+/// defer { server.stop() }
+/// ```
+///
+/// Threading: libmicrohttpd's epoll thread pool. The state is one `Mutex`
+/// held only while a request is applied (JSON parsing and serializing happen
+/// outside it). `delayMs` suspends the connection and resumes it from a
+/// timer, so no thread and no lock is held while waiting, and a delayed
+/// request never holds up another.
+public final class EmulatorServer: Sendable {
+    public let host: String
+    public let requestedPort: UInt16
+    public let threads: Int
+    public let verbose: Bool
+    /// Largest request body accepted; larger ones get 413.
+    public static let maxBodyBytes = 8 << 20
+
+    let state: Mutex<EmulatorState>
+    let runtime = Mutex(Runtime())
+    let clock: @Sendable () -> Date
+    let log: (@Sendable (String) -> Void)?
+
+    struct Runtime {
+        var daemon: Handle?
+        var port: UInt16 = 0
+        var stopping = false
+        /// Connections suspended for a `delayMs`, by address, until their timer resumes them.
+        var suspended: [UInt: Handle] = [:]
+    }
+
+    /// A libmicrohttpd daemon or connection handle. @unchecked Sendable:
+    /// libmicrohttpd allows `MHD_resume_connection` and `MHD_stop_daemon`
+    /// from any thread, and these are the only calls made with a handle
+    /// outside libmicrohttpd's own threads; `Runtime`'s lock orders them.
+    struct Handle: @unchecked Sendable {
+        let raw: OpaquePointer
+    }
+
+    /// - Parameters:
+    ///   - listen: `HOST:PORT` with an IPv4 address (or `localhost`); port 0 picks a free port.
+    ///   - threads: libmicrohttpd's thread pool size.
+    ///   - log: receives one line per notable event (app loaded, fault armed or fired); nil: silent.
+    ///   - verbose: also log one line per request.
+    ///   - clock: the time given to the state (rules, request log).
+    public init(listen: String = "127.0.0.1:0", configuration: EmulatorConfiguration = EmulatorConfiguration(),
+                apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
+                verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
+                clock: @escaping @Sendable () -> Date = { Date() }) throws(EmulatorServerError) {
+        let (host, port) = try Self.parseListen(listen)
+        self.host = host
+        requestedPort = port
+        self.threads = max(1, threads)
+        self.verbose = verbose
+        self.log = log
+        self.clock = clock
+        state = Mutex(EmulatorState(configuration: configuration, apps: apps))
+    }
+
+    /// Splits `HOST:PORT`; `localhost` means 127.0.0.1.
+    public static func parseListen(_ text: String) throws(EmulatorServerError) -> (String, UInt16) {
+        guard let colon = text.lastIndex(of: ":") else {
+            throw EmulatorServerError(description: "--listen: expected HOST:PORT, found \"\(text)\"")
+        }
+        var host = String(text[..<colon])
+        if host == "localhost" { host = "127.0.0.1" }
+        var addr = in_addr()
+        guard inet_pton(AF_INET, host, &addr) == 1 else {
+            throw EmulatorServerError(description: "--listen: expected an IPv4 address, found \"\(host)\"")
+        }
+        guard let port = UInt16(text[text.index(after: colon)...]) else {
+            throw EmulatorServerError(description: "--listen: expected a port 0-65535 in \"\(text)\"")
+        }
+        return (host, port)
+    }
+
+    /// The bound port once started, else 0.
+    public var port: UInt16 { runtime.withLock { $0.port } }
+
+    /// Runs `body` on the state under the lock (in-process tests and tools).
+    public func withState<R: Sendable>(_ body: (inout EmulatorState) -> R) -> R {
+        state.withLock { body(&$0) }
+    }
+
+    /// Binds, starts serving and returns the bound port.
+    @discardableResult
+    public func start() throws(EmulatorServerError) -> UInt16 {
+        if runtime.withLock({ $0.daemon != nil }) { return port }
+        let (fd, port) = try bindListener()
+        let me = Unmanaged.passRetained(self).toOpaque()
+
+        let completed: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                                       MHD_RequestTerminationCode) -> Void = { _, _, conCls, _ in
+            guard let conCls, let raw = conCls.pointee else { return }
+            Unmanaged<RequestContext>.fromOpaque(raw).release()
+            conCls.pointee = nil
+        }
+        var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
+        let options: [CVarArg] = [
+            Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
+            Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
+            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
+            Int32(MHD_OPTION.NOTIFY_COMPLETED.rawValue), OpaquePointer(unsafeBitCast(completed, to: UnsafeRawPointer.self)), OpaquePointer(me),
+            Int32(MHD_OPTION.END.rawValue),
+        ]
+        let daemon = withVaList(options) { va in
+            MHD_start_daemon_va(flags, 0, nil, nil, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+                guard let cls, let connection, let url, let method, let uploadDataSize, let conCls else { return MHD_Result.NO }
+                let server = Unmanaged<EmulatorServer>.fromOpaque(cls).takeUnretainedValue()
+                return server.access(connection, url: url, method: method, uploadData: uploadData,
+                                     uploadDataSize: uploadDataSize, conCls: conCls)
+            }, me, va)
+        }
+        guard let daemon = daemon.map(Handle.init) else {
+            close(fd)
+            Unmanaged<EmulatorServer>.fromOpaque(me).release()
+            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)")
+        }
+        runtime.withLock {
+            $0.daemon = daemon
+            $0.port = port
+            $0.stopping = false
+        }
+        let (apps, flagCount) = state.withLock { s in (s.apps.count, s.apps.values.reduce(0) { $0 + $1.flags.count }) }
+        log?("emulator started listen=\(host):\(port) apps=\(apps) flags=\(flagCount) threads=\(threads)")
+        return port
+    }
+
+    /// Stops serving: resumes delayed connections, stops libmicrohttpd (which
+    /// closes every connection and the listening socket). Idempotent.
+    public func stop() {
+        let daemon: Handle? = runtime.withLock { r in
+            guard let d = r.daemon else { return nil }
+            r.stopping = true
+            // libmicrohttpd requires every suspended connection to be resumed before stopping.
+            for (_, c) in r.suspended { MHD_resume_connection(c.raw) }
+            r.suspended.removeAll()
+            r.daemon = nil
+            r.port = 0
+            return d
+        }
+        guard let daemon else { return }
+        MHD_stop_daemon(daemon.raw)
+        Unmanaged.passUnretained(self).release()  // the reference taken in start()
+        log?("emulator stopped")
+    }
+
+    private func bindListener() throws(EmulatorServerError) -> (Int32, UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw EmulatorServerError(description: "socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // Accepted sockets inherit TCP_NODELAY on Linux: no Nagle + delayed-ACK stalls.
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = requestedPort.bigEndian
+        _ = inet_pton(AF_INET, host, &addr.sin_addr)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 1024) == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            throw EmulatorServerError(description: "cannot listen on \(host):\(requestedPort): \(message)")
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        var actual = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &actual) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        return (fd, UInt16(bigEndian: actual.sin_port))
+    }
+
+    // MARK: - The access handler
+
+    /// Called by libmicrohttpd several times per request: once with the
+    /// headers, once per piece of the body, once at the end, and once more
+    /// after a delayed connection is resumed.
+    func access(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
+                uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
+                conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        guard let raw = conCls.pointee else {
+            conCls.pointee = Unmanaged.passRetained(RequestContext()).toOpaque()
+            return MHD_Result.YES
+        }
+        let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        if let pending = ctx.pending {  // resumed after delayMs
+            ctx.pending = nil
+            guard case .respond(let response) = pending else { return MHD_Result.NO }
+            return send(response, on: connection)
+        }
+        if uploadDataSize.pointee > 0 {
+            let n = uploadDataSize.pointee
+            if ctx.body.count + n > Self.maxBodyBytes {
+                ctx.tooLarge = true
+            } else if let uploadData {
+                uploadData.withMemoryRebound(to: UInt8.self, capacity: n) {
+                    ctx.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
+                }
+            }
+            uploadDataSize.pointee = 0
+            return MHD_Result.YES
+        }
+        if ctx.tooLarge {
+            return send(.json(413, .object(["error": .string("body larger than \(Self.maxBodyBytes) bytes")])), on: connection)
+        }
+
+        let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
+                                  query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
+                                  headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
+        ctx.body = []
+        let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
+        let now = clock()
+        let outcome = state.withLock { $0.handle(prepared, now: now) }
+        let response = outcome.render()          // serializing: outside the lock
+        if let log {
+            for line in outcome.events { log(line) }
+            if verbose {
+                log("request method=\(request.method) path=\(request.path) status=\(response.map { String($0.status) } ?? "dropped") delayMs=\(outcome.delayMs)")
+            }
+        }
+        if outcome.delayMs > 0 {
+            ctx.pending = response.map(Pending.respond) ?? .drop
+            return suspend(connection, forMilliseconds: outcome.delayMs)
+        }
+        guard let response else { return MHD_Result.NO }  // drop: libmicrohttpd closes the connection unanswered
+        return send(response, on: connection)
+    }
+
+    private func suspend(_ connection: OpaquePointer, forMilliseconds ms: Int) -> MHD_Result {
+        let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+        let ok = runtime.withLock { r in
+            if r.stopping { return false }
+            MHD_suspend_connection(connection)
+            r.suspended[key] = Handle(raw: connection)
+            return true
+        }
+        guard ok else { return MHD_Result.NO }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(ms)) { [self] in
+            runtime.withLock { r in
+                // Resumed here unless stop() already resumed it.
+                if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
+            }
+        }
+        return MHD_Result.YES
+    }
+
+    /// The response is handed over in one buffer: libmicrohttpd writes
+    /// headers and body together (with TCP_NODELAY, no Nagle stalls).
+    private func send(_ response: EmulatorResponse, on connection: OpaquePointer) -> MHD_Result {
+        let mhdResponse = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse else { return MHD_Result.NO }
+        for h in response.headers { _ = MHD_add_response_header(mhdResponse, h.name, h.value) }
+        let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+        MHD_destroy_response(mhdResponse)
+        return result
+    }
+
+    /// Headers or query arguments of the request, in order.
+    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HeaderField] {
+        var out: [HeaderField] = []
+        withUnsafeMutablePointer(to: &out) { ptr in
+            _ = MHD_get_connection_values(connection, kind, { cls, _, key, value in
+                guard let cls, let key else { return MHD_Result.YES }
+                let out = cls.assumingMemoryBound(to: [HeaderField].self)
+                out.pointee.append(HeaderField(String(cString: key), value.map { String(cString: $0) } ?? ""))
+                return MHD_Result.YES
+            }, ptr)
+        }
+        return out
+    }
+}
+
+enum Pending {
+    case respond(EmulatorResponse)
+    case drop
+}
+
+/// Per-request state kept in libmicrohttpd's `con_cls`; touched only by the
+/// thread that serves the connection (never by the delay timer).
+final class RequestContext {
+    var body: [UInt8] = []
+    var tooLarge = false
+    var pending: Pending?
+}

@@ -1,0 +1,79 @@
+import AgentCore
+import Foundation
+
+/// An event a device posted (`postEvent`).
+public struct PostedEvent: Sendable, Equatable {
+    public var name: String
+    /// The device's `timestampUTC` when it sent one, else the time the emulator received it.
+    public var time: Date
+    public var attributes: [String: JSONValue]
+
+    public init(name: String, time: Date, attributes: [String: JSONValue] = [:]) {
+        self.name = name
+        self.time = time
+        self.attributes = attributes
+    }
+}
+
+/// What the emulator knows about one device (HWID), fed by the device API.
+public struct DeviceRecord: Sendable, Equatable {
+    public static let maxEventsKept = 1000
+
+    public var hwid: String
+    public var userId: String?
+    /// Set by `registerDevice`, cleared by `unregisterDevice`.
+    public var pushToken: String?
+    public var gateway: String?
+    /// The most recent events, at most `maxEventsKept`.
+    public private(set) var events: [PostedEvent] = []
+    /// Every event name ever posted (kept beyond the `events` cap).
+    public private(set) var eventNames: Set<String> = []
+    /// The latest `PW_FeatureFlagImpression` time per `flag_key` (kept beyond the cap).
+    public private(set) var lastImpression: [String: Date] = [:]
+    public var lastSeen: Date?
+
+    public init(hwid: String) { self.hwid = hwid }
+
+    public static let impressionEvent = "PW_FeatureFlagImpression"
+
+    public mutating func record(_ event: PostedEvent) {
+        events.append(event)
+        if events.count > Self.maxEventsKept { events.removeFirst(events.count - Self.maxEventsKept) }
+        eventNames.insert(event.name)
+        if event.name == Self.impressionEvent, case .string(let key)? = event.attributes["flag_key"] {
+            if let known = lastImpression[key], known >= event.time { return }
+            lastImpression[key] = event.time
+        }
+    }
+
+    public var json: JSONValue {
+        .object([
+            "hwid": .string(hwid),
+            "userId": userId.map(JSONValue.string) ?? .null,
+            "pushToken": pushToken.map(JSONValue.string) ?? .null,
+            "gateway": gateway.map(JSONValue.string) ?? .null,
+            "lastSeen": lastSeen.map { .string(Timestamp.format($0)) } ?? .null,
+            "events": .array(events.map { e in
+                .object(["event": .string(e.name), "time": .string(Timestamp.format(e.time)),
+                         "attributes": .object(e.attributes)])
+            }),
+        ])
+    }
+}
+
+/// ISO 8601 formatting and the `since=` parameter of `GET /admin/requests`.
+public enum Timestamp {
+    /// `2024-05-01T12:00:00.123Z`.
+    public static func format(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    /// Unix seconds (`1714564800`, `1714564800.5`) or ISO 8601
+    /// (`2024-05-01T12:00:00Z`, with optional fractional seconds and offset).
+    public static func parse(_ text: String) -> Date? {
+        if let seconds = Double(text), seconds.isFinite { return Date(timeIntervalSince1970: seconds) }
+        if let d = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return d }
+        if let d = try? Date(text, strategy: Date.ISO8601FormatStyle()) { return d }
+        return nil
+    }
+}

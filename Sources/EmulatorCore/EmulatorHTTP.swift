@@ -1,0 +1,54 @@
+import AgentCore
+
+public struct HeaderField: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A request as the HTTP layer hands it over: path already percent-decoded.
+public struct EmulatorRequest: Sendable {
+    public var method: String
+    public var path: String
+    public var query: [String: String]
+    public var headers: [HeaderField]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, query: [String: String] = [:], headers: [HeaderField] = [],
+                body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first header with this name, compared case-insensitively.
+    public func header(_ name: String) -> String? {
+        let lower = name.lowercased()
+        return headers.first { $0.name.lowercased() == lower }?.value
+    }
+}
+
+public struct EmulatorResponse: Sendable, Equatable {
+    public var status: Int
+    public var headers: [HeaderField]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [HeaderField] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func json(_ status: Int, _ value: JSONValue, headers: [HeaderField] = []) -> EmulatorResponse {
+        EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,
+                     body: SortedJSONWriter.bytes(value))
+    }
+
+    /// The body parsed as JSON (tests).
+    public var jsonBody: JSONValue? { try? StrictJSONParser.parse(body) }
+}
