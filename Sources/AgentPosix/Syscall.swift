@@ -1,0 +1,104 @@
+import Glibc
+
+/// A failed system call: the `errno` it set, the call's name, and what the
+/// failure was about (a path, when there is one).
+///
+/// `errno` is the stable code; compare it with the `E…` constants.
+public struct PosixError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let errno: Int32
+    /// The name of the failed call, e.g. `"bind"`.
+    public let call: String
+    /// The path the call was about, if any (named in the description).
+    public let path: String?
+
+    public init(errno: Int32, call: String, path: String? = nil) {
+        self.errno = errno
+        self.call = call
+        self.path = path
+    }
+
+    /// `strerror(errno)`.
+    public var message: String { String(cString: strerror(errno)) }
+
+    public var description: String {
+        if let path { return "\(call) \(path): \(message) (errno \(errno))" }
+        return "\(call): \(message) (errno \(errno))"
+    }
+}
+
+/// Runs `body`, a system call that returns `-1` and sets `errno` on failure;
+/// retries it while it fails with `EINTR`, throws `PosixError` otherwise.
+///
+/// Never use it for `close`: on Linux a `close` interrupted by a signal has
+/// released the descriptor anyway, and retrying could close someone else's.
+@inline(__always)
+@discardableResult
+public func retryingEINTR<T: FixedWidthInteger>(
+    _ call: StaticString, path: String? = nil, _ body: () -> T
+) throws(PosixError) -> T {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let code = Glibc.errno
+        if code == EINTR { continue }
+        throw PosixError(errno: code, call: "\(call)", path: path)
+    }
+}
+
+/// An owned file descriptor: closed when the value goes out of scope, unless
+/// `take()` hands the number over to someone else.
+public struct FileDescriptor: ~Copyable, Sendable {
+    public let rawValue: Int32
+
+    /// Takes ownership of `rawValue`.
+    public init(_ rawValue: Int32) {
+        precondition(rawValue >= 0, "invalid file descriptor \(rawValue)")
+        self.rawValue = rawValue
+    }
+
+    /// Gives up ownership without closing; the caller now owns the number.
+    public consuming func take() -> Int32 {
+        let fd = rawValue
+        discard self
+        return fd
+    }
+
+    deinit {
+        _ = Glibc.close(rawValue)
+    }
+}
+
+extension FileDescriptor {
+    /// Sets `O_NONBLOCK` and `FD_CLOEXEC` (for descriptors that were not
+    /// created with them, e.g. from `accept` or socket activation).
+    public func setNonBlockingAndCloseOnExec() throws(PosixError) {
+        try Self.setNonBlockingAndCloseOnExec(rawValue)
+    }
+
+    public static func setNonBlockingAndCloseOnExec(_ fd: Int32) throws(PosixError) {
+        let flags = try retryingEINTR("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
+        if flags & O_NONBLOCK == 0 {
+            try retryingEINTR("fcntl(F_SETFL)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+        }
+        let fdFlags = try retryingEINTR("fcntl(F_GETFD)") { fcntl(fd, F_GETFD) }
+        if fdFlags & FD_CLOEXEC == 0 {
+            try retryingEINTR("fcntl(F_SETFD)") { fcntl(fd, F_SETFD, fdFlags | FD_CLOEXEC) }
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in seconds: the time base of `EventLoop` deadlines.
+@inline(__always)
+public func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
+}
+
+/// Ignores `SIGPIPE` for the whole process, so that writing to a socket whose
+/// peer has gone returns `EPIPE` instead of killing the process. `Connection`
+/// uses `send(MSG_NOSIGNAL)` and does not need it; call it once at start for
+/// any other writes (pipes, `FileHandle`).
+public func ignoreSIGPIPE() {
+    _ = signal(SIGPIPE, SIG_IGN)
+}

@@ -1,0 +1,272 @@
+import AgentPosix
+import Dispatch
+import Glibc
+import Testing
+
+/// Starts a listener on the loop thread whose connections `configure` sets
+/// up; records how each connection closed.
+private func serve(
+    _ thread: LoopThread, path: String, maxPendingOutput: Int = 8 << 20,
+    closes: Shared<[Connection.CloseReason]>,
+    configure: @escaping @Sendable (Connection) -> Void
+) throws {
+    try thread.sync { loop, box in
+        let listener = try UnixListener(path: path)
+        try listener.start(on: loop) { descriptor in
+            let connection = Connection(loop: loop, descriptor: descriptor, maxPendingOutput: maxPendingOutput)
+            connection.onClose = { reason in closes.update { $0.append(reason) } }
+            configure(connection)
+            try? connection.start()
+        }
+        box.objects.append(listener)
+    }
+}
+
+/// Echoes every chunk back as it came.
+private let echo: @Sendable (Connection) -> Void = { connection in
+    connection.onInput = { [unowned connection] bytes in connection.send(bytes) }
+}
+
+@Suite struct ConnectionTests {
+    @Test func manyMessagesInOneReadAreAnsweredInOneSend() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        let sends = Shared<[Int]>([])
+        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+            connection.onInput = { [unowned connection] bytes in
+                // One answer per line, queued separately.
+                for line in bytes.split(separator: UInt8(ascii: "\n")) {
+                    connection.send(Array("ok:".utf8) + line + [UInt8(ascii: "\n")])
+                }
+                connection.loop.deferToEndOfIteration {
+                    connection.loop.deferToEndOfIteration { sends.update { $0.append(connection.sendSyscalls) } }
+                }
+            }
+        }
+        let client = try TestClient(path: dir.file("s"))
+        let request = (0..<100).map { "m\($0)\n" }.joined()
+        try client.write(request)
+        let expected = (0..<100).map { "ok:m\($0)\n" }.joined()
+        #expect(client.readString(count: expected.utf8.count) == expected)
+        #expect(waitUntil { !sends.value.isEmpty })
+        #expect(sends.value.last == 1)
+    }
+
+    @Test func largeVolumeFlowsBothWays() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
+        let client = try TestClient(path: dir.file("s"))
+        let lines = (0..<20_000).map { "line number \($0) of the volume test\n" }.joined()
+        let bytes = Array(lines.utf8)
+        let writer = DispatchSemaphore(value: 0)
+        let fd = client.fd
+        DispatchQueue.global().async {
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, min(4096, bytes.count - offset), Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { break }
+                offset += n
+            }
+            writer.signal()
+        }
+        let received = client.read(count: bytes.count)
+        writer.wait()
+        #expect(received.count == bytes.count)
+        #expect(received == bytes)
+        #expect(closes.value.isEmpty)
+    }
+
+    @Test func halfClosedClientGetsItsAnswersThenTheConnectionCloses() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
+        let client = try TestClient(path: dir.file("s"))
+        try client.write("a\nb\n")
+        client.shutdownWrite()
+        #expect(client.readString(count: 100) == "a\nb\n")  // then EOF
+        #expect(client.readOnce() == 0)
+        #expect(waitUntil { closes.value == [.eof] })
+    }
+
+    @Test func ownerCanHoldAHalfClosedConnectionForLateAnswers() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+            connection.onReadEOF = { [unowned connection] in
+                // An answer that needed the network arrives later.
+                connection.loop.schedule(after: 0.05) {
+                    connection.send(Array("late\n".utf8))
+                    connection.closeAfterFlush()
+                }
+            }
+        }
+        let client = try TestClient(path: dir.file("s"))
+        try client.write("refresh\n")
+        client.shutdownWrite()
+        #expect(client.readString(count: 100) == "late\n")
+        #expect(waitUntil { closes.value == [.eof] })
+    }
+
+    @Test func vanishedClientIsClosedWithoutDisturbingTheLoop() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
+        do {
+            let client = try TestClient(path: dir.file("s"))
+            try client.write("bye\n")
+        }  // closed without reading the echo
+        #expect(waitUntil { closes.value.count == 1 })
+        // The loop still serves.
+        let other = try TestClient(path: dir.file("s"))
+        try other.write("still here\n")
+        #expect(other.readString(count: 11) == "still here\n")
+    }
+
+    @Test func slowReaderIsClosedWhenItsBacklogExceedsTheLimit() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        let peak = Shared(0)
+        try serve(thread, path: dir.file("s"), maxPendingOutput: 1 << 20, closes: closes) { connection in
+            let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
+            connection.onInput = { [weak connection] _ in
+                // A flood of answers the client never reads, 64 KiB per ms.
+                func pump() {
+                    // Once closed, the connection is released: hold it weakly.
+                    guard let connection, connection.isOpen else { return }
+                    connection.send(chunk)
+                    peak.update { $0 = max($0, connection.pendingOutputBytes) }
+                    connection.loop.schedule(after: 0.001, pump)
+                }
+                pump()
+            }
+        }
+        let client = try TestClient(path: dir.file("s"))
+        try client.write("go\n")
+        #expect(waitUntil { closes.value == [.backpressure] })
+        #expect(peak.value <= (1 << 20) + 64 * 1024)
+    }
+
+    @Test func idleConnectionIsClosedAndActivityKeepsItOpen() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+            echo(connection)
+            connection.setIdleTimeout(0.15)
+        }
+        let idle = try TestClient(path: dir.file("s"))
+        let busy = try TestClient(path: dir.file("s"))
+        let start = monotonicSeconds()
+        // The busy client talks every 50 ms for 400 ms.
+        for _ in 0..<8 {
+            try busy.write("ping\n")
+            #expect(busy.readString(count: 5) == "ping\n")
+            usleep(50_000)
+        }
+        #expect(closes.value == [.idleTimeout])
+        #expect(idle.readOnce() == 0)  // the idle one saw EOF
+        let idleClosedBy = monotonicSeconds() - start
+        #expect(idleClosedBy >= 0.15)
+        // Silent from now on: the busy one goes too.
+        #expect(waitUntil(timeout: 2) { closes.value == [.idleTimeout, .idleTimeout] })
+        #expect(busy.readOnce() == 0)
+    }
+
+    @Test func localCloseDropsPendingOutputAndReportsLocal() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+            connection.onInput = { [unowned connection] _ in
+                connection.send(Array("never sent\n".utf8))
+                connection.close()
+                connection.send(Array("ignored\n".utf8))
+            }
+        }
+        let client = try TestClient(path: dir.file("s"))
+        try client.write("x\n")
+        #expect(client.readOnce() == 0)
+        #expect(waitUntil { closes.value == [.local] })
+    }
+
+    @Test func twoHundredFiftySixConcurrentClientsEcho() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let closes = Shared<[Connection.CloseReason]>([])
+        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
+        let path = dir.file("s")
+        let failures = Shared(0)
+        // 8 threads × 32 clients, all connected at once, each with 10 round trips.
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            do {
+                var clients: [Int32] = []
+                for _ in 0..<32 { clients.append(try UnixSocket.connect(to: path).take()) }
+                defer { clients.forEach { close($0) } }
+                for round in 0..<10 {
+                    for (index, fd) in clients.enumerated() {
+                        let message = Array("w\(worker) c\(index) r\(round)\n".utf8)
+                        guard send(fd, message, message.count, Int32(MSG_NOSIGNAL)) == message.count else {
+                            failures.update { $0 += 1 }
+                            continue
+                        }
+                    }
+                    for (index, fd) in clients.enumerated() {
+                        let expected = Array("w\(worker) c\(index) r\(round)\n".utf8)
+                        var buffer = [UInt8](repeating: 0, count: expected.count)
+                        var got = 0
+                        while got < expected.count {
+                            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, expected.count - got, 0) }
+                            if n <= 0 { break }
+                            got += n
+                        }
+                        if buffer != expected { failures.update { $0 += 1 } }
+                    }
+                }
+            } catch {
+                failures.update { $0 += 1000 }
+            }
+        }
+        #expect(failures.value == 0)
+        #expect(waitUntil { closes.value.count == 256 })
+    }
+}
+
+@Suite struct EchoServerTests {
+    @Test func echoesCompleteLinesAcrossReads() throws {
+        let dir = TemporaryDirectory()
+        let thread = try LoopThread()
+        defer { thread.stop() }
+        let path = dir.file("echo.sock")
+        try thread.sync { loop, box in
+            let server = try EchoServer(loop: loop, path: path)
+            try server.start()
+            box.objects.append(server)
+        }
+        let client = try TestClient(path: path)
+        try client.write("hel")
+        usleep(20_000)
+        try client.write("lo\nwor")
+        #expect(client.readString(count: 6) == "hello\n")
+        usleep(20_000)
+        try client.write("ld\n{\"id\":1}\n")
+        #expect(client.readString(count: 15) == "world\n{\"id\":1}\n")
+        client.shutdownWrite()
+        #expect(client.readOnce() == 0)
+    }
+}

@@ -1,0 +1,152 @@
+import AgentPosix
+import Foundation
+import Glibc
+import Synchronization
+
+/// A fresh directory under /tmp (short: socket paths must fit 107 bytes),
+/// removed with everything in it on release.
+final class TemporaryDirectory: Sendable {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/pwa-posix-XXXXXX".utf8CString)
+        let result = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(result != nil, "mkdtemp failed: errno \(errno)")
+        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A value shared between the test thread and the loop thread.
+final class Shared<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ value: Value) { storage = Mutex(value) }
+    var value: Value { storage.withLock { $0 } }
+    func update<R: Sendable>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
+}
+
+/// Holds loop-thread objects (listeners, connections) for the duration of a
+/// test; only touched on the loop thread.
+final class LoopBox: @unchecked Sendable {
+    var objects: [AnyObject] = []
+}
+
+/// An `EventLoop` running on its own thread.
+final class LoopThread: Sendable {
+    let loop: EventLoop
+    let box = LoopBox()
+    private let finished = DispatchSemaphore(value: 0)
+    private let failure = Shared<String?>(nil)
+
+    init() throws {
+        let loop = try EventLoop()
+        self.loop = loop
+        let finished = self.finished
+        let failure = self.failure
+        let thread = Thread {
+            do {
+                try loop.run()
+            } catch {
+                failure.update { $0 = "\(error)" }
+            }
+            finished.signal()
+        }
+        thread.start()
+    }
+
+    /// Runs `body` on the loop thread and returns its result.
+    @discardableResult
+    func sync<T: Sendable>(_ body: @escaping @Sendable (EventLoop, LoopBox) throws -> T) throws -> T {
+        let result = Shared<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let box = self.box
+        loop.post { [loop] in
+            let outcome = Result { try body(loop, box) }
+            result.update { $0 = outcome }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 10) == .success else { throw TestFailure("loop did not answer") }
+        return try result.value!.get()
+    }
+
+    /// Stops the loop and waits for its thread to end, releasing the
+    /// loop-thread objects on the loop thread first.
+    func stop() {
+        let box = self.box
+        loop.post { box.objects.removeAll() }
+        loop.stop()
+        _ = finished.wait(timeout: .now() + 10)
+    }
+
+    deinit { }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Polls `condition` every millisecond until it holds or `timeout` passes.
+func waitUntil(timeout: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = monotonicSeconds() + timeout
+    while monotonicSeconds() < deadline {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
+
+/// A blocking client socket for tests.
+struct TestClient: ~Copyable {
+    let socket: FileDescriptor
+
+    init(path: String, receiveTimeout: Double = 5) throws {
+        socket = try UnixSocket.connect(to: path)
+        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1_000_000))
+        setsockopt(socket.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    var fd: Int32 { socket.rawValue }
+
+    func write(_ text: String) throws { try write(Array(text.utf8)) }
+
+    func write(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw PosixError(errno: errno, call: "send")
+            }
+            offset += count
+        }
+    }
+
+    /// Reads until `count` bytes came, EOF, or the receive timeout.
+    func read(count: Int) -> [UInt8] {
+        var result: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while result.count < count {
+            let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, min($0.count, count - result.count), 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            result.append(contentsOf: buffer[..<n])
+        }
+        return result
+    }
+
+    func readString(count: Int) -> String { String(decoding: read(count: count), as: UTF8.self) }
+
+    /// 0 at EOF, -1 with errno on error or timeout, else the bytes read.
+    func readOnce() -> Int {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        return buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+}
