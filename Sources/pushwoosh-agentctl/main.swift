@@ -1,1 +1,6 @@
-print("not yet built: see the issues")
+import AgentControl
+import Foundation
+
+exit(ControlTool.run(arguments: Array(CommandLine.arguments.dropFirst()),
+                     environment: ProcessInfo.processInfo.environment,
+                     output: StandardOutput()))

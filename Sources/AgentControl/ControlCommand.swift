@@ -1,0 +1,469 @@
+import AgentCore
+import AgentWire
+import Foundation
+
+// `pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]`:
+// one command per socket method (PROTOCOL B.1, B.2). Parsing is a pure function.
+
+/// `property --type`: the CLI's spelling and the socket API's.
+public enum PropertyType: String, Sendable, CaseIterable {
+    case string, number, bool
+    case jsonObject = "json-object"
+    case jsonArray = "json-array"
+
+    /// The `type` parameter of the `property` method.
+    public var wireName: String {
+        switch self {
+        case .string: "string"
+        case .number: "number"
+        case .bool: "bool"
+        case .jsonObject: "jsonObject"
+        case .jsonArray: "jsonArray"
+        }
+    }
+}
+
+/// One command of the CLI.
+public enum ControlCommand: Sendable, Equatable {
+    case get(key: String)
+    case isEnabled(key: String, default: Bool)
+    case property(key: String, property: String, type: PropertyType, default: JSONValue?)
+    case refresh
+    case logImpression(key: String)
+    case setUser(userId: String)
+    case setAppState(AppState)
+    case registerPush
+    case unregisterPush
+    case setAuthorization(NotificationAuthorization)
+    /// `presentPushPrimer`'s params, already in the socket API's names.
+    case primer([String: JSONValue])
+    case status
+    case watch
+
+    /// The socket method and params this command sends.
+    public var request: (method: String, params: [String: JSONValue]) {
+        switch self {
+        case .get(let key): ("get", ["key": .string(key)])
+        case .isEnabled(let key, let def): ("isEnabled", ["key": .string(key), "default": .bool(def)])
+        case .property(let key, let property, let type, let def):
+            ("property", ["key": .string(key), "property": .string(property), "type": .string(type.wireName)]
+                .merging(def.map { ["default": $0] } ?? [:]) { a, _ in a })
+        case .refresh: ("refresh", [:])
+        case .logImpression(let key): ("logImpression", ["key": .string(key)])
+        case .setUser(let userId): ("setUserId", ["userId": .string(userId)])
+        case .setAppState(let state): ("setAppState", ["state": .string(state.rawValue)])
+        case .registerPush: ("registerForPushNotifications", [:])
+        case .unregisterPush: ("unregisterForPushNotifications", [:])
+        case .setAuthorization(let status): ("setNotificationAuthorization", ["status": .string(status.rawValue)])
+        case .primer(let params): ("presentPushPrimer", params)
+        case .status: ("status", [:])
+        case .watch: ("subscribe", [:])
+        }
+    }
+}
+
+/// A parsed command line.
+public struct ControlInvocation: Sendable, Equatable {
+    public var socketPath: String
+    /// `--json`: print the raw result JSON.
+    public var json: Bool
+    /// `--timeout`: seconds to wait for an answer; nil waits as long as it takes.
+    public var timeout: Double?
+    public var command: ControlCommand
+
+    public init(socketPath: String, json: Bool = false, timeout: Double? = ControlArguments.defaultTimeout,
+                command: ControlCommand) {
+        self.socketPath = socketPath
+        self.json = json
+        self.timeout = timeout
+        self.command = command
+    }
+}
+
+/// What the arguments ask for.
+public enum ControlRequest: Sendable, Equatable {
+    case run(ControlInvocation)
+    /// Print this help text and exit 0.
+    case help(String)
+}
+
+/// A usage mistake: print it and exit 2.
+public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    /// The command whose help to point at, if known.
+    public var command: String?
+
+    public init(_ message: String, command: String? = nil) {
+        self.message = message
+        self.command = command
+    }
+
+    public var description: String {
+        let help = command.map { "pushwoosh-agentctl \($0) --help" } ?? "pushwoosh-agentctl --help"
+        return "pushwoosh-agentctl: \(message)\nTry '\(help)'."
+    }
+}
+
+// MARK: - The command table
+
+struct CommandInfo {
+    var name: String
+    var synopsis: String
+    var summary: String
+    var details: String = ""
+    /// Options that take a value.
+    var valued: Set<String> = []
+    /// Options without a value.
+    var flags: Set<String> = []
+}
+
+private let visualOptions: [(option: String, param: String)] = [
+    ("--image", "image"), ("--image-url", "imageURL"), ("--background-color", "backgroundColor"),
+    ("--background-gradient", "backgroundGradient"), ("--title-color", "titleColor"),
+    ("--message-color", "messageColor"), ("--accept-button-color", "acceptButtonColor"),
+    ("--accept-button-text-color", "acceptButtonTextColor"), ("--decline-button-color", "declineButtonColor"),
+    ("--decline-button-text-color", "declineButtonTextColor"), ("--corner-radius", "cornerRadius"),
+    ("--button-corner-radius", "buttonCornerRadius"), ("--button-border-color", "buttonBorderColor"),
+]
+
+let commandTable: [CommandInfo] = [
+    CommandInfo(name: "get", synopsis: "get KEY", summary: "show a flag: enabled, rule, properties and where it came from",
+                details: "Prints the flag's key, whether it is enabled, its rule, its properties and the\nprovenance (reason, source, age). Method: get."),
+    CommandInfo(name: "is-enabled", synopsis: "is-enabled KEY [--default true|false]",
+                summary: "print true or false",
+                details: "Prints whether the flag is enabled; --default (false unless given) is what the\nagent answers when it has no valid flag. Exits 0 either way: read the output.\nMethod: isEnabled.",
+                valued: ["--default"]),
+    CommandInfo(name: "property", synopsis: "property KEY PROP --type string|number|bool|json-object|json-array [--default V]",
+                summary: "print one property of a flag",
+                details: "Prints the property's value, else the default. For scalar types --default\ndefaults to \"\", 0 or false; JSON types take no default (null when absent).\nMethod: property.",
+                valued: ["--type", "--default"]),
+    CommandInfo(name: "refresh", synopsis: "refresh", summary: "fetch the flags now and wait for the outcome",
+                details: "Exits 1 when the refresh failed. Method: refresh."),
+    CommandInfo(name: "log-impression", synopsis: "log-impression KEY", summary: "record that the user saw the flag's feature",
+                details: "Method: logImpression."),
+    CommandInfo(name: "set-user", synopsis: "set-user USERID", summary: "set the User ID (then the flags are refreshed)",
+                details: "Method: setUserId."),
+    CommandInfo(name: "set-app-state", synopsis: "set-app-state active|background", summary: "move the simulated app to the foreground or background",
+                details: "Method: setAppState."),
+    CommandInfo(name: "register-push", synopsis: "register-push", summary: "register for push notifications",
+                details: "Method: registerForPushNotifications."),
+    CommandInfo(name: "unregister-push", synopsis: "unregister-push", summary: "unregister from push notifications",
+                details: "Method: unregisterForPushNotifications."),
+    CommandInfo(name: "set-authorization", synopsis: "set-authorization notDetermined|denied|authorized|provisional|ephemeral",
+                summary: "set the simulated notification authorization",
+                details: "Method: setNotificationAuthorization."),
+    CommandInfo(name: "primer", synopsis: "primer --title T --message M --accept A --decline D [OPTIONS]",
+                summary: "present the push primer to the simulated user",
+                details: """
+                    Options:
+                      --style alert|sheet              (sheet by default in the agent)
+                      --position bottom|top|center     (sheet only)
+                      --no-fallback-to-settings        when denied, do not send the user to settings
+                      --min-interval SECONDS           not shown again within this many seconds
+                      --answer accept|decline          what the simulated user taps
+                      --image NAME, --image-url URL
+                      --background-color C, --background-gradient C1,C2[,…]
+                      --title-color C, --message-color C
+                      --accept-button-color C, --accept-button-text-color C
+                      --decline-button-color C, --decline-button-text-color C
+                      --corner-radius N, --button-corner-radius N, --button-border-color C
+                    Colours: #RRGGBB, #RRGGBBAA or a semantic name (systemBlue, label, …).
+                    Method: presentPushPrimer.
+                    """,
+                valued: Set(["--title", "--message", "--accept", "--decline", "--style", "--position", "--min-interval", "--answer"]
+                    + visualOptions.map(\.option)),
+                flags: ["--no-fallback-to-settings", "--fallback-to-settings"]),
+    CommandInfo(name: "status", synopsis: "status", summary: "show the agent's state, device and flags freshness",
+                details: "Method: status."),
+    CommandInfo(name: "watch", synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
+                details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),
+]
+
+public enum ControlArguments {
+    public static let defaultTimeout: Double = 120
+    static let globalValued: Set<String> = ["--socket", "--timeout"]
+    static let globalFlags: Set<String> = ["--json", "--help", "-h"]
+
+    /// The default socket: `$PUSHWOOSH_AGENT_SOCKET`, else `$RUNTIME_DIRECTORY/agent.sock`,
+    /// else `/run/pushwoosh-agent/agent.sock` (PROTOCOL C).
+    public static func defaultSocketPath(environment: [String: String]) -> String {
+        if let s = environment["PUSHWOOSH_AGENT_SOCKET"], !s.isEmpty { return s }
+        if let dirs = environment["RUNTIME_DIRECTORY"], let dir = dirs.split(separator: ":").first, !dir.isEmpty {
+            return dir.hasSuffix("/") ? dir + "agent.sock" : dir + "/agent.sock"
+        }
+        return "/run/pushwoosh-agent/agent.sock"
+    }
+
+    public static var usage: String {
+        let width = commandTable.map(\.name.count).max()! + 2
+        let list = commandTable.map { "  " + $0.name.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
+        return """
+            Usage: pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]
+
+            Talks to pushwoosh-agentd over its Unix socket.
+
+            Commands:
+            \(list.joined(separator: "\n"))
+
+            Options (before or after the command):
+              --socket PATH       the agent's socket (default $PUSHWOOSH_AGENT_SOCKET, else
+                                  $RUNTIME_DIRECTORY/agent.sock, else /run/pushwoosh-agent/agent.sock)
+              --json              print the agent's raw result as JSON
+              --timeout SECONDS   wait at most this long for an answer (default 120; 0: no limit)
+              -h, --help          this help; 'pushwoosh-agentctl COMMAND --help' for a command
+
+            Exit status: 0 success, 1 the agent answered with an error (or a refresh failed),
+            2 usage error, 3 the agent is not running or not answering, 4 permission denied.
+            """
+    }
+
+    static func help(for info: CommandInfo) -> String {
+        var text = "Usage: pushwoosh-agentctl [--socket PATH] [--json] \(info.synopsis)\n\n\(info.summary.prefix(1).uppercased() + info.summary.dropFirst())."
+        if !info.details.isEmpty { text += "\n\n" + info.details }
+        return text
+    }
+
+    /// Parses the arguments (without the program name).
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ControlRequest {
+        var socketPath: String?
+        var json = false
+        var timeout: Double? = defaultTimeout
+
+        // Global options before the command.
+        var i = 0
+        var commandName: String?
+        while i < arguments.count {
+            let (name, inline) = split(arguments[i])
+            if name == "-h" || name == "--help" { return .help(usage) }
+            if name == "--json" { json = true; i += 1; continue }
+            if globalValued.contains(name) {
+                let value = try takeValue(name, inline, arguments, &i, command: nil)
+                try applyGlobal(name, value, &socketPath, &timeout, command: nil)
+                i += 1
+                continue
+            }
+            if name.hasPrefix("-") && name != "-" { throw UsageError("unknown option \(name)") }
+            commandName = arguments[i]
+            i += 1
+            break
+        }
+        guard let commandName else { throw UsageError("no command given") }
+        guard let info = commandTable.first(where: { $0.name == commandName }) else {
+            throw UsageError("unknown command '\(commandName)'")
+        }
+
+        let scanned = try scan(arguments[i...], info: info)
+        if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(help(for: info)) }
+        if scanned.flags.contains("--json") { json = true }
+        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &timeout, command: info.name) } }
+
+        let command = try makeCommand(info, scanned)
+        return .run(ControlInvocation(socketPath: socketPath ?? defaultSocketPath(environment: environment),
+                                      json: json, timeout: timeout, command: command))
+    }
+
+    private static func split(_ argument: String) -> (String, String?) {
+        guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+    }
+
+    private static func takeValue(_ name: String, _ inline: String?, _ arguments: [String], _ i: inout Int,
+                                  command: String?) throws(UsageError) -> String {
+        if let inline { return inline }
+        guard i + 1 < arguments.count else { throw UsageError("option \(name) needs a value", command: command) }
+        i += 1
+        return arguments[i]
+    }
+
+    private static func applyGlobal(_ name: String, _ value: String, _ socketPath: inout String?,
+                                    _ timeout: inout Double?, command: String?) throws(UsageError) {
+        switch name {
+        case "--socket":
+            guard !value.isEmpty else { throw UsageError("option --socket needs a path", command: command) }
+            guard value.utf8.count <= 107 else { throw UsageError("socket path longer than 107 bytes", command: command) }
+            socketPath = value
+        case "--timeout":
+            guard let t = Double(value), t >= 0, t.isFinite else {
+                throw UsageError("--timeout must be a number of seconds, got \"\(value)\"", command: command)
+            }
+            timeout = t == 0 ? nil : t
+        default:
+            break
+        }
+    }
+
+    struct Scanned {
+        var positionals: [String] = []
+        var values: [String: String] = [:]
+        var flags: Set<String> = []
+    }
+
+    static func scan(_ arguments: ArraySlice<String>, info: CommandInfo) throws(UsageError) -> Scanned {
+        var result = Scanned()
+        let args = Array(arguments)
+        var i = 0
+        var optionsEnded = false
+        while i < args.count {
+            let argument = args[i]
+            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+                result.positionals.append(argument)
+            } else if argument == "--" {
+                optionsEnded = true
+            } else {
+                let (name, inline) = split(argument)
+                if info.valued.contains(name) || globalValued.contains(name) {
+                    result.values[name] = try takeValue(name, inline, args, &i, command: info.name)
+                } else if info.flags.contains(name) || globalFlags.contains(name) {
+                    if inline != nil { throw UsageError("option \(name) takes no value", command: info.name) }
+                    result.flags.insert(name)
+                } else {
+                    throw UsageError("unknown option \(name) for '\(info.name)'", command: info.name)
+                }
+            }
+            i += 1
+        }
+        return result
+    }
+
+    private static func positionals(_ scanned: Scanned, _ names: [String], _ info: CommandInfo) throws(UsageError) -> [String] {
+        let p = scanned.positionals
+        if p.count < names.count {
+            throw UsageError("'\(info.name)' needs \(names[p.count])", command: info.name)
+        }
+        if p.count > names.count {
+            throw UsageError("unexpected argument \"\(p[names.count])\" for '\(info.name)'", command: info.name)
+        }
+        for (value, name) in zip(p, names) where value.isEmpty {
+            throw UsageError("\(name) must not be empty", command: info.name)
+        }
+        return p
+    }
+
+    private static func choice<E: RawRepresentable & CaseIterable>(_ value: String, _ what: String, _: E.Type,
+                                                                   _ info: CommandInfo) throws(UsageError) -> E
+        where E.RawValue == String
+    {
+        guard let e = E(rawValue: value) else {
+            throw UsageError("\(what) must be one of \(E.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(value)\"",
+                             command: info.name)
+        }
+        return e
+    }
+
+    static func boolean(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Bool {
+        switch value.lowercased() {
+        case "true", "yes", "1", "on": return true
+        case "false", "no", "0", "off": return false
+        default: throw UsageError("\(what) must be true or false, got \"\(value)\"", command: info.name)
+        }
+    }
+
+    static func number(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Double {
+        guard let n = Double(value), n.isFinite else {
+            throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name)
+        }
+        return n
+    }
+
+    private static func makeCommand(_ info: CommandInfo, _ s: Scanned) throws(UsageError) -> ControlCommand {
+        switch info.name {
+        case "get":
+            return .get(key: try positionals(s, ["KEY"], info)[0])
+        case "is-enabled":
+            let key = try positionals(s, ["KEY"], info)[0]
+            let def = try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false
+            return .isEnabled(key: key, default: def)
+        case "property":
+            let p = try positionals(s, ["KEY", "PROP"], info)
+            guard let typeName = s.values["--type"] else {
+                throw UsageError("'property' needs --type string|number|bool|json-object|json-array", command: info.name)
+            }
+            let type = try choice(typeName, "--type", PropertyType.self, info)
+            let def: JSONValue?
+            switch type {
+            case .string: def = .string(s.values["--default"] ?? "")
+            case .number: def = .number(try s.values["--default"].map { (v) throws(UsageError) in try number(v, "--default", info) } ?? 0)
+            case .bool: def = .bool(try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false)
+            case .jsonObject, .jsonArray:
+                if s.values["--default"] != nil {
+                    throw UsageError("--default is for string, number and bool properties only", command: info.name)
+                }
+                def = nil
+            }
+            return .property(key: p[0], property: p[1], type: type, default: def)
+        case "refresh":
+            _ = try positionals(s, [], info)
+            return .refresh
+        case "log-impression":
+            return .logImpression(key: try positionals(s, ["KEY"], info)[0])
+        case "set-user":
+            return .setUser(userId: try positionals(s, ["USERID"], info)[0])
+        case "set-app-state":
+            let v = try positionals(s, ["STATE (active or background)"], info)[0]
+            return .setAppState(try choice(v, "the state", AppState.self, info))
+        case "register-push":
+            _ = try positionals(s, [], info)
+            return .registerPush
+        case "unregister-push":
+            _ = try positionals(s, [], info)
+            return .unregisterPush
+        case "set-authorization":
+            let v = try positionals(s, ["STATUS"], info)[0]
+            return .setAuthorization(try choice(v, "the status", NotificationAuthorization.self, info))
+        case "primer":
+            _ = try positionals(s, [], info)
+            return .primer(try primerParams(s, info))
+        case "status":
+            _ = try positionals(s, [], info)
+            return .status
+        case "watch":
+            _ = try positionals(s, [], info)
+            return .watch
+        default:
+            preconditionFailure("command \(info.name) is in the table but not handled")
+        }
+    }
+
+    private enum PrimerStyle: String, CaseIterable { case alert, sheet }
+    private enum PrimerPosition: String, CaseIterable { case bottom, top, center }
+    private enum PrimerAnswer: String, CaseIterable { case accept, decline }
+
+    private static func primerParams(_ s: Scanned, _ info: CommandInfo) throws(UsageError) -> [String: JSONValue] {
+        var params: [String: JSONValue] = [:]
+        for (option, param) in [("--title", "title"), ("--message", "message"), ("--accept", "acceptButton"),
+                                ("--decline", "declineButton")] {
+            guard let v = s.values[option] else { throw UsageError("'primer' needs \(option)", command: info.name) }
+            params[param] = .string(v)
+        }
+        if let v = s.values["--style"] { params["style"] = .string(try choice(v, "--style", PrimerStyle.self, info).rawValue) }
+        if let v = s.values["--position"] {
+            params["position"] = .string(try choice(v, "--position", PrimerPosition.self, info).rawValue)
+        }
+        if let v = s.values["--answer"] { params["answer"] = .string(try choice(v, "--answer", PrimerAnswer.self, info).rawValue) }
+        if let v = s.values["--min-interval"] {
+            let n = try number(v, "--min-interval", info)
+            guard n >= 0 else { throw UsageError("--min-interval must be 0 or more", command: info.name) }
+            params["minInterval"] = .number(n)
+        }
+        if s.flags.contains("--no-fallback-to-settings") { params["fallbackToSettings"] = false }
+        if s.flags.contains("--fallback-to-settings") {
+            if s.flags.contains("--no-fallback-to-settings") {
+                throw UsageError("--fallback-to-settings and --no-fallback-to-settings contradict", command: info.name)
+            }
+            params["fallbackToSettings"] = true
+        }
+        for (option, param) in visualOptions {
+            guard let v = s.values[option] else { continue }
+            switch param {
+            case "cornerRadius", "buttonCornerRadius":
+                params[param] = .number(try number(v, option, info))
+            case "backgroundGradient":
+                let colours = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                params[param] = .array(colours.map { .string($0) })
+            default:
+                params[param] = .string(v)
+            }
+        }
+        return params
+    }
+}

@@ -1,0 +1,72 @@
+import AgentCore
+import AgentWire
+import Foundation
+
+/// Where the CLI writes. The real one writes unbuffered to the standard streams.
+public protocol ControlOutput {
+    func out(_ line: String)
+    func err(_ line: String)
+}
+
+/// Standard output and error, one `write(2)` per line (so `watch | …` sees each line at once).
+public struct StandardOutput: ControlOutput {
+    public init() {}
+    public func out(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    public func err(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+}
+
+/// `pushwoosh-agentctl`: parse, connect, call, print, exit.
+public enum ControlTool {
+    public static func run(arguments: [String], environment: [String: String], output: some ControlOutput,
+                           now: () -> Date = Date.init, timeZone: TimeZone = .current) -> Int32 {
+        let invocation: ControlInvocation
+        do {
+            switch try ControlArguments.parse(arguments, environment: environment) {
+            case .help(let text):
+                output.out(text)
+                return ExitCode.success.rawValue
+            case .run(let parsed):
+                invocation = parsed
+            }
+        } catch {
+            output.err(error.description)
+            return ExitCode.usage.rawValue
+        }
+        do {
+            return try execute(invocation, output: output, now: now, timeZone: timeZone).rawValue
+        } catch {
+            output.err("pushwoosh-agentctl: " + error.message)
+            return error.exit.rawValue
+        }
+    }
+
+    static func execute(_ invocation: ControlInvocation, output: some ControlOutput, now: () -> Date,
+                        timeZone: TimeZone) throws(ClientError) -> ExitCode {
+        let client = try SocketClient(path: invocation.socketPath, timeout: invocation.timeout)
+        let (method, params) = invocation.command.request
+        let response = try client.call(method: method, params: params)
+        let result: JSONValue
+        switch response.outcome {
+        case .failure(let error):
+            let (text, exit) = OutputFormatter.format(error: error)
+            output.err(text)
+            return exit
+        case .success(let value):
+            result = value
+        }
+        guard case .watch = invocation.command else {
+            let (text, exit) = OutputFormatter.format(invocation.command, result: result, json: invocation.json)
+            output.out(text)
+            return exit
+        }
+        // watch: subscribed; print notifications until the agent goes away or we are interrupted.
+        client.setTimeout(nil)
+        if !invocation.json { output.err("watching \(invocation.socketPath) for flag updates (Ctrl-C to stop)") }
+        while let line = try client.readLine() {
+            guard case .notification(let method, let params)? = try? RPCServerMessage.parse(line) else { continue }
+            output.out(OutputFormatter.formatNotification(method: method, params: params, at: now(),
+                                                          timeZone: timeZone, json: invocation.json))
+        }
+        throw ClientError(exit: .notRunning, message: "pushwoosh-agentd closed the connection")
+    }
+}

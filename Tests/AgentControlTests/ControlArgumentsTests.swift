@@ -1,0 +1,175 @@
+import AgentCore
+import AgentWire
+import Testing
+@testable import AgentControl
+
+private let env: [String: String] = [:]
+
+private func command(_ args: [String]) throws -> ControlCommand {
+    guard case .run(let invocation) = try ControlArguments.parse(args, environment: env) else {
+        throw UsageError("help instead of a command")
+    }
+    return invocation.command
+}
+
+private func requestJSON(_ args: [String]) throws -> String {
+    let (method, params) = try command(args).request
+    return String(decoding: RPCEncoder.request(id: .number(1), method: method, params: params).dropLast(), as: UTF8.self)
+}
+
+private func usageError(_ args: [String]) -> String? {
+    do {
+        _ = try ControlArguments.parse(args, environment: env)
+        return nil
+    } catch {
+        return error.message
+    }
+}
+
+@Suite struct ControlArgumentsTests {
+    @Test func everyCommandParses() throws {
+        #expect(try command(["get", "new_checkout"]) == .get(key: "new_checkout"))
+        #expect(try command(["is-enabled", "k"]) == .isEnabled(key: "k", default: false))
+        #expect(try command(["is-enabled", "k", "--default", "true"]) == .isEnabled(key: "k", default: true))
+        #expect(try command(["is-enabled", "--default=yes", "k"]) == .isEnabled(key: "k", default: true))
+        #expect(try command(["property", "k", "p", "--type", "string"]) == .property(key: "k", property: "p", type: .string, default: ""))
+        #expect(try command(["property", "k", "p", "--type", "number", "--default", "-2.5"])
+            == .property(key: "k", property: "p", type: .number, default: -2.5))
+        #expect(try command(["property", "k", "p", "--type=bool", "--default", "true"])
+            == .property(key: "k", property: "p", type: .bool, default: true))
+        #expect(try command(["property", "k", "p", "--type", "json-object"]) == .property(key: "k", property: "p", type: .jsonObject, default: nil))
+        #expect(try command(["property", "k", "p", "--type", "json-array"]) == .property(key: "k", property: "p", type: .jsonArray, default: nil))
+        #expect(try command(["refresh"]) == .refresh)
+        #expect(try command(["log-impression", "k"]) == .logImpression(key: "k"))
+        #expect(try command(["set-user", "alice"]) == .setUser(userId: "alice"))
+        #expect(try command(["set-app-state", "background"]) == .setAppState(.background))
+        #expect(try command(["register-push"]) == .registerPush)
+        #expect(try command(["unregister-push"]) == .unregisterPush)
+        #expect(try command(["set-authorization", "provisional"]) == .setAuthorization(.provisional))
+        #expect(try command(["status"]) == .status)
+        #expect(try command(["watch"]) == .watch)
+        #expect(try command(["get", "--", "-odd-key"]) == .get(key: "-odd-key"))
+    }
+
+    @Test func primer() throws {
+        let c = try command(["primer", "--title", "Stay in the loop", "--message", "Get news", "--accept", "Yes",
+                             "--decline", "Later", "--style", "sheet", "--position", "top", "--no-fallback-to-settings",
+                             "--min-interval", "86400", "--answer", "accept", "--background-color", "#FFFFFF",
+                             "--background-gradient", "#FF0000, #0000FF", "--corner-radius", "12", "--image-url", "https://x/i.png"])
+        #expect(c == .primer([
+            "title": "Stay in the loop", "message": "Get news", "acceptButton": "Yes", "declineButton": "Later",
+            "style": "sheet", "position": "top", "fallbackToSettings": false, "minInterval": 86400, "answer": "accept",
+            "backgroundColor": "#FFFFFF", "backgroundGradient": ["#FF0000", "#0000FF"], "cornerRadius": 12,
+            "imageURL": "https://x/i.png",
+        ]))
+        let minimal = try command(["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D"])
+        #expect(minimal == .primer(["title": "T", "message": "M", "acceptButton": "A", "declineButton": "D"]))
+    }
+
+    @Test func globalOptions() throws {
+        guard case .run(let a) = try ControlArguments.parse(["--socket", "/tmp/a.sock", "--json", "status"], environment: env) else {
+            Issue.record("no run"); return
+        }
+        #expect(a == ControlInvocation(socketPath: "/tmp/a.sock", json: true, command: .status))
+        // After the command too, and --timeout 0 means no limit.
+        guard case .run(let b) = try ControlArguments.parse(["get", "k", "--json", "--socket=/tmp/b.sock", "--timeout", "0"], environment: env) else {
+            Issue.record("no run"); return
+        }
+        #expect(b == ControlInvocation(socketPath: "/tmp/b.sock", json: true, timeout: nil, command: .get(key: "k")))
+    }
+
+    @Test func socketDefaults() {
+        #expect(ControlArguments.defaultSocketPath(environment: [:]) == "/run/pushwoosh-agent/agent.sock")
+        #expect(ControlArguments.defaultSocketPath(environment: ["RUNTIME_DIRECTORY": "/run/x"]) == "/run/x/agent.sock")
+        #expect(ControlArguments.defaultSocketPath(environment: ["RUNTIME_DIRECTORY": "/run/x", "PUSHWOOSH_AGENT_SOCKET": "/tmp/p.sock"])
+            == "/tmp/p.sock")
+        if case .run(let i)? = try? ControlArguments.parse(["status"], environment: ["PUSHWOOSH_AGENT_SOCKET": "/tmp/e.sock"]) {
+            #expect(i.socketPath == "/tmp/e.sock")
+        } else {
+            Issue.record("no run")
+        }
+        if case .run(let i)? = try? ControlArguments.parse(["--socket", "/tmp/o.sock", "status"], environment: ["PUSHWOOSH_AGENT_SOCKET": "/tmp/e.sock"]) {
+            #expect(i.socketPath == "/tmp/o.sock")
+        }
+    }
+
+    @Test func help() throws {
+        guard case .help(let global) = try ControlArguments.parse(["--help"], environment: env) else { Issue.record("no help"); return }
+        for name in ["get", "is-enabled", "property", "refresh", "log-impression", "set-user", "set-app-state",
+                     "register-push", "unregister-push", "set-authorization", "primer", "status", "watch"] {
+            #expect(global.contains("  \(name) "), "\(name)")
+            guard case .help(let text) = try ControlArguments.parse([name, "--help"], environment: env) else {
+                Issue.record("no help for \(name)"); continue
+            }
+            #expect(text.hasPrefix("Usage: pushwoosh-agentctl [--socket PATH] [--json] \(name)"))
+        }
+        guard case .help = try ControlArguments.parse(["-h"], environment: env) else { Issue.record("-h"); return }
+        // Help wins over missing arguments.
+        guard case .help = try ControlArguments.parse(["property", "-h"], environment: env) else { Issue.record("property -h"); return }
+    }
+
+    @Test(arguments: [
+        ([], "no command given"),
+        (["frobnicate"], "unknown command 'frobnicate'"),
+        (["--bogus", "status"], "unknown option --bogus"),
+        (["--socket"], "option --socket needs a value"),
+        (["--timeout", "soon", "status"], #"--timeout must be a number of seconds, got "soon""#),
+        (["get"], "'get' needs KEY"),
+        (["get", "a", "b"], #"unexpected argument "b" for 'get'"#),
+        (["get", ""], "KEY must not be empty"),
+        (["get", "k", "--default", "true"], "unknown option --default for 'get'"),
+        (["is-enabled", "k", "--default", "maybe"], #"--default must be true or false, got "maybe""#),
+        (["is-enabled", "k", "--default"], "option --default needs a value"),
+        (["property", "k", "p"], "'property' needs --type string|number|bool|json-object|json-array"),
+        (["property", "k"], "'property' needs PROP"),
+        (["property", "k", "p", "--type", "int"], #"--type must be one of string, number, bool, json-object, json-array, got "int""#),
+        (["property", "k", "p", "--type", "number", "--default", "x"], #"--default must be a number, got "x""#),
+        (["property", "k", "p", "--type", "json-object", "--default", "{}"], "--default is for string, number and bool properties only"),
+        (["refresh", "now"], #"unexpected argument "now" for 'refresh'"#),
+        (["set-user"], "'set-user' needs USERID"),
+        (["set-app-state", "foreground"], #"the state must be one of active, background, got "foreground""#),
+        (["set-authorization", "yes"], #"the status must be one of notDetermined, denied, authorized, provisional, ephemeral, got "yes""#),
+        (["primer", "--title", "T"], "'primer' needs --message"),
+        (["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D", "--style", "popup"],
+         #"--style must be one of alert, sheet, got "popup""#),
+        (["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D", "--min-interval", "-1"],
+         "--min-interval must be 0 or more"),
+        (["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D", "--no-fallback-to-settings=1"],
+         "option --no-fallback-to-settings takes no value"),
+        (["watch", "--json=yes"], "option --json takes no value"),
+    ])
+    func usageErrors(_ args: [String], _ message: String) {
+        #expect(usageError(args) == message)
+    }
+
+    @Test func usageErrorPointsToHelp() {
+        #expect(UsageError("'get' needs KEY", command: "get").description
+            == "pushwoosh-agentctl: 'get' needs KEY\nTry 'pushwoosh-agentctl get --help'.")
+        #expect(UsageError("no command given").description == "pushwoosh-agentctl: no command given\nTry 'pushwoosh-agentctl --help'.")
+    }
+
+    @Test func requestPerCommand() throws {
+        let p = #"{"jsonrpc":"2.0","id":1,"method":"#
+        #expect(try requestJSON(["get", "new_checkout"]) == p + #""get","params":{"key":"new_checkout"}}"#)
+        #expect(try requestJSON(["is-enabled", "k", "--default", "true"]) == p + #""isEnabled","params":{"default":true,"key":"k"}}"#)
+        #expect(try requestJSON(["property", "k", "button_color", "--type", "string", "--default", "blue"])
+            == p + #""property","params":{"default":"blue","key":"k","property":"button_color","type":"string"}}"#)
+        #expect(try requestJSON(["property", "k", "layout", "--type", "json-object"])
+            == p + #""property","params":{"key":"k","property":"layout","type":"jsonObject"}}"#)
+        #expect(try requestJSON(["property", "k", "steps", "--type", "json-array"])
+            == p + #""property","params":{"key":"k","property":"steps","type":"jsonArray"}}"#)
+        #expect(try requestJSON(["property", "k", "n", "--type", "number", "--default", "3"])
+            == p + #""property","params":{"default":3,"key":"k","property":"n","type":"number"}}"#)
+        #expect(try requestJSON(["refresh"]) == p + #""refresh","params":{}}"#)
+        #expect(try requestJSON(["log-impression", "k"]) == p + #""logImpression","params":{"key":"k"}}"#)
+        #expect(try requestJSON(["set-user", "alice"]) == p + #""setUserId","params":{"userId":"alice"}}"#)
+        #expect(try requestJSON(["set-app-state", "active"]) == p + #""setAppState","params":{"state":"active"}}"#)
+        #expect(try requestJSON(["register-push"]) == p + #""registerForPushNotifications","params":{}}"#)
+        #expect(try requestJSON(["unregister-push"]) == p + #""unregisterForPushNotifications","params":{}}"#)
+        #expect(try requestJSON(["set-authorization", "denied"]) == p + #""setNotificationAuthorization","params":{"status":"denied"}}"#)
+        #expect(try requestJSON(["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D", "--answer", "decline"])
+            == p + #""presentPushPrimer","params":{"acceptButton":"A","answer":"decline","declineButton":"D","message":"M","title":"T"}}"#)
+        #expect(try requestJSON(["status"]) == p + #""status","params":{}}"#)
+        #expect(try requestJSON(["watch"]) == p + #""subscribe","params":{}}"#)
+    }
+}

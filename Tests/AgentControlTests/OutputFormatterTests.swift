@@ -1,0 +1,160 @@
+import AgentCore
+import AgentWire
+import Foundation
+import Testing
+@testable import AgentControl
+
+@Suite struct OutputFormatterTests {
+    let flagResult: JSONValue = [
+        "flag": ["key": "new_checkout", "isEnabled": true, "ruleId": "r_1a2b3c4d",
+                 "properties": ["button_color": "green", "max_items": 5, "layout": ["columns": 2]]],
+        "reason": "TARGETING_MATCH", "source": "network", "ageSeconds": 150,
+    ]
+
+    @Test func get() {
+        let (text, exit) = OutputFormatter.format(.get(key: "new_checkout"), result: flagResult, json: false)
+        #expect(exit == .success)
+        #expect(text == """
+            key:             new_checkout
+            enabled:         true
+            rule:            r_1a2b3c4d
+            properties:
+              button_color:  "green"
+              layout:        {"columns":2}
+              max_items:     5
+            reason:          TARGETING_MATCH
+            source:          network, 2 min old
+            """)
+    }
+
+    @Test func getMissingFlag() {
+        let r: JSONValue = ["flag": nil, "reason": "ERROR", "errorCode": "PROVIDER_NOT_READY", "source": "none", "ageSeconds": nil]
+        #expect(OutputFormatter.format(.get(key: "x"), result: r, json: false).text == """
+            key:     x
+            flag:    none
+            reason:  ERROR (PROVIDER_NOT_READY)
+            source:  none
+            """)
+    }
+
+    @Test func killedFlag() {
+        let r: JSONValue = ["flag": ["key": "k", "isEnabled": false, "ruleId": "", "properties": [:]],
+                            "reason": "DISABLED", "source": "cache", "ageSeconds": 7200]
+        let text = OutputFormatter.format(.get(key: "k"), result: r, json: false).text
+        #expect(text.contains("rule:        (killed)"))
+        #expect(text.contains("properties:  none"))
+        #expect(text.contains("source:      cache, 2 h old"))
+    }
+
+    @Test func jsonPrintsTheRawResult() {
+        let (text, _) = OutputFormatter.format(.get(key: "new_checkout"), result: flagResult, json: true)
+        #expect(text == JSONWriter.string(flagResult))
+        #expect(OutputFormatter.format(.isEnabled(key: "k", default: false), result: ["enabled": true, "reason": "DEFAULT"], json: true).text
+            == #"{"enabled":true,"reason":"DEFAULT"}"#)
+    }
+
+    @Test func scalarCommands() {
+        #expect(OutputFormatter.format(.isEnabled(key: "k", default: false), result: ["enabled": true], json: false) == ("true", .success))
+        #expect(OutputFormatter.format(.isEnabled(key: "k", default: false), result: ["enabled": false], json: false) == ("false", .success))
+        let prop = ControlCommand.property(key: "k", property: "p", type: .string, default: "")
+        #expect(OutputFormatter.format(prop, result: ["value": "green"], json: false).text == "green")
+        #expect(OutputFormatter.format(prop, result: ["value": 5], json: false).text == "5")
+        #expect(OutputFormatter.format(prop, result: ["value": ["a": [1]]], json: false).text == #"{"a":[1]}"#)
+        #expect(OutputFormatter.format(prop, result: ["value": nil], json: false).text == "null")
+    }
+
+    @Test func refresh() {
+        #expect(OutputFormatter.format(.refresh, result: ["error": nil], json: false) == ("refresh: ok", .success))
+        let failed: JSONValue = ["error": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"]]
+        #expect(OutputFormatter.format(.refresh, result: failed, json: false)
+            == ("refresh failed: HTTP 503 (PWFeatureFlagsErrorDomain code 503)", .agentError))
+        #expect(OutputFormatter.format(.refresh, result: failed, json: true).exit == .agentError)
+    }
+
+    @Test func deviceCommands() {
+        #expect(OutputFormatter.format(.logImpression(key: "k"), result: ["logged": true], json: false).text == "impression of k logged")
+        #expect(OutputFormatter.format(.logImpression(key: "k"), result: ["logged": false], json: false).text.hasPrefix("no impression logged"))
+        #expect(OutputFormatter.format(.setUser(userId: "bob"), result: [:], json: false).text == "User ID set to bob")
+        #expect(OutputFormatter.format(.setAppState(.active), result: ["sessionStarted": true], json: false).text
+            == "app state: active (a new session started)")
+        #expect(OutputFormatter.format(.setAppState(.background), result: ["sessionStarted": false], json: false).text == "app state: background")
+        #expect(OutputFormatter.format(.registerPush, result: ["granted": true, "pushToken": "ab12"], json: false).text
+            == "push registration: granted, token ab12")
+        #expect(OutputFormatter.format(.registerPush, result: ["granted": false, "pushToken": nil], json: false).text
+            == "push registration: not granted")
+        #expect(OutputFormatter.format(.setAuthorization(.denied), result: [:], json: false).text == "notification authorization: denied")
+        #expect(OutputFormatter.format(.primer([:]), result: ["outcome": "suppressed", "presentation": nil], json: false).text
+            == "outcome:       suppressed\npresentation:  none")
+        #expect(OutputFormatter.format(.primer([:]), result: ["outcome": "accepted", "presentation": ["style": "sheet", "position": "bottom"]],
+                                       json: false).text == "outcome:     accepted\n  position:  bottom\n  style:     sheet")
+    }
+
+    @Test func status() {
+        let r: JSONValue = [
+            "state": "stale", "version": "0.1.0", "applicationCode": "ABCDE-12345", "hwid": "h1", "userId": "h1",
+            "appState": "active", "sessionStartedAt": "2025-05-01T10:00:00Z", "pushRegistered": false, "pushToken": nil,
+            "notificationAuthorization": "notDetermined", "flagsCount": 12, "flagsSource": "cache", "flagsAgeSeconds": 7380,
+            "flagsExpireAt": "2025-05-02T08:00:00Z", "lastRefreshAt": "2025-05-01T10:02:00Z",
+            "lastRefreshError": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"],
+            "consecutiveFailures": 2, "nextRefreshAt": "2025-05-01T10:06:00Z", "extra": true,
+        ]
+        #expect(OutputFormatter.format(.status, result: r, json: false).text == """
+            state:                      stale
+            version:                    0.1.0
+            applicationCode:            ABCDE-12345
+            hwid:                       h1
+            userId:                     h1
+            appState:                   active
+            sessionStartedAt:           2025-05-01T10:00:00Z
+            pushRegistered:             false
+            pushToken:                  -
+            notificationAuthorization:  notDetermined
+            flagsCount:                 12
+            flagsSource:                cache
+            flagsAgeSeconds:            7380 (2 h 3 min)
+            flagsExpireAt:              2025-05-02T08:00:00Z
+            lastRefreshAt:              2025-05-01T10:02:00Z
+            lastRefreshError:           HTTP 503 (PWFeatureFlagsErrorDomain code 503)
+            consecutiveFailures:        2
+            nextRefreshAt:              2025-05-01T10:06:00Z
+            extra:                      true
+            """)
+    }
+
+    @Test func errorsAndExitCodes() {
+        #expect(OutputFormatter.format(error: RPCError.permissionDenied(method: "setUserId")).exit == .permissionDenied)
+        let invalid = OutputFormatter.format(error: .invalidParams("missing required parameter 'key'", parameter: "key"))
+        #expect(invalid == (#"pushwoosh-agentd: error -32602: missing required parameter 'key' {"parameter":"key"}"#, .agentError))
+        #expect(OutputFormatter.format(error: .methodNotFound("x")).exit == .agentError)
+        #expect(ClientError.connectFailed(errno: ENOENT, path: "/p") == ClientError(exit: .notRunning, message: "pushwoosh-agentd is not running (no socket at /p)"))
+        #expect(ClientError.connectFailed(errno: ECONNREFUSED, path: "/p").exit == .notRunning)
+        #expect(ClientError.connectFailed(errno: EACCES, path: "/p")
+            == ClientError(exit: .permissionDenied, message: "permission denied on /p: join the socket's group"))
+        #expect(ClientError.connectFailed(errno: EPERM, path: "/p").exit == .permissionDenied)
+        #expect(ExitCode.success.rawValue == 0 && ExitCode.agentError.rawValue == 1 && ExitCode.usage.rawValue == 2
+            && ExitCode.notRunning.rawValue == 3 && ExitCode.permissionDenied.rawValue == 4)
+    }
+
+    @Test func ages() {
+        #expect(OutputFormatter.age(seconds: 42) == "42s")
+        #expect(OutputFormatter.age(seconds: 300) == "5 min")
+        #expect(OutputFormatter.age(seconds: 3600) == "1 h")
+        #expect(OutputFormatter.age(seconds: 7500) == "2 h 5 min")
+        #expect(OutputFormatter.age(seconds: 86400 * 3 + 3600 * 4) == "3 d 4 h")
+    }
+
+    @Test func watchLines() {
+        let date = Date(timeIntervalSince1970: 1_746_108_187.125)  // 2025-05-01T14:03:07.125Z
+        let zone = TimeZone(secondsFromGMT: 2 * 3600)!
+        #expect(OutputFormatter.timestamp(date, timeZone: zone) == "2025-05-01T16:03:07.125+02:00")
+        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": ["a", "b"]],
+                                                   at: date, timeZone: zone, json: false)
+            == "2025-05-01T16:03:07.125+02:00 refresh: changed a, b")
+        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "expired", "changed": []],
+                                                   at: date, timeZone: zone, json: false)
+            == "2025-05-01T16:03:07.125+02:00 expired: no flags changed")
+        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": ["a"]],
+                                                   at: date, timeZone: zone, json: true)
+            == #"{"method":"featureFlagsDidUpdate","params":{"changed":["a"],"reason":"refresh"},"time":"2025-05-01T16:03:07.125+02:00"}"#)
+    }
+}

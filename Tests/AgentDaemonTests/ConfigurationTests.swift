@@ -1,0 +1,345 @@
+import AgentCore
+import Foundation
+import Testing
+@testable import AgentDaemon
+
+private let file = "/etc/pushwoosh-agent/agent.conf"
+
+private func parse(_ text: String, environment: [String: String] = [:]) throws -> AgentConfiguration {
+    try AgentConfiguration.parse(text, file: file, environment: environment)
+}
+
+private func error(_ text: String) -> String? {
+    do {
+        _ = try parse(text)
+        return nil
+    } catch let e as ConfigurationError {
+        return e.description
+    } catch {
+        return "unexpected \(error)"
+    }
+}
+
+/// The example file of PROTOCOL C.1, verbatim.
+private let protocolExample = """
+    [Agent]
+    ApplicationCode=ABCDE-12345   # required
+    ApiToken=                      # optional
+    ServerURL=                     # optional; default https://{code}.api.pushwoosh.com/json/1.3/
+    UserId=                        # optional; the User ID at first start
+    Socket=                        # optional; see above
+    SocketMode=0660
+    SocketGroup=                   # optional
+    ControlGroup=                  # optional; members may call the methods that change state
+    MaxConnections=256
+    StateDirectory=                # optional; see above
+    RequestTimeout=30s
+
+    [FeatureFlags]
+    StoredFlagsLifetime=24h
+    SessionTimeout=30min
+    RefreshInterval=1h
+    ThrottleWindow=5min
+    DisableThrottle=no
+
+    [Device]
+    InitialAppState=active                 # active | background
+    NotificationAuthorization=notDetermined
+    PermissionPromptAnswer=allow           # what the simulated user answers the system prompt: allow | deny
+    """
+
+@Suite struct ConfigurationTests {
+    @Test func protocolExampleGivesTheDefaults() throws {
+        let c = try parse(protocolExample)
+        #expect(c.server.applicationCode == "ABCDE-12345")
+        #expect(c.server.apiToken == nil)
+        #expect(c.server.serverURL == nil)
+        #expect(c.server.requestTimeout == 30)
+        #expect(c.initialUserId == nil)
+        #expect(c.socket.path == "/run/pushwoosh-agent/agent.sock")
+        #expect(c.socket.mode == 0o660)
+        #expect(c.socket.group == nil)
+        #expect(c.socket.controlGroup == nil)
+        #expect(c.socket.maxConnections == 256)
+        #expect(c.socket.idleTimeout == 600)
+        #expect(c.stateDirectory == "/var/lib/pushwoosh-agent")
+        #expect(c.featureFlags == FeatureFlagSettings())
+        #expect(c.device == DeviceSettings())
+        #expect(c.sourceFile == file)
+    }
+
+    @Test func everyKeySet() throws {
+        let c = try parse("""
+            # a comment
+            ; another
+            [Agent]
+            ApplicationCode = XXXXX-00000
+            ApiToken=secret-token-123
+            ServerURL=  http://127.0.0.1:8080/json/1.3
+            UserId=alice
+            Socket=/tmp/agent.sock
+            SocketMode=0600
+            SocketGroup=pushwoosh
+            ControlGroup=wheel
+            MaxConnections=12
+            StateDirectory=/tmp/state
+            RequestTimeout=1500ms
+            [FeatureFlags]
+            StoredFlagsLifetime=2d
+            SessionTimeout=0
+            RefreshInterval=1h 30min
+            ThrottleWindow=90
+            DisableThrottle=YES
+            [Device]
+            InitialAppState=background
+            NotificationAuthorization=denied
+            PermissionPromptAnswer=deny
+            """)
+        #expect(c.server.applicationCode == "XXXXX-00000")
+        #expect(c.server.apiToken == "secret-token-123")
+        #expect(c.server.serverURL == "http://127.0.0.1:8080/json/1.3/")
+        #expect(c.server.requestTimeout == 1.5)
+        #expect(c.initialUserId == "alice")
+        #expect(c.socket.path == "/tmp/agent.sock")
+        #expect(c.socket.mode == 0o600)
+        #expect(c.socket.group == "pushwoosh")
+        #expect(c.socket.controlGroup == "wheel")
+        #expect(c.socket.maxConnections == 12)
+        #expect(c.stateDirectory == "/tmp/state")
+        #expect(c.featureFlags.storedFlagsLifetime == 2 * 86400)
+        #expect(c.featureFlags.sessionTimeout == 0)
+        #expect(c.featureFlags.refreshInterval == 5400)
+        #expect(c.featureFlags.throttleWindow == 90)
+        #expect(c.featureFlags.disableThrottle)
+        #expect(c.device.initialAppState == .background)
+        #expect(c.device.notificationAuthorization == .denied)
+        #expect(c.device.permissionPromptAnswer == .deny)
+    }
+
+    @Test func environmentDefaults() throws {
+        let env = ["RUNTIME_DIRECTORY": "/run/pushwoosh-agent-x", "STATE_DIRECTORY": "/var/lib/private/pw:/var/lib/other"]
+        let c = try parse("[Agent]\nApplicationCode=A\n", environment: env)
+        #expect(c.socket.path == "/run/pushwoosh-agent-x/agent.sock")
+        #expect(c.stateDirectory == "/var/lib/private/pw")
+        // Configured values win over the environment.
+        let d = try parse("[Agent]\nApplicationCode=A\nSocket=/tmp/s.sock\nStateDirectory=/tmp/st\n", environment: env)
+        #expect(d.socket.path == "/tmp/s.sock")
+        #expect(d.stateDirectory == "/tmp/st")
+        let e = try parse("[Agent]\nApplicationCode=A\n", environment: ["RUNTIME_DIRECTORY": ""])
+        #expect(e.socket.path == "/run/pushwoosh-agent/agent.sock")
+    }
+
+    @Test func errorsNameFileLineAndKey() {
+        #expect(error("[Agent]\nApplicationCode=A\n\n[FeatureFlags]\nRefreshInterval=5 parsecs\n")
+            == #"/etc/pushwoosh-agent/agent.conf:5: RefreshInterval: invalid time span "5 parsecs""#)
+        #expect(error("[Agent]\nApplicationCode=A\nColour=blue\n")
+            == "/etc/pushwoosh-agent/agent.conf:3: Colour: unknown key in [Agent]")
+        #expect(error("[Agent]\nApplicationCode=A\nRefreshInterval=1h\n")
+            == "/etc/pushwoosh-agent/agent.conf:3: RefreshInterval: unknown key in [Agent] (it belongs in [FeatureFlags])")
+        #expect(error("[Agent]\napplicationcode=A\n")
+            == "/etc/pushwoosh-agent/agent.conf:2: applicationcode: unknown key in [Agent] (did you mean ApplicationCode?)")
+        #expect(error("[Agent]\nApplicationCode=A\n# c\n\n[Extra]\n")
+            == "/etc/pushwoosh-agent/agent.conf:5: [Extra]: unknown section (expected [Agent], [FeatureFlags] or [Device])")
+        #expect(error("[Agent]\nApplicationCode=A\n[Extra]\nFoo=1\n")?.hasPrefix("/etc/pushwoosh-agent/agent.conf:3: [Extra]: unknown section") == true)
+        #expect(error("ApplicationCode=A\n")
+            == "/etc/pushwoosh-agent/agent.conf:1: ApplicationCode: key outside a section (expected it under [Agent])")
+        #expect(error("[Agent]\nApplicationCode=A\nthis is not a key\n")
+            == "/etc/pushwoosh-agent/agent.conf:3: syntax error: expected [Section], Key=Value or a comment")
+        #expect(error("[Agent\nApplicationCode=A\n")?.hasPrefix("/etc/pushwoosh-agent/agent.conf:1: syntax error") == true)
+        #expect(error("[Agent]\nApiToken=x\n")
+            == "/etc/pushwoosh-agent/agent.conf: ApplicationCode: required in [Agent], not set")
+        #expect(error("[Agent]\nApplicationCode=   # nothing\n")
+            == "/etc/pushwoosh-agent/agent.conf: ApplicationCode: required in [Agent], not set")
+    }
+
+    @Test func firstErrorWins() {
+        // A syntax error on line 2 comes before a bad value on line 3.
+        #expect(error("[Agent]\ngarbage\nMaxConnections=0\n")?.hasPrefix("/etc/pushwoosh-agent/agent.conf:2: syntax error") == true)
+        #expect(error("[Agent]\nMaxConnections=0\ngarbage\n")?.hasPrefix("/etc/pushwoosh-agent/agent.conf:2: MaxConnections:") == true)
+    }
+
+    @Test(arguments: [
+        ("ServerURL=ftp://x/", "ServerURL: invalid URL"),
+        ("ServerURL=https://", "ServerURL: invalid URL"),
+        ("ServerURL=example.com", "ServerURL: invalid URL"),
+        ("SocketMode=660x", "SocketMode: invalid mode"),
+        ("SocketMode=0999", "SocketMode: invalid mode"),
+        ("SocketMode=7777", "SocketMode: invalid mode"),
+        ("MaxConnections=0", "MaxConnections: invalid number"),
+        ("MaxConnections=-3", "MaxConnections: invalid number"),
+        ("MaxConnections=many", "MaxConnections: invalid number"),
+        ("Socket=relative.sock", "Socket: not an absolute path"),
+        ("Socket=/" + String(repeating: "a", count: 120), "Socket: socket path longer than 107 bytes"),
+        ("StateDirectory=state", "StateDirectory: not an absolute path"),
+        ("RequestTimeout=0", "RequestTimeout: time span must be above 0"),
+        ("RequestTimeout=-1s", "RequestTimeout: invalid time span"),
+        ("SocketGroup=a b", "SocketGroup: invalid group name"),
+    ])
+    func badAgentValues(_ line: String, _ expected: String) {
+        let e = error("[Agent]\nApplicationCode=A\n\(line)\n")
+        #expect(e?.hasPrefix("/etc/pushwoosh-agent/agent.conf:3: \(expected)") == true, "\(e ?? "accepted")")
+    }
+
+    @Test func badFlagAndDeviceValues() {
+        #expect(error("[Agent]\nApplicationCode=A\n[FeatureFlags]\nDisableThrottle=maybe\n")
+            == #"/etc/pushwoosh-agent/agent.conf:4: DisableThrottle: invalid boolean "maybe" (expected yes/no, true/false, 1/0 or on/off)"#)
+        #expect(error("[Agent]\nApplicationCode=A\n[Device]\nInitialAppState=foreground\n")
+            == #"/etc/pushwoosh-agent/agent.conf:4: InitialAppState: invalid value "foreground" (expected one of: active, background)"#)
+        #expect(error("[Agent]\nApplicationCode=A\n[Device]\nNotificationAuthorization=yes\n")?.contains("notDetermined, denied, authorized, provisional, ephemeral") == true)
+    }
+
+    @Test func booleans() throws {
+        for (text, value) in [("yes", true), ("no", false), ("TRUE", true), ("false", false), ("1", true),
+                              ("0", false), ("On", true), ("off", false)] {
+            let c = try parse("[Agent]\nApplicationCode=A\n[FeatureFlags]\nDisableThrottle=\(text)\n")
+            #expect(c.featureFlags.disableThrottle == value)
+        }
+    }
+
+    @Test func commentsAndWhitespace() throws {
+        let c = try parse("""
+            \u{FEFF}[Agent]
+              ApplicationCode=AB#CD   # hash inside a word stays
+            \tUserId = bob ; semicolon comment\r
+            SocketGroup=\t# only a comment: unset
+            """)
+        #expect(c.server.applicationCode == "AB#CD")
+        #expect(c.initialUserId == "bob")
+        #expect(c.socket.group == nil)
+    }
+
+    @Test func laterLinesOverrideAndEmptyUnsets() throws {
+        let c = try parse("[Agent]\nApplicationCode=A\nUserId=x\nUserId=\nMaxConnections=5\nMaxConnections=7\n")
+        #expect(c.initialUserId == nil)
+        #expect(c.socket.maxConnections == 7)
+    }
+
+    @Test func longLinesAreRefusedNotSplit() {
+        let e = error("[Agent]\nApplicationCode=A\nUserId=" + String(repeating: "u", count: 400) + "\n")
+        #expect(e?.hasPrefix("/etc/pushwoosh-agent/agent.conf:3: the line is longer than") == true, "\(e ?? "accepted")")
+    }
+
+    @Test func lineNumbersCountCommentsAndBlankLines() {
+        let text = "# 1\n\n; 3\n[Agent]\n\n  # 6\nApplicationCode=A\n\n\nMaxConnections=x\n"
+        #expect(error(text)?.hasPrefix("/etc/pushwoosh-agent/agent.conf:10: MaxConnections:") == true)
+    }
+
+    @Test func loadNamesAMissingFile() throws {
+        do {
+            _ = try AgentConfiguration.load(file: "/nonexistent/agent.conf", environment: [:])
+            Issue.record("loaded")
+        } catch {
+            #expect(error.description == "/nonexistent/agent.conf: cannot read the configuration file: no such file")
+        }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("agent.conf").path
+        try Data(protocolExample.utf8).write(to: URL(fileURLWithPath: path))
+        let c = try AgentConfiguration.load(file: path, environment: [:])
+        #expect(c.server.applicationCode == "ABCDE-12345")
+        #expect(c.sourceFile == path)
+        try Data("[Agent]\nApplicationCode=A\nBad=1\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: ConfigurationError(file: path, line: 3, key: "Bad", message: "unknown key in [Agent]")) {
+            try AgentConfiguration.load(file: path, environment: [:])
+        }
+    }
+
+    @Test func apiTokenNeverShown() throws {
+        let c = try parse("[Agent]\nApplicationCode=A\nApiToken=s3cr3t-T0KEN\n")
+        #expect(c.server.apiToken == "s3cr3t-T0KEN")
+        var dumped = ""
+        dump(c, to: &dumped)
+        for text in [c.description, "\(c)", String(reflecting: c), dumped] {
+            #expect(!text.contains("s3cr3t"), "\(text)")
+        }
+        #expect(c.description.contains("apiToken=<redacted>"))
+        #expect(c.description.contains("applicationCode=A"))
+        let none = try parse("[Agent]\nApplicationCode=A\n")
+        #expect(none.description.contains("apiToken=-"))
+    }
+}
+
+@Suite struct TimeSpanTests {
+    @Test(arguments: [
+        ("90s", 90.0), ("5min", 300), ("1h 30min", 5400), ("1h30min", 5400), ("24h", 86400), ("2d", 172_800),
+        ("500ms", 0.5), ("1w", 604_800), ("42", 42), ("0", 0), ("1.5h", 5400), ("5 min", 300),
+        ("2 hours 1 minute 3 seconds", 7263), ("100us", 0.0001), ("3usec", 0.000003), ("10msec", 0.01),
+        ("1hr", 3600), ("1sec", 1), ("2m", 120), ("1day", 86400), ("3weeks", 1_814_400), (" 7s ", 7),
+    ])
+    func parses(_ text: String, _ seconds: Double) {
+        #expect(TimeSpan.parse(text).map { abs($0 - seconds) < 1e-9 } == true, "\(text)")
+    }
+
+    @Test(arguments: ["", " ", "-5s", "5 parsecs", "h", "1h -30min", "5x", "1..5s", ".", "1e3s", "s5", "5,5s"])
+    func refuses(_ text: String) {
+        #expect(TimeSpan.parse(text) == nil, "\(text)")
+    }
+
+    @Test func formats() {
+        #expect(TimeSpan.format(5400) == "1h 30min")
+        #expect(TimeSpan.format(30) == "30s")
+        #expect(TimeSpan.format(86400) == "1d")
+        #expect(TimeSpan.format(1.5) == "1s 500ms")
+        #expect(TimeSpan.format(0) == "0")
+        for s: Double in [5400, 30, 86400, 1.5, 0.25, 604_861] {
+            #expect(TimeSpan.parse(TimeSpan.format(s)) == s)
+        }
+    }
+}
+
+@Suite struct DaemonCommandLineTests {
+    @Test func defaults() throws {
+        #expect(try DaemonCommandLine.parse([]) == .run(DaemonOptions()))
+        #expect(DaemonOptions().configFile == "/etc/pushwoosh-agent/agent.conf")
+    }
+
+    @Test func options() throws {
+        #expect(try DaemonCommandLine.parse(["--config", "/tmp/a.conf", "--socket", "/tmp/s.sock", "--state-dir", "/tmp/st"])
+            == .run(DaemonOptions(configFile: "/tmp/a.conf", socketPath: "/tmp/s.sock", stateDirectory: "/tmp/st")))
+        #expect(try DaemonCommandLine.parse(["--config=/tmp/b.conf", "--socket=/tmp/x.sock"])
+            == .run(DaemonOptions(configFile: "/tmp/b.conf", socketPath: "/tmp/x.sock")))
+        #expect(try DaemonCommandLine.parse(["--help"]) == .help)
+        #expect(try DaemonCommandLine.parse(["-h", "--bogus"]) == .help)
+        #expect(try DaemonCommandLine.parse(["--version"]) == .version)
+    }
+
+    @Test(arguments: [
+        (["--config"], "option --config needs a value"),
+        (["--config="], "option --config needs a value"),
+        (["--socket", "rel.sock"], #"--socket: not an absolute path: "rel.sock""#),
+        (["--state-dir", "x"], #"--state-dir: not an absolute path: "x""#),
+        (["--frobnicate"], "unknown option --frobnicate"),
+        (["-x"], "unknown option -x"),
+        (["run"], #"unexpected argument "run""#),
+    ])
+    func errors(_ arguments: [String], _ message: String) {
+        #expect(throws: CommandLineError(message)) { try DaemonCommandLine.parse(arguments) }
+    }
+
+    @Test func errorDescriptionPointsToHelp() {
+        #expect(CommandLineError("unknown option -x").description == "unknown option -x\nTry 'pushwoosh-agentd --help'.")
+    }
+
+    @Test func commandLineOverridesTheFile() throws {
+        var c = try AgentConfiguration.parse("[Agent]\nApplicationCode=A\nSocket=/tmp/file.sock\nStateDirectory=/tmp/fs\n",
+                                             file: "x", environment: [:])
+        DaemonOptions(socketPath: "/tmp/cli.sock").apply(to: &c)
+        #expect(c.socket.path == "/tmp/cli.sock")
+        #expect(c.stateDirectory == "/tmp/fs")
+        DaemonOptions(stateDirectory: "/tmp/cs").apply(to: &c)
+        #expect(c.stateDirectory == "/tmp/cs")
+    }
+
+    @Test func loadConfigurationAppliesOverrides() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cl-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("agent.conf").path
+        try Data("[Agent]\nApplicationCode=A\n".utf8).write(to: URL(fileURLWithPath: path))
+        let options = DaemonOptions(configFile: path, socketPath: "/tmp/o.sock")
+        let c = try options.loadConfiguration(environment: ["STATE_DIRECTORY": "/srv/state"])
+        #expect(c.socket.path == "/tmp/o.sock")
+        #expect(c.stateDirectory == "/srv/state")
+    }
+}
