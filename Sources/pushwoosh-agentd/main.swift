@@ -1,1 +1,4 @@
-print("not yet built: see the issues")
+import AgentDaemon
+import Foundation
+
+exit(DaemonMain.run(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment))

@@ -1,0 +1,207 @@
+import AgentCore
+import AgentPosix
+import AgentWire
+import Foundation
+import Glibc
+
+/// The socket API (PROTOCOL B): line-delimited JSON-RPC 2.0 on a Unix stream socket,
+/// served from the one event loop. Reads are answered inline, in the same loop pass that
+/// read the request; `refresh` answers when the network does, without holding up the
+/// requests behind it.
+final class ControlServer {
+    private let loop: EventLoop
+    private let host: AgentHost
+    private var settings: SocketSettings
+    private let log: Log
+    private let agentUID = getuid()
+    private var clients: [ObjectIdentifier: Client] = [:]
+    private var subscribers: [ObjectIdentifier: Client] = [:]
+
+    /// Methods anyone who can connect may call (B.3).
+    static let readMethods: Set<String> = ["get", "isEnabled", "property", "status", "subscribe", "unsubscribe"]
+
+    init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
+        self.loop = loop
+        self.host = host
+        self.settings = settings
+        self.log = log
+    }
+
+    var connectionCount: Int { clients.count }
+
+    func update(settings: SocketSettings) { self.settings = settings }
+
+    // MARK: - Connections
+
+    func accept(_ descriptor: consuming FileDescriptor) {
+        let credentials = try? UnixSocket.peerCredentials(descriptor.rawValue)
+        let connection = Connection(loop: loop, descriptor: descriptor)
+        guard clients.count < settings.maxConnections else {
+            // B.3: at most MaxConnections; the client is told why before the close.
+            connection.send(RPCEncoder.error(id: .null, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))")))
+            try? connection.start()
+            connection.closeAfterFlush()
+            log(.warning, "connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
+            return
+        }
+        let client = Client(connection: connection, credentials: credentials, mayChangeState: mayChangeState(credentials))
+        let id = ObjectIdentifier(client)
+        clients[id] = client
+        connection.onInput = { [unowned self, unowned client] bytes in self.received(bytes, from: client) }
+        connection.onReadEOF = { [unowned client] in
+            client.inputClosed = true
+            if client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
+        }
+        connection.onClose = { [unowned self] _ in
+            self.clients[id] = nil
+            self.subscribers[id] = nil
+        }
+        connection.setIdleTimeout(settings.idleTimeout)
+        do {
+            try connection.start()
+        } catch {
+            clients[id] = nil
+            log(.warning, "connection failed to start", ["error": error])
+        }
+    }
+
+    private func mayChangeState(_ c: PeerCredentials?) -> Bool {
+        guard let c else { return false }
+        if c.uid == 0 || c.uid == agentUID { return true }
+        if let group = settings.controlGroup { return UnixSocket.isMember(uid: c.uid, gid: c.gid, ofGroup: group) }
+        return false
+    }
+
+    func closeAll() {
+        for client in clients.values { client.connection.close() }
+        clients.removeAll()
+        subscribers.removeAll()
+    }
+
+    // MARK: - Requests
+
+    private func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
+        client.framer.process(bytes) { frame in
+            switch frame {
+            case .line(let line):
+                handleLine(line, from: client)
+            case .lineTooLong:
+                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: client.framer.maximumLineLength)))
+                client.connection.closeAfterFlush()
+                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": client.framer.maximumLineLength])
+            }
+        }
+    }
+
+    private func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
+        if line.isEmpty { return }  // blank lines between messages are tolerated
+        switch RPCMessage.parse(line) {
+        case .single(.failure(let rejection)):
+            client.connection.send(RPCEncoder.line(rejection.response))
+        case .single(.success(let request)):
+            client.pendingAnswers += 1
+            dispatch(request, from: client) { [unowned self] outcome in
+                client.pendingAnswers -= 1
+                if let id = request.id {
+                    client.connection.send(RPCEncoder.line(RPCResponse(id: id, outcome)))
+                }
+                self.answered(client)
+            }
+        case .batch(let items):
+            let batch = BatchAnswer(count: items.count)
+            client.pendingAnswers += 1
+            let finish: () -> Void = { [unowned self] in
+                client.pendingAnswers -= 1
+                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { client.connection.send(bytes) }
+                self.answered(client)
+            }
+            for (index, item) in items.enumerated() {
+                switch item {
+                case .failure(let rejection):
+                    batch.set(index, rejection.response, then: finish)
+                case .success(let request):
+                    dispatch(request, from: client) { outcome in
+                        batch.set(index, request.id.map { RPCResponse(id: $0, outcome) }, then: finish)
+                    }
+                }
+            }
+        }
+    }
+
+    private func answered(_ client: Client) {
+        if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
+    }
+
+    private func dispatch(_ request: RPCRequest, from client: Client, _ done: @escaping (RPCOutcome) -> Void) {
+        if !Self.readMethods.contains(request.method), !client.mayChangeState, Methods.known.contains(request.method) {
+            log(.warning, "permission denied", ["method": request.method, "uid": client.credentials?.uid, "pid": client.credentials?.pid])
+            done(.failure(.permissionDenied(method: request.method)))
+            return
+        }
+        switch request.method {
+        case "subscribe":
+            subscribers[ObjectIdentifier(client)] = client
+            client.connection.setIdleTimeout(nil)  // B.3: subscribers are not idle
+            done(.success([:]))
+        case "unsubscribe":
+            subscribers[ObjectIdentifier(client)] = nil
+            client.connection.setIdleTimeout(settings.idleTimeout)
+            done(.success([:]))
+        default:
+            Methods.call(request, on: host, done)
+        }
+    }
+
+    // MARK: - Notifications (LS-1, LS-2, LS-3)
+
+    func broadcast(reason: FlagChangeReason, keys: [String]) {
+        guard !subscribers.isEmpty else { return }
+        let bytes = RPCEncoder.notification(method: "featureFlagsDidUpdate",
+                                            params: ["reason": .string(reason.rawValue), "changed": .array(keys.map(JSONValue.string))])
+        for client in subscribers.values { client.connection.send(bytes) }
+    }
+}
+
+typealias RPCOutcome = Result<JSONValue, RPCError>
+
+extension RPCResponse {
+    init(id: RPCID, _ outcome: RPCOutcome) {
+        switch outcome {
+        case .success(let result): self.init(id: id, result: result)
+        case .failure(let error): self.init(id: id, error: error)
+        }
+    }
+}
+
+/// One connected client.
+final class Client {
+    let connection: Connection
+    let credentials: PeerCredentials?
+    let mayChangeState: Bool
+    var framer = LineFramer()
+    var pendingAnswers = 0
+    var inputClosed = false
+
+    init(connection: Connection, credentials: PeerCredentials?, mayChangeState: Bool) {
+        self.connection = connection
+        self.credentials = credentials
+        self.mayChangeState = mayChangeState
+    }
+}
+
+/// Collects a batch's answers in request order; sends once all are in.
+final class BatchAnswer {
+    var responses: [RPCResponse?]
+    private var remaining: Int
+
+    init(count: Int) {
+        responses = Array(repeating: nil, count: count)
+        remaining = count
+    }
+
+    func set(_ index: Int, _ response: RPCResponse?, then finish: () -> Void) {
+        responses[index] = response
+        remaining -= 1
+        if remaining == 0 { finish() }
+    }
+}

@@ -1,0 +1,193 @@
+import AgentCore
+import AgentPosix
+import AgentSystemd
+import AgentWire
+import Foundation
+import Glibc
+
+/// The composition root of `pushwoosh-agentd`: configuration, the core agent with its real
+/// clock, network and store, the socket server, signals and systemd notifications, all on
+/// one event loop.
+public final class Daemon {
+    private let options: DaemonOptions
+    private let environment: [String: String]
+    private var configuration: AgentConfiguration
+    private let log: Log
+    private let loop: EventLoop
+    private let notifier = SystemdNotifier()
+    private let host: AgentHost
+    private var server: ControlServer!
+    private var listener: UnixListener!
+    private var signals: SignalSource?
+    private var lastStatusLine = ""
+
+    /// Prepares everything that can fail before the loop runs; errors name what is wrong.
+    /// Must be called before any other thread exists (signals are blocked here).
+    public init(options: DaemonOptions, environment: [String: String], log: Log = Log()) throws {
+        try SignalSource.block([SIGHUP, SIGTERM, SIGINT])
+        ignoreSIGPIPE()
+        let inherited = SystemdNotifier.listenFDs()  // before threads: it unsets LISTEN_*
+        self.options = options
+        self.environment = environment
+        self.log = log
+        configuration = try options.loadConfiguration(environment: environment)
+        loop = try EventLoop()
+        host = AgentHost(loop: loop)
+
+        let store = try FileStateStore(directory: configuration.stateDirectory)
+        let loop = self.loop
+        let boundHost = LoopBound(host)
+        let transport = URLSessionTransport(deliver: { work in
+            loop.post {
+                work()
+                boundHost.value.rearm()
+            }
+        })
+        let agent = Agent(settings: Self.agentSettings(configuration), clock: SystemClock(), transport: transport,
+                          store: store, onEvent: { [unowned self] event in self.handle(event) })
+        host.attach(agent)
+        server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
+
+        if let fd = inherited.first {
+            listener = try UnixListener(adopting: fd)  // socket activation: systemd owns the path
+        } else {
+            listener = try UnixListener(path: configuration.socket.path, mode: mode_t(configuration.socket.mode),
+                                        group: configuration.socket.group)
+        }
+    }
+
+    static func agentSettings(_ c: AgentConfiguration) -> AgentSettings {
+        var s = AgentSettings(server: c.server)
+        s.flags = c.featureFlags
+        s.device = c.device
+        s.initialUserId = c.initialUserId
+        var info = DeviceInfo()
+        info.timezoneOffset = TimeZone.current.secondsFromGMT()
+        var uts = utsname()
+        if uname(&uts) == 0 {
+            info.osVersion = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            info.deviceModel = "Linux " + withUnsafeBytes(of: &uts.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        if let lang = ProcessInfo.processInfo.environment["LANG"]?.prefix(2), lang.count == 2, lang != "C." { info.language = String(lang) }
+        s.deviceInfo = info
+        return s
+    }
+
+    /// Runs until SIGTERM or SIGINT. Returns the process exit code.
+    public func run() -> Int32 {
+        let started = monotonicSeconds()
+        do {
+            try listener.start(on: loop, onError: { [log] error in log(.warning, "accept failed", ["error": error]) }) {
+                [unowned self] fd in self.server.accept(fd)
+            }
+            signals = try SignalSource(loop: loop, signals: [SIGHUP, SIGTERM, SIGINT]) { [unowned self] signal in
+                self.handle(signal: signal)
+            }
+        } catch {
+            log(.error, "cannot start", ["error": error])
+            return 1
+        }
+        host.agent.start()  // loads stored flags; requests go out without being waited for
+        host.rearm()
+        let status = host.agent.status()
+        lastStatusLine = StatusReport.line(status, now: Date())
+        _ = notifier.ready(status: lastStatusLine)
+        log(.info, "ready", [
+            "socket": listener.path ?? "fd \(listener.fd) (socket activation)", "state_dir": configuration.stateDirectory,
+            "application": configuration.server.applicationCode, "hwid": status.hwid, "flags": status.flagsCount,
+            "source": status.flagsSource.rawValue, "startup_ms": Int((monotonicSeconds() - started) * 1000),
+        ])
+        startWatchdog()
+        do {
+            try loop.run()
+        } catch {
+            log(.error, "event loop failed", ["error": error])
+            return 1
+        }
+        return 0
+    }
+
+    // MARK: - Signals
+
+    private func handle(signal: Int32) {
+        switch signal {
+        case SIGHUP:
+            reload()
+        default:
+            _ = notifier.stopping(status: "stopping")
+            log(.info, "stopping", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
+            server.closeAll()
+            listener.close()
+            loop.stop()
+        }
+    }
+
+    /// SIGHUP: RELOADING=1, read the configuration again (a bad file keeps the running
+    /// one), apply it, READY=1.
+    private func reload() {
+        _ = notifier.reloading(status: "reloading configuration")
+        do {
+            var fresh = try options.loadConfiguration(environment: environment)
+            // Where the socket and state live cannot change without a restart.
+            fresh.socket.path = configuration.socket.path
+            fresh.stateDirectory = configuration.stateDirectory
+            configuration = fresh
+            server.update(settings: fresh.socket)
+            host.agent.reload(Self.agentSettings(fresh))
+            host.rearm()
+            log(.info, "configuration reloaded", ["file": options.configFile])
+        } catch {
+            log(.error, "configuration not reloaded; keeping the running one", ["error": error])
+        }
+        lastStatusLine = StatusReport.line(host.agent.status(), now: Date())
+        _ = notifier.ready(status: lastStatusLine)
+    }
+
+    // MARK: - Watchdog and STATUS=
+
+    /// WATCHDOG=1 at half of WatchdogSec, from the loop that serves requests: a wedged
+    /// loop stops the pings. The status line is refreshed on the same beat.
+    private func startWatchdog() {
+        guard let interval = SystemdNotifier.watchdogInterval() else { return }
+        log(.info, "watchdog enabled", ["interval_s": interval])
+        func ping() {
+            _ = notifier.watchdog()
+            updateStatus()
+            _ = loop.schedule(after: interval / 2, ping)
+        }
+        ping()
+    }
+
+    private func updateStatus() {
+        let line = StatusReport.line(host.agent.status(), now: Date())
+        guard line != lastStatusLine else { return }
+        lastStatusLine = line
+        _ = notifier.status(line)
+    }
+
+    // MARK: - Agent events
+
+    private func handle(_ event: AgentEvent) {
+        switch event {
+        case .flagsChanged(let reason, let keys):
+            server?.broadcast(reason: reason, keys: keys)
+            log(.info, "flags changed", ["reason": reason.rawValue, "count": keys.count, "keys": keys.prefix(10).joined(separator: ",")])
+        case .refreshSucceeded(let trigger, let count, let partial):
+            log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])
+        case .refreshFailed(let trigger, let error, let retryIn):
+            log(.warning, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
+                                             "retry_in_s": retryIn.map { Int($0) }])
+        case .callFinished(let method, let error):
+            if let error { log(.warning, "server call failed", ["method": method.rawValue, "code": error.code, "error": error.message]) }
+        case .storeFailed(let message):
+            log(.error, "state not saved; serving from memory", ["error": message])
+        case .storeRecovered:
+            log(.info, "state saved again")
+        case .storeDamaged(let message):
+            log(.error, "stored state damaged; starting without it", ["detail": message])
+        case .baseURLChanged(let url):
+            log(.info, "server base URL changed", ["base_url": url])
+        }
+        if server != nil { updateStatus() }
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+
+/// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (PROTOCOL C).
+public enum DaemonMain {
+    public static func run(arguments: [String], environment: [String: String]) -> Int32 {
+        let log = Log(minimum: environment["PUSHWOOSH_AGENT_DEBUG"].map { $0.isEmpty ? .info : .debug } ?? .info)
+        let command: DaemonCommand
+        do {
+            command = try DaemonCommandLine.parse(arguments)
+        } catch {
+            FileHandle.standardError.write(Data("pushwoosh-agentd: \(error)\n\(DaemonCommandLine.usage)\n".utf8))
+            return 2
+        }
+        switch command {
+        case .help:
+            print(DaemonCommandLine.usage)
+            return 0
+        case .version:
+            print("pushwoosh-agentd \(StatusReport.version)")
+            return 0
+        case .run(let options):
+            do {
+                let daemon = try Daemon(options: options, environment: environment, log: log)
+                return daemon.run()
+            } catch {
+                log(.error, "cannot start", ["error": error])
+                return 1
+            }
+        }
+    }
+}
