@@ -20,13 +20,13 @@ public struct AgentSettings: Sendable, Equatable {
 /// inside a call; the owner calls `fireDueTimers()` once `nextDeadline` is reached.
 public final class Agent {
     public private(set) var settings: AgentSettings
-    private let clock: any AgentClock
+    let clock: any AgentClock
     private let transport: any HTTPTransport
     private let store: any StateStore
     private var random: AnyRandom
     private let onEvent: (AgentEvent) -> Void
 
-    private var state: PersistentState
+    var state: PersistentState
     private var served: ServedFlags?
     private var session = SessionMachine()
     private var throttle: RefreshThrottle
@@ -44,12 +44,16 @@ public final class Agent {
     /// Orders events that may share a timestamp (RF-3: "sent before that registration").
     private var sequence: UInt64 = 0
     private var lastFlagsRequestSequence: UInt64?
-    private var pushRegistrationSequence: UInt64 = 0
+    private(set) var pushRegistrationSequence: UInt64 = 0
 
     // Device calls.
     private var applicationOpenSent = false
-    private var registerDeviceInFlight = false
-    private var registerDeviceAttempt = 0
+    private(set) var registerDeviceInFlight = false
+    private(set) var registerDeviceAttempt = 0
+
+    // Push primer (PR-*): the `pushRegistrationSequence` of the registration chain the last
+    // accepted primer started; see `Agent.primerBeingAnswered`.
+    var primerRegistrationSequence: UInt64?
 
     // Storage.
     private var storeFailure: String?
@@ -621,7 +625,7 @@ public final class Agent {
 
     // MARK: - Persistence
 
-    private func persist() {
+    func persist() {
         do {
             try store.save(state)
             saveRetryDeadline = nil

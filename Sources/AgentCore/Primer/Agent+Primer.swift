@@ -1,0 +1,45 @@
+import Foundation
+
+extension Agent {
+    /// PR-1..PR-5: presents the push primer to the simulated user and acts on `answer`.
+    ///
+    /// Reads the notification authorization, decides (`PushPrimer.decide`), and when shown:
+    /// stores the time of this showing if `minInterval` > 0 (PR-2: persisted before the
+    /// answer is processed, so it survives restarts), then processes the answer (PR-3).
+    /// Accepting outside the denied state answers `accepted` at once and runs the ordinary
+    /// registration chain (PR-4): the system prompt answered per `PermissionPromptAnswer`,
+    /// the token, `registerDevice`, and the flags refresh of RF-3 when that succeeds.
+    /// Accepting in the denied state only reports `redirectedToSettings`: the simulated user
+    /// changes the setting later, with `setNotificationAuthorization`.
+    public func presentPushPrimer(_ configuration: PrimerConfiguration) -> PrimerResult {
+        let authorization = notificationAuthorization
+        let now = clock.wall
+        let decision = PushPrimer.decide(
+            authorization: authorization, fallbackToSettings: configuration.fallbackToSettings,
+            minInterval: configuration.minInterval, lastShownAt: state.primerLastShownAt, now: now,
+            primerInProgress: primerBeingAnswered)
+        if case .suppress(let reason) = decision {
+            return PrimerResult(outcome: .suppressed, presentation: nil, suppressedBecause: reason)
+        }
+        if configuration.minInterval > 0 {
+            state.primerLastShownAt = now  // PR-2: at presentation, before the answer.
+            persist()
+        }
+        let outcome = PushPrimer.outcome(authorization: authorization, answer: configuration.answer)
+        if outcome == .accepted {
+            _ = registerForPushNotifications()  // PR-4: the ordinary chain, not a copy of it.
+            primerRegistrationSequence = registerDeviceInFlight ? pushRegistrationSequence : nil
+        }
+        return PrimerResult(outcome: outcome, presentation: configuration.presentation.json)
+    }
+
+    /// "Only one primer at a time." Headless, the tap is answered within the call, so a
+    /// primer is *being answered* while the registration chain its acceptance started is in
+    /// flight: from the system prompt until the first `registerDevice` of that chain
+    /// finishes, successfully or not. A retry after a failure, or a chain a client started
+    /// with `registerForPushNotifications`, is not the primer's.
+    var primerBeingAnswered: Bool {
+        guard let sequence = primerRegistrationSequence else { return false }
+        return sequence == pushRegistrationSequence && registerDeviceInFlight && registerDeviceAttempt == 0
+    }
+}
