@@ -24,8 +24,7 @@ run: build
 	@scripts/run-demo "$(DEBUG_BIN)"
 
 install: release
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BIN)/pushwoosh-agentd $(BIN)/pushwoosh-agentctl $(BIN)/pushwoosh-emulator $(DESTDIR)$(PREFIX)/bin/
+	@PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" SYSTEMD_UNIT_DIR="$(SYSTEMD_UNIT_DIR)" scripts/install "$(BIN)"
 
 clean:
 	rm -rf .build

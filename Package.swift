@@ -52,8 +52,9 @@ let package = Package(
         .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore"], swiftSettings: strict),
+        .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
     ]
 )

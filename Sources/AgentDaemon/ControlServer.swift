@@ -81,14 +81,15 @@ final class ControlServer {
     // MARK: - Requests
 
     private func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
+        let limit = client.framer.maximumLineLength  // read before `process` holds the framer
         client.framer.process(bytes) { frame in
             switch frame {
             case .line(let line):
                 handleLine(line, from: client)
             case .lineTooLong:
-                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: client.framer.maximumLineLength)))
+                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
                 client.connection.closeAfterFlush()
-                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": client.framer.maximumLineLength])
+                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
             }
         }
     }

@@ -74,6 +74,14 @@ enum Methods {
                 try p.rejectUnknown(["status"])
                 host.agent.setNotificationAuthorization(status)
                 done(.success([:]))
+            case "presentPushPrimer":
+                let configuration: PrimerConfiguration
+                do {
+                    configuration = try PrimerConfiguration(params: p.values)
+                } catch {
+                    throw .invalidParams(error.message, parameter: error.parameter)
+                }
+                done(.success(host.agent.presentPushPrimer(configuration).json))
             case "status":
                 try p.rejectUnknown([])
                 done(.success(StatusReport.json(host.agent.status())))

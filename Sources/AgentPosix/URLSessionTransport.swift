@@ -6,20 +6,34 @@ import FoundationNetworking
 
 /// The real network: URLSession over libcurl. Answers are handed to `deliver`, which
 /// must run them on the thread that owns the agent (the daemon passes `EventLoop.post`).
+///
+/// On Linux, FoundationNetworking ignores `URLRequest.timeoutInterval` and applies the
+/// session's `timeoutIntervalForRequest` (measured: a 1 s request timeout waited 3 s for a
+/// slow answer). So the session is made for the timeout asked, and remade when it changes.
 public final class URLSessionTransport: HTTPTransport {
-    private let session: URLSession
+    private var session: URLSession?
+    private var sessionTimeout: Double = 0
     private let deliver: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     public init(deliver: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+        self.deliver = deliver
+    }
+
+    deinit { session?.finishTasksAndInvalidate() }
+
+    private func session(timeout: Double) -> URLSession {
+        if let session, sessionTimeout == timeout { return session }
+        session?.finishTasksAndInvalidate()
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieAcceptPolicy = .never
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        session = URLSession(configuration: configuration)
-        self.deliver = deliver
+        configuration.timeoutIntervalForRequest = timeout
+        let fresh = URLSession(configuration: configuration)
+        session = fresh
+        sessionTimeout = timeout
+        return fresh
     }
-
-    deinit { session.invalidateAndCancel() }
 
     public func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) {
         // The completion belongs to the agent's thread; it is only ever run through
@@ -34,7 +48,7 @@ public final class URLSessionTransport: HTTPTransport {
         urlRequest.httpMethod = "POST"
         for header in request.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
         urlRequest.httpBody = request.body
-        let task = session.dataTask(with: urlRequest) { data, response, error in
+        let task = session(timeout: request.timeout).dataTask(with: urlRequest) { data, response, error in
             let outcome: HTTPOutcome
             if let http = response as? HTTPURLResponse {
                 var headers: [String: String] = [:]

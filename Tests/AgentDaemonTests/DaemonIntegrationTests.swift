@@ -1,0 +1,245 @@
+import AgentCore
+import AgentPosix
+import Foundation
+import Glibc
+import Testing
+
+/// The real `pushwoosh-agentd` binary against the real emulator, a real socket and a
+/// real NOTIFY_SOCKET receiver (PROTOCOL B and C).
+@Suite(.serialized) struct DaemonIntegrationTests {
+    /// Starts the emulator and an agent; waits for READY=1 and the first flags.
+    func start(extra: String = "", socketMode: String = "0660", environment: [String: String] = [:])
+        throws -> (EmulatorProcess, AgentProcess)
+    {
+        let emulator = try EmulatorProcess()
+        let dir = TempDir()
+        let agent = try AgentProcess(dir: dir, config: AgentProcess.config(server: emulator.serverURL, extra: extra, socketMode: socketMode, dir: dir.path),
+                                     server: emulator.serverURL, environment: environment)
+        guard agent.waitForNotify("READY=1") != nil else { throw FixtureError("no READY=1: \(agent.stderrText)") }
+        let client = try LineClient(path: agent.socketPath)
+        _ = eventually { client.call("status")["result"]?["state"] == "ready" }
+        return (emulator, agent)
+    }
+
+    // C: READY=1 with a STATUS= line; B.1 reads with provenance; FF-* over the socket.
+    @Test func readinessAndReads() throws {
+        let (_, agent) = try start()
+        let c = try LineClient(path: agent.socketPath)
+        let status = c.call("status")["result"]
+        #expect(status?["state"] == "ready")
+        #expect(status?["applicationCode"] == "ABCDE-12345")
+        #expect(status?["flagsSource"] == "network")
+        let isEnabled = c.call("isEnabled", #"{"key":"promo_banner","default":true}"#)["result"]
+        #expect(isEnabled?["enabled"] == false)  // FF-8: killed
+        #expect(isEnabled?["reason"] == "DISABLED")
+        let missing = c.call("isEnabled", #"{"key":"nope","default":true}"#)["result"]
+        #expect(missing?["enabled"] == true)  // FF-6
+        #expect(missing?["errorCode"] == "FLAG_NOT_FOUND")
+        let flag = c.call("get", #"{"key":"new_checkout"}"#)["result"]
+        #expect(flag?["flag"]?["key"] == "new_checkout")
+        #expect(flag?["source"] == "network")
+        #expect(flag?["ageSeconds"]?.numberValue != nil)
+        let prop = c.call("property", #"{"key":"new_checkout","property":"max_items","type":"number","default":1}"#)["result"]
+        #expect(prop?["value"]?.numberValue != nil)
+        let wrong = c.call("property", #"{"key":"new_checkout","property":"max_items","type":"bool","default":false}"#)["result"]
+        #expect(wrong?["value"] == false)
+        #expect(wrong?["errorCode"] == "TYPE_MISMATCH")
+        let stop = agent.stop()
+        #expect(stop.status == 0)
+        #expect(stop.seconds < 1)
+    }
+
+    // B: every protocol error, notifications, batches.
+    @Test func protocolErrors() throws {
+        let (_, agent) = try start()
+        let c = try LineClient(path: agent.socketPath)
+        c.send("{not json\n")
+        #expect(json(c.readLine()!)["error"]?["code"] == -32700)
+        c.send(Array<UInt8>([0xFF, 0xFE, 0x0A]).map { String(UnicodeScalar($0)) }.joined())
+        #expect(json(c.readLine()!)["error"]?["code"] != nil)
+        c.send(#"{"jsonrpc":"1.0","id":1,"method":"status"}"# + "\n")
+        #expect(json(c.readLine()!)["error"]?["code"] == -32600)
+        c.send(#"{"jsonrpc":"2.0","id":2,"method":"frobnicate"}"# + "\n")
+        #expect(json(c.readLine()!)["error"]?["code"] == -32601)
+        c.send(#"{"jsonrpc":"2.0","id":3,"method":"isEnabled","params":{"key":"x"}}"# + "\n")
+        let invalid = json(c.readLine()!)
+        #expect(invalid["error"]?["code"] == -32602)
+        #expect(invalid["id"] == 3)
+        c.send("[]\n")
+        #expect(json(c.readLine()!)["error"]?["code"] == -32600)
+        // A notification gets no answer; the next request's answer comes first.
+        c.send(#"{"jsonrpc":"2.0","method":"logImpression","params":{"key":"new_checkout"}}"# + "\n")
+        c.send(#"{"jsonrpc":"2.0","id":"s","method":"status"}"# + "\n")
+        #expect(json(c.readLine()!)["id"] == "s")
+        // A batch gets an array of answers, notifications left out.
+        c.send(#"[{"jsonrpc":"2.0","id":1,"method":"isEnabled","params":{"key":"new_checkout","default":false}},{"jsonrpc":"2.0","method":"status"},{"jsonrpc":"2.0","id":2,"method":"nope"},5]"# + "\n")
+        let batch = json(c.readLine()!)
+        #expect(batch.arrayValue?.count == 3)
+        #expect(batch.arrayValue?[1]["error"]?["code"] == -32601)
+        #expect(batch.arrayValue?[2]["error"]?["code"] == -32600)
+        // A line over 1 MiB: -32600, then the connection is closed; the agent goes on.
+        let big = try LineClient(path: agent.socketPath)
+        big.send(String(repeating: "x", count: (1 << 20) + 10) + "\n")
+        #expect(json(big.readLine() ?? "")["error"]?["code"] == -32600)
+        #expect(big.readsEOF())
+        #expect(c.call("status")["result"]?["state"] == "ready")
+    }
+
+    // B: pipelining: a refresh waiting on the network never holds up a get sent after it.
+    @Test func pipeliningAnswersOutOfOrder() throws {
+        let (emulator, agent) = try start(extra: "[FeatureFlags]\nDisableThrottle=yes")
+        emulator.admin("POST", "/admin/faults", #"{"method":"getFeatureFlags","times":1,"delayMs":1500}"#)
+        let c = try LineClient(path: agent.socketPath)
+        c.send(#"{"jsonrpc":"2.0","id":1,"method":"refresh"}"# + "\n" + #"{"jsonrpc":"2.0","id":2,"method":"get","params":{"key":"new_checkout"}}"# + "\n")
+        let first = json(c.readLine()!)
+        let second = json(c.readLine()!)
+        #expect(first["id"] == 2)
+        #expect(second["id"] == 1)
+        #expect(second["result"]?["error"] == .null)
+    }
+
+    // LS-2: subscribers get featureFlagsDidUpdate after a refresh that changed flags.
+    @Test func subscriptionNotifies() throws {
+        let (emulator, agent) = try start(extra: "[FeatureFlags]\nDisableThrottle=yes")
+        let watcher = try LineClient(path: agent.socketPath)
+        #expect(watcher.call("subscribe")["result"] == [:])
+        emulator.admin("POST", "/admin/apps/ABCDE-12345/flags/new_checkout/kill")
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("refresh")["result"]?["error"] == .null)
+        let note = json(watcher.readLine() ?? "")
+        #expect(note["method"] == "featureFlagsDidUpdate")
+        #expect(note["params"]?["reason"] == "refresh")
+        #expect(note["params"]?["changed"] == ["new_checkout"])
+        #expect(c.call("isEnabled", #"{"key":"new_checkout","default":true}"#)["result"]?["enabled"] == false)
+    }
+
+    // B: 256 concurrent clients.
+    @Test func manyClients() throws {
+        let (_, agent) = try start()
+        let clients = try (0..<256).map { _ in try LineClient(path: agent.socketPath) }
+        for (i, c) in clients.enumerated() {
+            c.send(#"{"jsonrpc":"2.0","id":\#(i),"method":"isEnabled","params":{"key":"new_checkout","default":false}}"# + "\n")
+        }
+        var answered = 0
+        for (i, c) in clients.enumerated() where json(c.readLine() ?? "")["id"] == .number(Double(i)) { answered += 1 }
+        #expect(answered == 256)
+        // The 257th is told why and closed.
+        let extra = try LineClient(path: agent.socketPath)
+        #expect(json(extra.readLine() ?? "")["error"]?["code"] == -32000)
+    }
+
+    // B.3: a client running as nobody may read but not change state.
+    @Test func nobodyIsRefusedStateChanges() throws {
+        let (_, agent) = try start(socketMode: "0666")
+        chmod(agent.dir.path, 0o755)
+        func asNobody(_ args: [String]) -> Int32 {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.agentctl, "--socket", agent.socketPath] + args
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try? p.run()
+            p.waitUntilExit()
+            return p.terminationStatus
+        }
+        #expect(asNobody(["is-enabled", "new_checkout"]) == 0)
+        #expect(asNobody(["set-user", "mallory"]) == 4)
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("status")["result"]?["userId"] != "mallory")
+    }
+
+    // ST-1 across a restart of the process, with the server gone: flags come from the cache.
+    @Test func restartKeepsFlags() throws {
+        let (emulator, agent) = try start()
+        #expect(agent.stop().status == 0)
+        emulator.stop()
+        let again = try AgentProcess(dir: agent.dir, server: emulator.serverURL)
+        let ready = again.waitForNotify("READY=1")
+        #expect(ready?.contains("flags") == true)
+        let c = try LineClient(path: again.socketPath)
+        let e = c.call("get", #"{"key":"new_checkout"}"#)["result"]
+        #expect(e?["source"] == "cache")
+        #expect(e?["flag"]?["key"] == "new_checkout")
+    }
+
+    // C: RELOADING=1 with MONOTONIC_USEC on SIGHUP, then READY=1; a bad file keeps the running configuration.
+    @Test func reloadAndStop() throws {
+        let (_, agent) = try start()
+        agent.signal(SIGHUP)
+        let reloading = agent.waitForNotify("RELOADING=1")
+        #expect(reloading?.contains("MONOTONIC_USEC=") == true)
+        #expect(agent.waitForNotify("READY=1") != nil)
+        try "[Agent]\nBogus=1\n".write(toFile: agent.configPath, atomically: true, encoding: .utf8)
+        agent.signal(SIGHUP)
+        #expect(agent.waitForNotify("READY=1") != nil)
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("status")["result"]?["state"] == "ready")
+        agent.signal(SIGTERM)
+        #expect(agent.waitForNotify("STOPPING=1") != nil)
+        agent.process.waitUntilExit()
+        #expect(agent.process.terminationStatus == 0)
+        #expect(agent.stderrText.contains("Bogus"))
+        #expect(!FileManager.default.fileExists(atPath: agent.socketPath))  // its own socket is removed
+    }
+
+    // C: WATCHDOG=1 at half of WatchdogSec.
+    @Test func watchdogPings() throws {
+        let (_, agent) = try start(environment: ["WATCHDOG_USEC": "400000"])
+        #expect(agent.waitForNotify("WATCHDOG=1", timeout: 2) != nil)
+        #expect(agent.waitForNotify("WATCHDOG=1", timeout: 2) != nil)
+    }
+
+    // C.1: a bad configuration stops the start with file, line and key.
+    @Test func badConfigurationIsRefused() throws {
+        let dir = TempDir()
+        let agent = try AgentProcess(dir: dir, config: "[Agent]\nApplicationCode=X\nRefreshInterval=5 parsecs\n", server: "")
+        agent.process.waitUntilExit()
+        #expect(agent.process.terminationStatus == 1)
+        let err = agent.stderrText
+        #expect(err.contains("agent.conf:3"))
+        #expect(err.contains("RefreshInterval"))
+    }
+
+    // B.3: a live agent on the same path makes the second refuse to start; a stale socket file is replaced.
+    @Test func secondAgentRefusesAndStaleSocketIsReplaced() throws {
+        let (emulator, agent) = try start()
+        let second = try AgentProcess(dir: agent.dir, server: emulator.serverURL)
+        second.process.waitUntilExit()
+        #expect(second.process.terminationStatus == 1)
+        #expect(second.stderrText.contains("already listening"))
+        // SIGKILL leaves a stale socket file behind; the next start replaces it.
+        agent.signal(SIGKILL)
+        agent.process.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: agent.socketPath))
+        let third = try AgentProcess(dir: agent.dir, server: emulator.serverURL)
+        #expect(third.waitForNotify("READY=1") != nil)
+    }
+
+    // C: socket activation through systemd-socket-activate; the passed socket is never unlinked.
+    @Test func socketActivation() throws {
+        let emulator = try EmulatorProcess()
+        let dir = TempDir()
+        let path = dir.path + "/agent.sock"
+        let agent = try AgentProcess(dir: dir, server: emulator.serverURL,
+                                     launcher: ["/usr/bin/systemd-socket-activate", "-E", "NOTIFY_SOCKET", "-l", path])
+        #expect(eventually { FileManager.default.fileExists(atPath: path) })
+        let c = try LineClient(path: path)  // the first connection starts the agent
+        #expect(eventually(timeout: 15) { c.call("status")["result"]?["applicationCode"] == "ABCDE-12345" })
+        #expect(agent.waitForNotify("READY=1") != nil)
+    }
+
+    // Bad input never crashes the agent: binary garbage, half lines, vanished clients.
+    @Test func garbageAndVanishingClients() throws {
+        let (_, agent) = try start()
+        for _ in 0..<20 {
+            let c = try LineClient(path: agent.socketPath)
+            var junk = [UInt8](repeating: 0, count: 4096)
+            for i in junk.indices { junk[i] = UInt8.random(in: 0...255) }
+            junk.withUnsafeBytes { _ = Glibc.send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            c.send(#"{"jsonrpc":"2.0","id":1,"method":"sta"#)  // half a line, then gone
+        }
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("status")["result"]?["state"] == "ready")
+        #expect(agent.process.isRunning)
+    }
+}

@@ -1,0 +1,106 @@
+import AgentCore
+import AgentPosix
+import Foundation
+import Glibc
+import Testing
+
+/// ST-6 on the real file system: transactional writes, damaged files set aside, private modes.
+@Suite struct FileStateStoreTests {
+    func tempDir() -> String {
+        var template = Array("/tmp/pwstore-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    func sample() -> PersistentState {
+        var s = PersistentState(hwid: "0E4C3D6A-5B1F-4C2D-9E8F-0A1B2C3D4E5F")
+        s.userId = "alice"
+        s.flags = FlagSnapshot(flags: ["k": FeatureFlag(key: "k", isEnabled: true, ruleId: "r_1", properties: ["n": 1, "b": true])],
+                               receivedAt: Date(timeIntervalSince1970: 1_800_000_000.5), applicationCode: "ABCDE-12345", userId: "alice")
+        s.primerLastShownAt = Date(timeIntervalSince1970: 1_800_000_100)
+        return s
+    }
+
+    // ST-1, ST-6: what was saved is loaded, kinds and times intact; modes are private.
+    @Test func roundTripAndModes() throws {
+        let dir = tempDir() + "/state"
+        let store = try FileStateStore(directory: dir)
+        #expect(try store.load() == StoreLoad(state: nil))
+        try store.save(sample())
+        let loaded = try FileStateStore(directory: dir).load()
+        #expect(loaded.state == sample())
+        #expect(loaded.damage == nil)
+        var st = stat()
+        stat(store.path, &st)
+        #expect(st.st_mode & 0o777 == 0o600)
+        stat(dir, &st)
+        #expect(st.st_mode & 0o777 == 0o700)
+        #expect(!FileManager.default.fileExists(atPath: store.path + ".tmp"))
+    }
+
+    // ST-6: a damaged file (flipped byte, truncation, garbage, wrong version) is moved aside and reported.
+    @Test(arguments: ["flip", "truncate", "garbage", "empty", "version"])
+    func damagedFileIsSetAside(kind: String) throws {
+        let dir = tempDir()
+        let store = try FileStateStore(directory: dir)
+        try store.save(sample())
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.path)))
+        switch kind {
+        case "flip": bytes[bytes.count - 5] ^= 0x20
+        case "truncate": bytes.removeLast(10)
+        case "garbage": bytes = Array("\u{0}\u{1}not a state file at all".utf8)
+        case "empty": bytes = []
+        default: bytes = Array(String(decoding: bytes, as: UTF8.self).replacingOccurrences(of: "state 1 ", with: "state 9 ").utf8)
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: store.path))
+        let loaded = try store.load()
+        #expect(loaded.state == nil)
+        #expect(loaded.damage?.contains("moved to") == true)
+        #expect(!FileManager.default.fileExists(atPath: store.path))
+        let aside = try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.contains(".damaged-") }
+        #expect(aside.count == 1)
+        // Not a reason to stop: the next save works.
+        try store.save(sample())
+        #expect(try store.load().state == sample())
+    }
+
+    // ST-6: a failed write (read-only directory) keeps the old file whole.
+    @Test func failedWriteKeepsOldFile() throws {
+        let dir = tempDir()
+        let store = try FileStateStore(directory: dir)
+        try store.save(sample())
+        var newer = sample()
+        newer.userId = "bob"
+        chmod(dir, 0o500)
+        defer { chmod(dir, 0o700) }
+        if getuid() == 0 {
+            // root ignores directory modes: use a path that cannot be written instead.
+            let bad = try FileStateStore(directory: dir + "/state.json")  // a file, not a directory
+            #expect(throws: (any Error).self) { try bad.save(newer) }
+        } else {
+            #expect(throws: (any Error).self) { try store.save(newer) }
+        }
+        #expect(try store.load().state == sample())
+    }
+
+    // ST-6: a crash at any point of a write leaves the old or the new state, never a mix:
+    // every prefix of a new file that did not reach the rename is invisible.
+    @Test func interruptedWritesLeaveOldOrNew() throws {
+        let dir = tempDir()
+        let store = try FileStateStore(directory: dir)
+        try store.save(sample())
+        var newer = sample()
+        newer.userId = "bob"
+        let other = tempDir()
+        let scratch = try FileStateStore(directory: other)
+        try scratch.save(newer)
+        let full = [UInt8](try Data(contentsOf: URL(fileURLWithPath: scratch.path)))
+        for cut in stride(from: 0, to: full.count, by: max(1, full.count / 50)) {
+            // A crash before the rename leaves a partial temporary file beside the real one.
+            try Data(full[..<cut]).write(to: URL(fileURLWithPath: store.path + ".tmp"))
+            #expect(try store.load().state == sample())
+        }
+        // A torn state file itself (as if renamed too early) is detected, never trusted.
+        try Data(full[..<(full.count / 2)]).write(to: URL(fileURLWithPath: store.path))
+        #expect(try store.load().state == nil)
+    }
+}

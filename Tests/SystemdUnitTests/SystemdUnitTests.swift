@@ -1,0 +1,204 @@
+// The systemd units in systemd/: `systemd-analyze verify` must accept them
+// without a word, and `systemd-analyze security --offline=yes` must rate the
+// service's exposure at 2.0 or below. Both run as separate processes; no
+// systemd instance is ever started (PID 1 is not systemd on the build hosts,
+// and starting one could move the host's processes between cgroups).
+//
+// How the real binary fares under the sandbox the unit sets up (seccomp
+// filter, MemoryDenyWriteExecute) is not something systemd-analyze checks;
+// the unit file's comments say how that was checked.
+#if os(Linux)
+import Foundation
+import Testing
+
+@Suite struct SystemdUnitTests {
+    @Test func verifyAcceptsBothUnitsSilently() throws {
+        let dir = try UnitCopy.make()
+        defer { dir.remove() }
+        let result = try Analyzer.run(["verify", dir.service, dir.socket], in: dir.path)
+        #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
+        // verify exits 0 on unknown keys and bad values: only silence is a pass.
+        #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
+        #expect(result.stderr.isEmpty, "verify printed on stderr:\n\(result.stderr)")
+    }
+
+    /// The check above is only worth something if verify does complain about
+    /// a unit that is wrong in the ways that do not change its exit status.
+    @Test func verifyComplainsAboutAnUnknownKey() throws {
+        let dir = try UnitCopy.make(edit: { service in
+            service.replacingOccurrences(of: "[Service]\n", with: "[Service]\nHardenEverything=yes\n")
+        })
+        defer { dir.remove() }
+        let result = try Analyzer.run(["verify", dir.service, dir.socket], in: dir.path)
+        #expect(result.stderr.contains("HardenEverything"), "verify did not report the unknown key:\n\(result.output)")
+    }
+
+    @Test func securityExposureIsAtMostTwo() throws {
+        let dir = try UnitCopy.make()
+        defer { dir.remove() }
+        // --threshold=20: exit non-zero when the exposure (×10) is above 20.
+        let result = try Analyzer.run(["security", "--offline=yes", "--threshold=20", "--no-pager", dir.service],
+                                      in: dir.path)
+        #expect(result.status == 0, "systemd-analyze security exited \(result.status)\n\(result.output)")
+        let exposure = try #require(Analyzer.exposure(in: result.stdout),
+                                    "no 'Overall exposure level' line in:\n\(result.output)")
+        #expect(exposure <= 2.0, "exposure \(exposure) > 2.0:\n\(result.stdout)")
+        #expect(exposure > 0, "an exposure of 0 means the analysis did not read the unit")
+    }
+
+    @Test func exposureLineIsParsed() {
+        let line = "→ Overall exposure level for pushwoosh-agent.service: 1.2 OK 🙂\n"
+        #expect(Analyzer.exposure(in: "stuff\n" + line) == 1.2)
+        #expect(Analyzer.exposure(in: "Overall exposure level for x.service: 9.6 UNSAFE 😨") == 9.6)
+        #expect(Analyzer.exposure(in: "no such line") == nil)
+    }
+
+    /// The contract with the daemon and with `make install` (PROTOCOL C).
+    @Test func unitsMatchTheDaemonsContract() throws {
+        let service = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent.service"), encoding: .utf8)
+        let socket = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent.socket"), encoding: .utf8)
+        let serviceKeys = Set(service.split(separator: "\n").map(String.init))
+        for line in [
+            "Type=notify", "NotifyAccess=main", "WatchdogSec=30s", "Restart=on-failure", "TimeoutStopSec=5s",
+            "ExecStart=/usr/local/bin/pushwoosh-agentd --config /etc/pushwoosh-agent/agent.conf",
+            "ExecReload=/bin/kill -HUP $MAINPID",
+            "DynamicUser=yes", "StateDirectory=pushwoosh-agent", "StateDirectoryMode=0700",
+            "RuntimeDirectory=pushwoosh-agent", "ConfigurationDirectory=pushwoosh-agent",
+            "MemoryDenyWriteExecute=yes", "CapabilityBoundingSet=", "UMask=0077",
+            // A filtered call must fail, not kill: libdispatch's worker threads
+            // call setpriority(2) (in @resources) and shrug off EPERM.
+            "SystemCallErrorNumber=EPERM",
+        ] {
+            #expect(serviceKeys.contains(line), "pushwoosh-agent.service lacks \(line)")
+        }
+        // Wants=, not Requires=: the service must also start without the socket unit.
+        #expect(serviceKeys.contains("Wants=pushwoosh-agent.socket"))
+        #expect(!service.contains("Requires=pushwoosh-agent.socket"))
+        let socketKeys = Set(socket.split(separator: "\n").map(String.init))
+        for line in ["ListenStream=/run/pushwoosh-agent/agent.sock", "SocketMode=0660", "SocketGroup=pushwoosh",
+                     "RemoveOnStop=yes", "WantedBy=sockets.target"] {
+            #expect(socketKeys.contains(line), "pushwoosh-agent.socket lacks \(line)")
+        }
+    }
+
+    /// config/agent.conf documents every key of PROTOCOL C.1 and sets only
+    /// ApplicationCode (the rest shows defaults, commented out).
+    @Test func exampleConfigurationListsEveryKey() throws {
+        let text = try String(contentsOfFile: UnitCopy.root + "/config/agent.conf", encoding: .utf8)
+        let keys = ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
+                    "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout",
+                    "StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle",
+                    "InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer"]
+        let lines = text.split(separator: "\n").map(String.init)
+        for key in keys {
+            #expect(lines.contains { $0.hasPrefix(key + "=") || $0.hasPrefix("#" + key + "=") },
+                    "config/agent.conf does not mention \(key)=")
+        }
+        let active = lines.filter { !$0.hasPrefix("#") && $0.contains("=") }
+        #expect(active == ["ApplicationCode=ABCDE-12345"])
+    }
+}
+
+/// A scratch copy of the units in which ExecStart= names a binary that exists.
+///
+/// `systemd-analyze verify` checks that ExecStart='s program exists and is
+/// executable. The unit names the installed path, /usr/local/bin/pushwoosh-agentd,
+/// which is not there on a build host, so the copy runs /bin/true instead:
+/// verify only looks at the path, never runs it, and /bin/true is on every
+/// host (a freshly built pushwoosh-agentd may not be when only this target is
+/// built). Everything else in the copy is the file as shipped.
+struct UnitCopy {
+    static let installedBinary = "ExecStart=/usr/local/bin/pushwoosh-agentd "
+    static let standIn = "ExecStart=/bin/true "
+
+    let path: String
+    var service: String { path + "/pushwoosh-agent.service" }
+    var socket: String { path + "/pushwoosh-agent.socket" }
+
+    /// The package root: this file is Tests/SystemdUnitTests/SystemdUnitTests.swift.
+    static var root: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+    }
+
+    static func source(_ name: String) -> String { root + "/systemd/" + name }
+
+    static func make(edit: (String) -> String = { $0 }) throws -> UnitCopy {
+        let path = FileManager.default.temporaryDirectory
+            .appendingPathComponent("systemd-unit-tests-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let copy = UnitCopy(path: path)
+        let service = try String(contentsOfFile: source("pushwoosh-agent.service"), encoding: .utf8)
+        #expect(service.contains("\n" + installedBinary), "ExecStart= no longer names \(installedBinary)")
+        try edit(service.replacingOccurrences(of: installedBinary, with: standIn))
+            .write(toFile: copy.service, atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent.socket"), toPath: copy.socket)
+        return copy
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Runs systemd-analyze, collecting its output through files (no pipe to fill).
+enum Analyzer {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var output: String { "--- stdout\n\(stdout)--- stderr\n\(stderr)" }
+    }
+
+    static func executable() throws -> String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for dir in path.split(separator: ":").map(String.init) + ["/usr/bin", "/bin"] {
+            let candidate = dir + "/systemd-analyze"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw AnalyzerMissing()
+    }
+
+    struct AnalyzerMissing: Error, CustomStringConvertible {
+        var description: String { "systemd-analyze not found: install the Debian package systemd (make deps)" }
+    }
+
+    static func run(_ arguments: [String], in directory: String) throws -> Result {
+        let out = directory + "/analyze.stdout", err = directory + "/analyze.stderr"
+        guard FileManager.default.createFile(atPath: out, contents: nil),
+              FileManager.default.createFile(atPath: err, contents: nil)
+        else { throw CocoaError(.fileWriteUnknown) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable())
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var environment = ProcessInfo.processInfo.environment
+        environment["SYSTEMD_COLORS"] = "0"
+        environment["SYSTEMD_PAGER"] = "cat"
+        environment["SYSTEMD_LOG_LEVEL"] = "notice"
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        process.standardOutput = outHandle
+        process.standardError = errHandle
+        try process.run()
+        process.waitUntilExit()
+        try outHandle.close()
+        try errHandle.close()
+        return Result(status: process.terminationStatus,
+                      stdout: try String(contentsOfFile: out, encoding: .utf8),
+                      stderr: try String(contentsOfFile: err, encoding: .utf8))
+    }
+
+    /// The number in "→ Overall exposure level for NAME: 1.2 OK 🙂".
+    static func exposure(in output: String) -> Double? {
+        for line in output.split(separator: "\n") {
+            guard let marker = line.range(of: "Overall exposure level for ") else { continue }
+            let rest = line[marker.upperBound...]
+            guard let colon = rest.range(of: ": ") else { continue }
+            let number = rest[colon.upperBound...].prefix { $0.isNumber || $0 == "." }
+            return Double(number)
+        }
+        return nil
+    }
+}
+#endif
