@@ -25,11 +25,13 @@ let package = Package(
                        providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
+        // epoll, eventfd, signalfd: in glibc, but not imported by the toolchain's Glibc module.
+        .systemLibrary(name: "CLinux"),
 
         // MARK: The agent
         .target(name: "AgentCore", swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
         .target(name: "AgentDaemon",
                 dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih"],
@@ -42,6 +44,7 @@ let package = Package(
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
         .target(name: "Emulator", dependencies: ["EmulatorCore", "CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
+
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),

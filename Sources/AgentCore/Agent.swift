@@ -480,7 +480,7 @@ public final class Agent {
             scheduleExpiry()
         }
         if session.appState == .active, codeChanged || wasFatal {
-            requestFlags(.userChange)
+            requestFlags(.reload)
         } else {
             schedulePeriodic()
         }

@@ -112,6 +112,8 @@ public enum FlagChangeReason: String, Sendable, Equatable {
 /// What started a flags request (RF-1..RF-5, RF-10).
 public enum RefreshTrigger: String, Sendable, Equatable {
     case sessionStart, periodic, pushRegistration, userChange, manual, retry
+    /// A configuration reload that changed the application or lifted an RF-11 stop.
+    case reload
 }
 
 /// RF-7: a refresh error in `PWFeatureFlagsErrorDomain`.
