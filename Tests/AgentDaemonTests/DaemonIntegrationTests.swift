@@ -242,4 +242,35 @@ import Testing
         #expect(c.call("status")["result"]?["state"] == "ready")
         #expect(agent.process.isRunning)
     }
+
+    // PR-1, PR-3, PR-4 end to end: the primer's accept runs the registration chain against the
+    // emulator (registerDevice with the token, then the RF-3 flags refresh); PR-2 persists.
+    @Test func primerRegistrationChain() throws {
+        let (emulator, agent) = try start()
+        let c = try LineClient(path: agent.socketPath)
+        let primer = #"{"title":"Hi","message":"News","acceptButton":"Allow","declineButton":"Later","answer":"accept","minInterval":3600}"#
+        let first = c.call("presentPushPrimer", primer)["result"]
+        #expect(first?["outcome"] == "accepted")
+        #expect(first?["presentation"]?["style"] == "sheet")
+        #expect(first?["presentation"]?["position"] == "bottom")
+        var token = JSONValue.null
+        #expect(eventually { token = c.call("status")["result"]?["pushToken"] ?? .null; return c.call("status")["result"]?["pushRegistered"] == true })
+        let (_, devices) = emulator.admin("GET", "/admin/devices")
+        #expect(devices.contains(token.stringValue ?? "no token"))
+        // RF-3: a flags request follows the registration (the first one was the session start's).
+        #expect(eventually { (json(emulator.admin("GET", "/admin/requests?method=getFeatureFlags").1)["count"]?.numberValue ?? 0) >= 2 })
+        // Authorized now: suppressed. Denied with the fallback: redirected to settings, unless minInterval holds it.
+        #expect(c.call("presentPushPrimer", primer)["result"]?["outcome"] == "suppressed")
+        #expect(c.call("setNotificationAuthorization", #"{"status":"denied"}"#)["result"] == [:])
+        #expect(c.call("presentPushPrimer", primer)["result"]?["outcome"] == "suppressed")  // shown < 1 h ago
+        #expect(agent.stop().status == 0)
+        let again = try AgentProcess(dir: agent.dir, server: emulator.serverURL)
+        #expect(again.waitForNotify("READY=1") != nil)
+        let c2 = try LineClient(path: again.socketPath)
+        #expect(c2.call("presentPushPrimer", primer)["result"]?["outcome"] == "suppressed")  // PR-2 survives restarts
+        let noInterval = #"{"title":"Hi","message":"News","acceptButton":"Allow","declineButton":"Later","answer":"accept"}"#
+        #expect(c2.call("presentPushPrimer", noInterval)["result"]?["outcome"] == "redirectedToSettings")
+        let missing = c2.call("presentPushPrimer", #"{"title":"Hi"}"#)
+        #expect(missing["error"]?["code"] == -32602)
+    }
 }
