@@ -45,6 +45,8 @@ let package = Package(
         .target(name: "Emulator", dependencies: ["EmulatorCore", "CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore"],
+                          path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),

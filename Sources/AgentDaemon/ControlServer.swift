@@ -16,6 +16,8 @@ final class ControlServer {
     private let agentUID = getuid()
     private var clients: [ObjectIdentifier: Client] = [:]
     private var subscribers: [ObjectIdentifier: Client] = [:]
+    /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
+    private var scratch = JSONWriter(capacity: 512)
 
     /// Methods anyone who can connect may call (B.3).
     static let readMethods: Set<String> = ["get", "isEnabled", "property", "status", "subscribe", "unsubscribe"]
@@ -96,6 +98,10 @@ final class ControlServer {
 
     private func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
         if line.isEmpty { return }  // blank lines between messages are tolerated
+        if let request = RPCFastPath.scan(line) {
+            answerFast(request, to: client)
+            return
+        }
         switch RPCMessage.parse(line) {
         case .single(.failure(let rejection)):
             client.connection.send(RPCEncoder.line(rejection.response))
@@ -127,6 +133,24 @@ final class ControlServer {
                 }
             }
         }
+    }
+
+    /// The hot path: an ordinary `isEnabled` or `get` (both read methods, allowed to every
+    /// client) answered without a JSON tree, into a buffer reused for every answer. The
+    /// answer bytes are those the general path writes (RPCFastPath).
+    private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
+        scratch.bytes.removeAll(keepingCapacity: true)
+        switch request.method {
+        case .isEnabled(let fallback):
+            let e = host.agent.isEnabled(request.key, default: fallback)
+            RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &scratch)
+        case .get:
+            let e = host.agent.get(request.key)
+            RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
+        }
+        scratch.bytes.withUnsafeBytes { client.connection.send($0) }
+        host.rearm()
+        answered(client)
     }
 
     private func answered(_ client: Client) {

@@ -82,7 +82,19 @@ public struct JSONWriter: Sendable {
             bytes.append(UInt8(ascii: "0") &+ UInt8(i))
             return
         }
-        writeASCII(String(i))
+        // The digits of String(i), without making the String (an answer's hot path).
+        if i < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = i.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        withUnsafeMutableBytes(of: &digits) { raw in
+            var start = raw.count
+            repeat {
+                start -= 1
+                raw[start] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[start...]))
+        }
     }
 
     /// Writes text that needs no escaping (ASCII punctuation, digits, names).

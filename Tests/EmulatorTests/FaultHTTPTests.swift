@@ -81,7 +81,7 @@ extension Client {
 
     @Test func delayDoesNotBlockOtherRequestsEvenWithOneThread() async throws {
         try await withServer(threads: 1) { (_, client) async throws in
-            try await client.arm(["method": "getFeatureFlags", "delayMs": 1_200])
+            try await client.arm(["method": "getFeatureFlags", "delayMs": 3_000])
             let clock = ContinuousClock()
             let start = clock.now
             async let delayed = client.device("getFeatureFlags", hwid: "slow")
@@ -94,11 +94,12 @@ extension Client {
             #expect(try await client.device("applicationOpen", hwid: "fast").status == 200)
             #expect(try await client.send("GET", "/admin/devices").status == 200)  // the state lock is free
             let quick = clock.now - before
-            #expect(quick < .milliseconds(600), "concurrent calls took \(quick)")
+            // Well under the delay even when the parallel test run loads both cores.
+            #expect(quick < .milliseconds(1_500), "concurrent calls took \(quick)")
             let slow = try await delayed
             #expect(slow.status == 200)
             #expect(slow.json?["response"]?["flags"] != nil)
-            #expect(clock.now - start >= .milliseconds(1_200))
+            #expect(clock.now - start >= .milliseconds(3_000))
         }
     }
 

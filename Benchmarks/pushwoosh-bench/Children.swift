@@ -1,0 +1,188 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// The benchmark's child processes (emulator, echo server, agents): spawned with
+/// `posix_spawn`, registered so that every way out of the benchmark (normal exit, an
+/// error, SIGINT/SIGTERM/SIGHUP) kills them, and reaped with bounded waits.
+enum Children {
+    private static let live = Mutex<Set<pid_t>>([])
+    private static let tempDirectory = Mutex<String?>(nil)
+
+    /// Blocks the terminating signals and starts a thread that waits for them; must run
+    /// before any other thread exists. Also installs the `atexit` cleanup.
+    static func installCleanup(removing directory: String) {
+        tempDirectory.withLock { $0 = directory }
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, signal) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+        atexit { Children.cleanup() }
+        let waiter = Thread {
+            var set = sigset_t()
+            sigemptyset(&set)
+            for signal in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&set, signal) }
+            var received: Int32 = 0
+            sigwait(&set, &received)
+            FileHandle.standardError.write(Data("pushwoosh-bench: signal \(received), stopping children\n".utf8))
+            Children.cleanup()
+            _exit(128 + received)
+        }
+        waiter.start()
+    }
+
+    /// Kills every live child (SIGKILL), reaps it, and removes the temporary directory.
+    static func cleanup() {
+        let pids = live.withLock { pids in
+            let all = pids
+            pids.removeAll()
+            return all
+        }
+        for pid in pids {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+        }
+        if let directory = tempDirectory.withLock({ $0 }) {
+            removeTree(directory)
+        }
+    }
+
+    /// Starts `path` with `arguments`; standard input is /dev/null, output goes to the files.
+    /// `environment` entries are added to (or replace) the benchmark's own.
+    static func spawn(_ path: String, _ arguments: [String], environment extra: [String: String] = [:],
+                      stdout: String, stderr: String) throws -> pid_t {
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in extra { environment[key] = value }
+        // Not inherited: a systemd watchdog or socket activation meant for us.
+        for key in ["WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"] where extra[key] == nil {
+            environment[key] = nil
+        }
+        if extra["NOTIFY_SOCKET"] == nil { environment["NOTIFY_SOCKET"] = nil }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = ([path] + arguments).map { strdup($0) }
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") }
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let result = (argv + [nil]).withUnsafeBufferPointer { argvBuffer in
+            (envp + [nil]).withUnsafeBufferPointer { envpBuffer in
+                posix_spawn(&pid, path, &actions, &attributes, argvBuffer.baseAddress!, envpBuffer.baseAddress!)
+            }
+        }
+        guard result == 0 else {
+            throw BenchError("cannot start \(path): \(String(cString: strerror(result)))")
+        }
+        live.withLock { _ = $0.insert(pid) }
+        return pid
+    }
+
+    /// Sends `signal` and waits up to `timeout` seconds for the exit (then SIGKILL).
+    /// Returns the seconds it took to exit, or nil when it had to be killed.
+    @discardableResult
+    static func stop(_ pid: pid_t, signal: Int32 = SIGTERM, timeout: Double = 5) -> Double? {
+        let started = Clock.now()
+        kill(pid, signal)
+        var status: Int32 = 0
+        while Clock.now() - started < timeout {
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid || (reaped == -1 && errno == ECHILD) {
+                live.withLock { _ = $0.remove(pid) }
+                return Clock.now() - started
+            }
+            usleep(1000)
+        }
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        live.withLock { _ = $0.remove(pid) }
+        return nil
+    }
+
+    /// True while `pid` has not exited (reaps it when it has).
+    static func isAlive(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        let reaped = waitpid(pid, &status, WNOHANG)
+        if reaped == pid {
+            live.withLock { _ = $0.remove(pid) }
+            return false
+        }
+        return reaped == 0
+    }
+
+    static func removeTree(_ path: String) {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+enum Clock {
+    /// CLOCK_MONOTONIC in seconds.
+    @inline(__always)
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// CLOCK_MONOTONIC in nanoseconds.
+    @inline(__always)
+    static func nanoseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    static func sleep(_ seconds: Double) {
+        guard seconds > 0 else { return }
+        var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&ts, &remaining) == -1 && errno == EINTR { ts = remaining }
+    }
+}
+
+/// Reads a whole small file (proc files, logs); nil when it cannot be read.
+func readText(_ path: String) -> String? {
+    // procfs files report size 0: read until end of file.
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        bytes.append(contentsOf: chunk[..<n])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+func printErr(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}

@@ -1,0 +1,264 @@
+import AgentCore
+import AgentWire
+import Foundation
+import Glibc
+
+struct Machine {
+    var cpus = 0
+    var cpuModel = "?"
+    var kernel = "?"
+    var loadAverageStart = "?"
+    var loadAverageEnd = "?"
+    var date = ""
+
+    static func current() -> Machine {
+        var m = Machine()
+        m.cpus = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        if let info = readText("/proc/cpuinfo"),
+           let line = info.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+           let colon = line.firstIndex(of: ":") {
+            m.cpuModel = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        var uts = utsname()
+        if uname(&uts) == 0 {
+            m.kernel = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        m.loadAverageStart = loadAverage()
+        let formatter = ISO8601DateFormatter()
+        m.date = formatter.string(from: Date())
+        return m
+    }
+
+    static func loadAverage() -> String {
+        (readText("/proc/loadavg") ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
+    }
+}
+
+struct SocketRow {
+    var server: String
+    var method: String
+    var clients: Int
+    var depth: Int
+    var result: LoadResult
+}
+
+struct IdleThread {
+    var tid: Int
+    var name: String
+    var isMain: Bool
+    var wakeups: Int
+    var blockedIn: String
+    var isNew: Bool
+}
+
+struct Target {
+    var name: String
+    var goal: String
+    var measured: String
+    var pass: Bool?
+}
+
+struct Report {
+    var machine = Machine()
+    var options: BenchOptions?
+    var socket: [SocketRow] = []
+    var sampleAnswers: [String: String] = [:]
+    var stopSeconds: Double?
+    var readySeconds: [Double] = []
+    var readyStatus = ""
+    var rssIdleKiB: Int?
+    var rssConnectedKiB: Int?
+    var rssPeakKiB: Int?
+    var rssClientsConnected = 0
+    var rssAnswers = 0
+    var idleThreads: [IdleThread] = []
+    var idleSecondsMeasured = 0.0
+    var emulatorRequestsPerSecond: Double?
+    var emulatorCPU: Double?
+    var emulatorLatency: [String: String] = [:]
+    var emulatorNote = ""
+    var totalSeconds = 0.0
+
+    func row(_ server: String, _ method: String, clients: Int, depth: Int) -> SocketRow? {
+        socket.first { $0.server == server && $0.method == method && $0.clients == clients && $0.depth == depth }
+    }
+
+    /// Agent req/s over echo req/s for the same request, clients and depth.
+    func ratio(_ method: String, clients: Int, depth: Int) -> Double? {
+        guard let agent = row("agent", method, clients: clients, depth: depth),
+              let echo = row("echo", method, clients: clients, depth: depth), echo.result.requestsPerSecond > 0 else { return nil }
+        return agent.result.requestsPerSecond / echo.result.requestsPerSecond
+    }
+
+    var idleWakeups: Int { idleThreads.reduce(0) { $0 + $1.wakeups } }
+
+    var targets: [Target] {
+        var list: [Target] = []
+        func ratioTarget(_ name: String, clients: Int, depth: Int, goal: Double) {
+            let r = ratio("isEnabled", clients: clients, depth: depth)
+            list.append(Target(name: name, goal: "≥ \(Int(goal * 100)) %",
+                               measured: r.map { String(format: "%.0f %%", $0 * 100) } ?? "not run",
+                               pass: r.map { $0 >= goal }))
+        }
+        ratioTarget("isEnabled, 1 client, vs echo", clients: 1, depth: 1, goal: 0.70)
+        ratioTarget("isEnabled, 32 clients, vs echo", clients: 32, depth: 1, goal: 0.50)
+        ratioTarget("isEnabled, 32 clients × 16 pipelined, vs echo", clients: 32, depth: 16, goal: 0.25)
+        if let agent = row("agent", "isEnabled", clients: 32, depth: 1), let echo = row("echo", "isEnabled", clients: 32, depth: 1) {
+            let factor = agent.result.p99 / max(echo.result.p99, 0.001)
+            list.append(Target(name: "isEnabled p99, 32 clients, vs echo", goal: "≤ 3×",
+                               measured: String(format: "%.2f× (%.0f vs %.0f µs)", factor, agent.result.p99, echo.result.p99),
+                               pass: factor <= 3))
+        } else {
+            list.append(Target(name: "isEnabled p99, 32 clients, vs echo", goal: "≤ 3×", measured: "not run", pass: nil))
+        }
+        let readyMedian = median(readySeconds) * 1000
+        list.append(Target(name: "start to READY=1, \(options?.flagCount ?? 1000) stored flags (median)", goal: "≤ 50 ms",
+                           measured: readySeconds.isEmpty ? "not run" : String(format: "%.1f ms", readyMedian),
+                           pass: readySeconds.isEmpty ? nil : readyMedian <= 50))
+        list.append(Target(name: "peak RSS, \(options?.flagCount ?? 1000) flags, \(options?.rssClients ?? 256) clients", goal: "≤ 25 MiB",
+                           measured: rssPeakKiB.map { String(format: "%.1f MiB", Double($0) / 1024) } ?? "not run",
+                           pass: rssPeakKiB.map { $0 <= 25 * 1024 }))
+        list.append(Target(name: "idle wake-ups in \(Int(idleSecondsMeasured)) s (no timer due, no watchdog)", goal: "0",
+                           measured: idleThreads.isEmpty ? "not run" : "\(idleWakeups)",
+                           pass: idleThreads.isEmpty ? nil : idleWakeups == 0))
+        list.append(Target(name: "emulator getFeatureFlags, \(options?.emulatorConnections ?? 64) clients", goal: "≥ 5,000/s",
+                           measured: emulatorRequestsPerSecond.map { String(format: "%.0f/s", $0) } ?? "not run",
+                           pass: emulatorRequestsPerSecond.map { $0 >= 5000 }))
+        return list
+    }
+
+    // MARK: - Markdown
+
+    var markdown: String {
+        var md = "# pushwoosh-agent benchmark\n\n"
+        md += "\(machine.date) · \(machine.cpus) CPUs, \(machine.cpuModel) · Linux \(machine.kernel) · "
+        md += "load average \(machine.loadAverageStart) at start, \(machine.loadAverageEnd) at end · "
+        md += String(format: "%.0f s in all\n\n", totalSeconds)
+
+        md += "## Targets\n\n| target | goal | measured | |\n| --- | --- | --- | --- |\n"
+        for t in targets {
+            md += "| \(t.name) | \(t.goal) | \(t.measured) | \(t.pass.map { $0 ? "PASS" : "**MISS**" } ?? "–") |\n"
+        }
+
+        if !socket.isEmpty, let o = options {
+            md += "\n## Socket: requests per second and latency\n\n"
+            md += "Unix stream socket; the baseline is AgentPosix's `EchoServer` (same event loop, listener and connections) "
+            md += "in its own process, driven by the same client with the same request bytes. "
+            md += String(format: "%.1f s warm-up + %.1f s measured per cell; ", o.warmup, o.duration)
+            md += "\(o.clientThreads) client threads (blocking `send`/`recv` for a thread with one connection, `epoll` for several). "
+            md += "Latency is send → answer per request; with 16 in flight it includes queueing. Server CPU is % of one core in the measured window; "
+            md += "CPU µs per request (server CPU time / answers) is the figure least disturbed by other load on the machine.\n\n"
+            md += "| request | clients × in flight | echo req/s | agent req/s | ratio | echo p50 / p99 µs | agent p50 / p99 µs | p99 ratio | server CPU echo / agent | CPU µs per request echo / agent |\n"
+            md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+            for method in ["isEnabled", "get"] {
+                for clients in o.clientCounts {
+                    for depth in o.depths {
+                        guard let agent = row("agent", method, clients: clients, depth: depth),
+                              let echo = row("echo", method, clients: clients, depth: depth) else { continue }
+                        let a = agent.result, e = echo.result
+                        md += "| \(method) | \(clients) × \(depth) | \(Int(e.requestsPerSecond)) | \(Int(a.requestsPerSecond)) | "
+                        md += String(format: "%.0f %% | %.0f / %.0f | %.0f / %.0f | %.2f | %.0f / %.0f %% | %.2f / %.2f |\n",
+                                     a.requestsPerSecond / max(e.requestsPerSecond, 1) * 100, e.p50, e.p99, a.p50, a.p99,
+                                     a.p99 / max(e.p99, 0.001), e.serverCPU, a.serverCPU,
+                                     e.cpuPerRequest, a.cpuPerRequest)
+                    }
+                }
+            }
+        }
+
+        if !readySeconds.isEmpty {
+            let ms = readySeconds.map { $0 * 1000 }
+            md += "\n## Start to READY=1\n\n"
+            md += String(format: "%d starts with %d stored flags (spawn → `READY=1` datagram on `NOTIFY_SOCKET`): median %.1f ms, min %.1f, max %.1f. ",
+                         ms.count, options?.flagCount ?? 0, median(ms), ms.min() ?? 0, ms.max() ?? 0)
+            md += "First start's status: \(readyStatus)."
+            if let stopSeconds { md += String(format: " SIGTERM → exit: %.0f ms.", stopSeconds * 1000) }
+            md += "\n"
+        }
+
+        if let peak = rssPeakKiB {
+            md += "\n## Memory\n\n"
+            md += String(format: "VmHWM %.1f MiB after %d clients made %d requests (isEnabled, get, property, status over many flags); ",
+                         Double(peak) / 1024, rssClientsConnected, rssAnswers)
+            md += String(format: "VmRSS %.1f MiB with them connected, %.1f MiB idle before they came.\n",
+                         Double(rssConnectedKiB ?? 0) / 1024, Double(rssIdleKiB ?? 0) / 1024)
+        }
+
+        if !idleThreads.isEmpty {
+            md += "\n## Idle wake-ups\n\n"
+            md += "Context switches (voluntary + involuntary, /proc/PID/task/*/status) of each thread of an agent with no clients, "
+            md += "over \(Int(idleSecondsMeasured)) s, after its start-up refresh settled; no agent timer was due and no watchdog was set.\n\n"
+            md += "| thread | tid | wake-ups | blocked in |\n| --- | ---: | ---: | --- |\n"
+            for t in idleThreads {
+                md += "| \(t.name)\(t.isMain ? " (event loop)" : "")\(t.isNew ? " (new)" : "") | \(t.tid) | \(t.wakeups) | \(t.blockedIn) |\n"
+            }
+        }
+
+        if let rate = emulatorRequestsPerSecond {
+            md += "\n## Emulator\n\n"
+            md += String(format: "wrk, %d connections, %.0f s, 1,000 devices (as `scripts/bench-emulator`): %.0f getFeatureFlags/s",
+                         options?.emulatorConnections ?? 64, options?.emulatorSeconds ?? 0, rate)
+            if let p50 = emulatorLatency["50%"], let p99 = emulatorLatency["99%"] { md += ", p50 \(p50), p99 \(p99)" }
+            if let cpu = emulatorCPU { md += String(format: ", emulator CPU %.0f %%", cpu) }
+            md += emulatorNote.isEmpty ? ".\n" : "; \(emulatorNote).\n"
+        } else if !emulatorNote.isEmpty {
+            md += "\n## Emulator\n\n\(emulatorNote)\n"
+        }
+        return md
+    }
+
+    // MARK: - JSON
+
+    var json: JSONValue {
+        func number(_ value: Double?) -> JSONValue { value.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }
+        var o: [String: JSONValue] = [:]
+        o["machine"] = ["date": .string(machine.date), "cpus": .number(Double(machine.cpus)), "cpuModel": .string(machine.cpuModel),
+                        "kernel": .string(machine.kernel), "loadAverageStart": .string(machine.loadAverageStart),
+                        "loadAverageEnd": .string(machine.loadAverageEnd)]
+        if let opt = options {
+            o["options"] = ["warmupSeconds": number(opt.warmup), "durationSeconds": number(opt.duration),
+                            "clientThreads": .number(Double(opt.clientThreads)), "flags": .number(Double(opt.flagCount)),
+                            "starts": .number(Double(opt.starts)), "rssClients": .number(Double(opt.rssClients)),
+                            "idleSeconds": number(opt.idleSeconds), "emulatorSeconds": number(opt.emulatorSeconds),
+                            "emulatorConnections": .number(Double(opt.emulatorConnections))]
+        }
+        o["targets"] = .array(targets.map { t in
+            ["name": .string(t.name), "goal": .string(t.goal), "measured": .string(t.measured),
+             "result": t.pass.map { .string($0 ? "PASS" : "MISS") } ?? .null]
+        })
+        o["socket"] = .array(socket.map { r in
+            [
+                "server": .string(r.server), "method": .string(r.method), "clients": .number(Double(r.clients)),
+                "inFlight": .number(Double(r.depth)), "requestsPerSecond": number(r.result.requestsPerSecond),
+                "p50Microseconds": number(r.result.p50), "p99Microseconds": number(r.result.p99),
+                "serverCPUPercent": number(r.result.serverCPU), "clientCPUPercent": number(r.result.clientCPU),
+                "serverCPUMicrosecondsPerRequest": number(r.result.cpuPerRequest),
+                "ratioToEcho": r.server == "agent" ? number(ratio(r.method, clients: r.clients, depth: r.depth)) : .null,
+            ]
+        })
+        o["ready"] = ["milliseconds": .array(readySeconds.map { number($0 * 1000) }),
+                      "medianMilliseconds": readySeconds.isEmpty ? .null : number(median(readySeconds) * 1000),
+                      "stopMilliseconds": number(stopSeconds.map { $0 * 1000 })]
+        o["memory"] = ["peakKiB": rssPeakKiB.map { .number(Double($0)) } ?? .null,
+                       "connectedKiB": rssConnectedKiB.map { .number(Double($0)) } ?? .null,
+                       "idleKiB": rssIdleKiB.map { .number(Double($0)) } ?? .null,
+                       "clients": .number(Double(rssClientsConnected)), "answers": .number(Double(rssAnswers))]
+        o["idle"] = ["seconds": number(idleSecondsMeasured), "wakeups": .number(Double(idleWakeups)),
+                     "threads": .array(idleThreads.map { t in
+                         ["tid": .number(Double(t.tid)), "name": .string(t.name), "eventLoop": .bool(t.isMain),
+                          "wakeups": .number(Double(t.wakeups)), "blockedIn": .string(t.blockedIn), "new": .bool(t.isNew)]
+                     })]
+        o["emulator"] = ["requestsPerSecond": number(emulatorRequestsPerSecond), "cpuPercent": number(emulatorCPU),
+                         "p50": emulatorLatency["50%"].map(JSONValue.string) ?? .null,
+                         "p99": emulatorLatency["99%"].map(JSONValue.string) ?? .null, "note": .string(emulatorNote)]
+        o["totalSeconds"] = number(totalSeconds)
+        return .object(o)
+    }
+
+    func write(prefix: String) throws {
+        let directory = (prefix as NSString).deletingLastPathComponent
+        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        try markdown.write(toFile: prefix + ".md", atomically: true, encoding: .utf8)
+        try (JSONWriter.string(json) + "\n").write(toFile: prefix + ".json", atomically: true, encoding: .utf8)
+    }
+}
