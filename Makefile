@@ -5,7 +5,7 @@ PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: deps build release test run install clean
+.PHONY: deps build release test run install clean fault-test fuzz soak bench
 
 deps:
 	@scripts/install-deps
@@ -28,3 +28,27 @@ install: release
 
 clean:
 	rm -rf .build
+
+# Fault suite (issue 6): 1,000 SIGKILLs during refreshes and writes, then a full and a
+# read-only state directory (needs root for tmpfs mounts). About 5 minutes.
+fault-test: build
+	scripts/fault-kill9 "$(DEBUG_BIN)"
+	scripts/fault-disk "$(DEBUG_BIN)"
+
+# libFuzzer on the line framer, the JSON-RPC parser and the server response parser:
+# FUZZ_SECONDS per target (default 200, so 10 minutes in all).
+fuzz:
+	Fuzz/run
+
+# `make soak DURATION=10m AGENTS=1 [SOAK_ARGS="--seed 7 --refresh 15s"]`: the soak runner with release builds.
+soak: release
+	$(BIN)/pushwoosh-soak --duration $(or $(DURATION),10m) --agents $(or $(AGENTS),1) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
+
+# Benchmarks (Benchmarks/README.md): release build, then every measurement in one run (~4 min),
+# written to Benchmarks/results/latest.md and .json. BENCH_ARGS passes options, e.g.
+# `make bench BENCH_ARGS="--idle-seconds 10 --duration 1"` for a quick look.
+BENCH_ARGS ?=
+bench: deps
+	$(SWIFT) build -c release $(SWIFTFLAGS)
+	$(BIN)/pushwoosh-bench selfcheck
+	timeout 600 $(BIN)/pushwoosh-bench --bin $(BIN) --out Benchmarks/results/latest $(BENCH_ARGS)

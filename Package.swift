@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "pushwoosh-agentd", targets: ["pushwoosh-agentd"]),
         .executable(name: "pushwoosh-agentctl", targets: ["pushwoosh-agentctl"]),
         .executable(name: "pushwoosh-emulator", targets: ["pushwoosh-emulator"]),
+        .executable(name: "pushwoosh-soak", targets: ["pushwoosh-soak"]),
     ],
     targets: [
         // MARK: C libraries from Debian (pkg-config)
@@ -45,6 +46,9 @@ let package = Package(
         .target(name: "Emulator", dependencies: ["EmulatorCore", "CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
+        // MARK: The soak runner
+        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-soak", dependencies: ["Soak"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
@@ -60,6 +64,7 @@ let package = Package(
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
     ]
 )

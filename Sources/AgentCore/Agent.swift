@@ -37,6 +37,8 @@ public final class Agent {
     private var generation: UInt64 = 0
     private var inFlight: InFlight?
     private var fatal = false
+    /// RF-10: no automatic request before this (a `Retry-After` from the server).
+    private var retryAfterUntil: Seconds?
     private var consecutiveFailures = 0
     private var lastRefreshAt: Date?
     private var lastRefreshError: RefreshError?
@@ -205,6 +207,16 @@ public final class Agent {
         requestFlags(.manual, completion: completion)
     }
 
+    /// An automatic trigger (RF-1..RF-3, RF-10): deferred while a `Retry-After` holds, to
+    /// the moment it ends.
+    private func automaticRefresh(_ trigger: RefreshTrigger) {
+        if let until = retryAfterUntil, clock.monotonic < until, inFlight == nil {
+            retryDeadline = max(retryDeadline ?? until, until)
+            return
+        }
+        requestFlags(trigger)
+    }
+
     /// RF-9: joins the request in flight, or sends one.
     private func requestFlags(_ trigger: RefreshTrigger, completion: ((RefreshError?) -> Void)? = nil) {
         if var current = inFlight {
@@ -273,6 +285,7 @@ public final class Agent {
         lastRefreshAt = wall
         lastRefreshError = nil
         retryDeadline = nil
+        retryAfterUntil = nil
         scheduleExpiry()
         if !response.partial {
             // ST-5: only complete responses are written, and only they open a throttle window.
@@ -302,6 +315,8 @@ public final class Agent {
             retryDeadline = clock.monotonic + delay
             retryIn = delay
         }
+        // RF-10: the server's Retry-After holds every automatic trigger, the hourly one too.
+        retryAfterUntil = failure.retryAfter.map { clock.monotonic + $0 }
         onEvent(.refreshFailed(trigger: trigger, error: error, retryIn: retryIn))
     }
 
@@ -345,7 +360,7 @@ public final class Agent {
                     applicationOpenSent = true
                     sendApplicationOpen()
                 }
-                if !fatal { requestFlags(.sessionStart) }
+                if !fatal { automaticRefresh(.sessionStart) }
             } else {
                 schedulePeriodic()
             }
@@ -363,6 +378,7 @@ public final class Agent {
             fatal = false  // RF-11
             consecutiveFailures = 0
             retryDeadline = nil
+            retryAfterUntil = nil
             throttle.reset()
             impressions.reset()  // IM-3: the new user's first exposure is never suppressed.
             if served != nil { stopServing(.discarded) } else { state.flags = nil }
@@ -511,12 +527,12 @@ public final class Agent {
         }
         if let d = retryDeadline, d <= now {
             retryDeadline = nil
-            if session.appState == .active, !fatal { requestFlags(.retry) }
+            if session.appState == .active, !fatal { automaticRefresh(.retry) }
         }
         if let d = periodicDeadline, d <= now {
             periodicDeadline = nil
             if session.appState == .active, !fatal {
-                requestFlags(.periodic)  // RF-2; joins a request in flight (RF-9)
+                automaticRefresh(.periodic)  // RF-2; joins a request in flight (RF-9)
                 if periodicDeadline == nil { schedulePeriodic(after: now) }
             }
         }
@@ -611,7 +627,7 @@ public final class Agent {
                 self.onEvent(.callFinished(method: .registerDevice, error: nil))
                 // RF-3: refresh when the previous flags request was sent before the registration.
                 if self.session.appState == .active, (self.lastFlagsRequestSequence ?? 0) < self.pushRegistrationSequence {
-                    self.requestFlags(.pushRegistration)
+                    self.automaticRefresh(.pushRegistration)
                 }
             case .failure(let failure):
                 self.onEvent(.callFinished(method: .registerDevice, error: RefreshError(code: failure.code, message: failure.message)))

@@ -176,7 +176,7 @@ public final class Daemon {
             log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])
         case .refreshFailed(let trigger, let error, let retryIn):
             log(.warning, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
-                                             "retry_in_s": retryIn.map { Int($0) }])
+                                             "retry_in_s": retryIn.map { Int(min($0, 1e12)) }])
         case .callFinished(let method, let error):
             if let error { log(.warning, "server call failed", ["method": method.rawValue, "code": error.code, "error": error.message]) }
         case .storeFailed(let message):

@@ -36,7 +36,7 @@ public enum StatusReport {
 
     /// A human span: "45 s", "3 min", "2 h", "2 d".
     public static func span(_ seconds: Seconds) -> String {
-        let s = max(0, seconds)
+        let s = min(max(0, seconds), 1e12)  // bounded, so the Int conversions below cannot trap
         if s < 60 { return "\(Int(s)) s" }
         if s < 3600 { return "\(Int(s / 60)) min" }
         if s < 86_400 { return "\(Int(s / 3600)) h" }

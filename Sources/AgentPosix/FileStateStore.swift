@@ -56,11 +56,7 @@ public final class FileStateStore: StateStore {
     }
 
     static func encode(_ state: PersistentState) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        encoder.dateEncodingStrategy = .secondsSince1970
-        // PersistentState holds only strings, numbers, Booleans and JSON values.
-        let body = [UInt8]((try? encoder.encode(state)) ?? Data())
+        let body = JSONWriter.encode(state.json)
         let header = "\(magic) \(version) \(String(CRC32.checksum(body), radix: 16)) \(body.count)\n"
         return Array(header.utf8) + body
     }
@@ -81,10 +77,8 @@ public final class FileStateStore: StateStore {
             throw FormatError(description: "truncated: \(body.count) of \(length) bytes")
         }
         guard CRC32.checksum(body) == crc else { throw FormatError(description: "checksum mismatch") }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
         do {
-            return try decoder.decode(PersistentState.self, from: Data(body))
+            return try PersistentState(json: JSONReader.parse(body))
         } catch {
             throw FormatError(description: "unreadable body: \(error)")
         }

@@ -185,3 +185,31 @@ import Testing
         #expect(parsed.flags["k"]?.ruleId == "b")
     }
 }
+
+/// Answers that once crashed the agent (found by the fuzzer): they are failures, never traps.
+@Suite struct HostileAnswerTests {
+    @Test(arguments: [#"{"status_code":1e20,"response":{}}"#, #"{"status_code":-1e300}"#, #"{"status_code":1.5}"#])
+    func hugeStatusCodes(_ body: String) {
+        guard case .failure(let f) = PushwooshAPI.classify(.response(status: 200, headers: [:], body: Data(body.utf8))) else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(f.code == 200)  // RF-7
+    }
+
+    // RF-10: Retry-After is honoured up to a day; a huge one neither traps nor stops refreshing forever.
+    @Test func hugeRetryAfter() {
+        guard case .failure(let f) = PushwooshAPI.classify(ScriptedTransport.http(503, headers: ["retry-after": "1e300"])) else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(f.retryAfter == PushwooshAPI.maximumRetryAfter)
+        let loop = VirtualLoop.serving([checkout])
+        loop.failFlags(with: ScriptedTransport.http(503, headers: ["retry-after": "1e300"]))
+        loop.run(for: 3600 * 1.1)
+        let n = loop.flagRequests.count
+        loop.serve([checkout])
+        loop.run(for: 86_400 + 3600)
+        #expect(loop.flagRequests.count > n)
+    }
+}

@@ -246,3 +246,27 @@ import Testing
         }
     }
 }
+
+/// RF-10 with a Retry-After longer than the refresh period (found by the soak runner).
+@Suite struct RetryAfterTests {
+    @Test func retryAfterHoldsThePeriodicTrigger() {
+        let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.refreshInterval = 15 })
+        loop.failFlags(with: ScriptedTransport.http(503, headers: ["retry-after": "40"]))
+        loop.run(for: 16.6)  // the periodic refresh fails with Retry-After: 40
+        let failedAt = loop.flagRequests.last!.sentAt
+        let n = loop.flagRequests.count
+        loop.serve([checkout])
+        loop.run(for: 39)
+        #expect(loop.flagRequests.count == n, "no automatic request within Retry-After")
+        loop.run(for: 2)
+        #expect(loop.flagRequests.count == n + 1)
+        #expect(loop.flagRequests.last!.sentAt - failedAt >= 40)
+        // A client's refresh is not held.
+        let manual = VirtualLoop.serving([checkout], settings: settings { $0.flags.disableThrottle = true })
+        manual.failFlags(with: ScriptedTransport.http(429, headers: ["retry-after": "600"]))
+        _ = manual.refreshAndWait()
+        let m = manual.flagRequests.count
+        _ = manual.refreshAndWait()
+        #expect(manual.flagRequests.count == m + 1)
+    }
+}

@@ -69,10 +69,7 @@ public enum PushwooshAPI {
     }
 
     static func encode(_ value: JSONValue) -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a JSONValue cannot fail: it holds no non-finite numbers we produce.
-        return (try? encoder.encode(value)) ?? Data("{}".utf8)
+        Data(JSONWriter.encode(value))
     }
 
     /// A failed call, classified as the SDK does (RF-7, A.1).
@@ -119,7 +116,7 @@ public enum PushwooshAPI {
                 return .failure(Failure(code: status, message: "HTTP \(status)",
                                         retryable: retryableStatuses.contains(status), retryAfter: retryAfter))
             }
-            guard let envelope = try? JSONDecoder().decode(JSONValue.self, from: body), envelope.objectValue != nil else {
+            guard let envelope = body.withUnsafeBytes({ try? JSONReader.parse($0) }), envelope.objectValue != nil else {
                 return .failure(Failure(code: 200, message: "response is not a JSON object", retryable: false))
             }
             guard let statusCode = envelope["status_code"]?.numberValue else {
@@ -127,7 +124,9 @@ public enum PushwooshAPI {
             }
             guard statusCode == 200 else {
                 let message = envelope["status_message"]?.stringValue ?? ""
-                return .failure(Failure(code: 200, message: "status_code \(Int(statusCode)): \(message)", retryable: false))
+                // Any number may arrive here (1e20 included): print it without converting to Int.
+                let code = Int(exactly: statusCode).map(String.init) ?? String(statusCode)
+                return .failure(Failure(code: 200, message: "status_code \(code): \(message)", retryable: false))
             }
             let response = envelope["response"] ?? .null
             var baseURL: String?
@@ -138,10 +137,13 @@ public enum PushwooshAPI {
         }
     }
 
-    /// `Retry-After` as delta-seconds (HTTP dates are not expected from this API).
+    /// The longest `Retry-After` honoured: a day (a server asking for more is treated as asking for a day).
+    public static let maximumRetryAfter: Seconds = 86_400
+
+    /// `Retry-After` as delta-seconds (HTTP dates are not expected from this API), at most a day.
     static func parseRetryAfter(_ raw: String) -> Seconds? {
         guard let n = Double(raw.trimmingCharacters(in: .whitespaces)), n >= 0, n.isFinite else { return nil }
-        return n
+        return min(n, maximumRetryAfter)
     }
 
     /// The `getFeatureFlags` response (A.3).

@@ -1,4 +1,4 @@
-import AgentCore
+
 
 /// Why a byte sequence is not one JSON value (RFC 8259).
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,4 +1,4 @@
-import AgentCore
+
 
 /// A hand-written JSON serializer into a byte buffer: the answer path of the
 /// socket API, where `JSONEncoder` would cost more than the whole request.

@@ -1,0 +1,391 @@
+import AgentControl
+import AgentCore
+import AgentWire
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What every driver shares.
+public struct RunContext: Sendable {
+    public var options: SoakOptions
+    public var agentBinary: String
+    public var serverURL: String
+    public var processes: ChildProcesses
+    public var notify: NotifySockets
+    public var recorder: Recorder
+    public var root: String
+    public var deadline: Time
+    public var environment: [String: String]
+
+    public static let applicationCode = "ABCDE-12345"
+    public static let userPool = ["alice", "bob", "carol", "dave", "erin"]
+    public static let userFlag = "soak_user"
+    public static let trackedFlag = "new_checkout"
+    public static let observedKeys = ["new_checkout", "promo_banner", "rich_notifications", "home_layout", "legacy_onboarding", "soak_user"]
+}
+
+/// Drives one agent from its own thread: starts it, sends random actions and observations
+/// through the socket, restarts it, and finally stops it. Its mutable state is confined to
+/// that thread (hence `@unchecked Sendable`: it is handed to the thread once).
+public final class AgentDriver: @unchecked Sendable {
+    let index: Int
+    let ctx: RunContext
+    let dir: String
+    var rng: SeededRandom
+    var pid: pid_t = 0
+    var client: SocketClient?
+    public private(set) var hwid = ""
+    var userId = ""
+    var active = true
+    var backgroundUntil: Time?
+    var nextRestart: Time = .infinity
+    var primerAvailable = true
+    var broken = false
+
+    var socketPath: String { dir + "/agent.sock" }
+    var logPath: String { dir + "/agent.log" }
+
+    public init(index: Int, ctx: RunContext) {
+        self.index = index
+        self.ctx = ctx
+        dir = ctx.root + "/agent-\(index)"
+        rng = SeededRandom(seed: ctx.options.seed &* 1_000_003 &+ UInt64(index) &* 7919)
+    }
+
+    func violation(_ invariant: String, _ message: String, evidence: [String] = []) {
+        ctx.recorder.violation(Violation(invariant, agent: index, time: now(), message, evidence: evidence))
+    }
+
+    /// Writes the agent's configuration (PROTOCOL C.1) with the shortened timings.
+    public func prepare() throws(HTTPError) {
+        do {
+            try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
+            let t = ctx.options.timings
+            let conf = """
+            [Agent]
+            ApplicationCode=\(RunContext.applicationCode)
+            ServerURL=\(ctx.serverURL)
+            Socket=\(socketPath)
+            StateDirectory=\(dir)/state
+            RequestTimeout=8s
+
+            [FeatureFlags]
+            StoredFlagsLifetime=\(formatSpan(t.lifetime))
+            SessionTimeout=\(formatSpan(t.sessionGap))
+            RefreshInterval=\(formatSpan(t.refresh))
+            ThrottleWindow=\(formatSpan(t.throttle))
+
+            """
+            try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
+        } catch {
+            throw HTTPError("cannot prepare \(dir): \(error)")
+        }
+    }
+
+    /// Starts the process and waits for READY=1; false (with a violation) when it never comes.
+    @discardableResult
+    public func start() -> Bool {
+        var env = ctx.environment
+        env["NOTIFY_SOCKET"] = ctx.notify.paths[index]
+        if ctx.options.watchdog > 0 { env["WATCHDOG_USEC"] = String(Int(ctx.options.watchdog * 1_000_000)) }
+        let t0 = now()
+        do {
+            pid = try ctx.processes.spawn(name: "agent-\(index)", executable: ctx.agentBinary,
+                                          arguments: ["--config", dir + "/agent.conf"], environment: env, logPath: logPath)
+        } catch {
+            violation("ready", "cannot start the agent: \(error)")
+            return false
+        }
+        var ready: NotifySockets.Message?
+        while now() < t0 + 10 {
+            if let m = ctx.notify.received(index, line: "READY=1", since: t0) { ready = m; break }
+            if ctx.processes.child(pid)?.exit != nil { break }
+            usleep(5_000)
+        }
+        guard let ready else {
+            let exit = ctx.processes.child(pid)?.exit
+            violation("ready", "no READY=1 within 10 s of starting the agent" + (exit.map { " (it exited: \($0))" } ?? ""),
+                      evidence: ["pid \(pid)"] + tail(logPath, lines: 15))
+            return false
+        }
+        ctx.recorder.action(AgentAction(agent: index, kind: .started, start: t0, end: ready.time))
+        active = true
+        backgroundUntil = nil
+        client = nil
+        for _ in 0..<50 {
+            if let c = try? SocketClient(path: socketPath, timeout: 20) { client = c; break }
+            usleep(20_000)
+        }
+        guard client != nil else {
+            violation("socket", "READY=1 was sent but the socket does not accept connections", evidence: [socketPath])
+            return false
+        }
+        return true
+    }
+
+    /// One socket call; nil (after recording why) when the agent did not answer.
+    func call(_ method: String, _ params: [String: JSONValue] = [:]) -> Result<JSONValue, RPCError>? {
+        guard let client else { return nil }
+        ctx.recorder.busy(index, since: now())
+        defer { ctx.recorder.busy(index, since: nil) }
+        do {
+            return try client.call(method: method, params: params).outcome
+        } catch {
+            self.client = nil
+            usleep(200_000)
+            ctx.processes.reap()
+            if ctx.processes.child(pid)?.exit == nil, !ctx.recorder.stopping {
+                violation("socket", "\(method): \(error.message)", evidence: tail(logPath, lines: 10))
+            }
+            broken = true
+            return nil
+        }
+    }
+
+    func result(_ method: String, _ params: [String: JSONValue] = [:]) -> JSONValue? {
+        switch call(method, params) {
+        case .success(let v)?: return v
+        case .failure(let e)?:
+            violation("socket", "\(method) answered error \(e.code): \(e.message)", evidence: ["params \(JSONWriter.string(.object(params)))"])
+            return nil
+        case nil: return nil
+        }
+    }
+
+    // MARK: - Observations
+
+    func observeStatus() {
+        let sent = now()
+        guard let r = result("status") else { return }
+        let o = StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId, expectedActive: active, result: r)
+        ctx.recorder.observe(o)
+    }
+
+    func observeFlag(_ key: String) {
+        let sent = now()
+        guard let r = result("get", ["key": .string(key)]) else { return }
+        ctx.recorder.observe(FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
+                                             expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
+    }
+
+    func observe() {
+        observeStatus()
+        observeFlag(RunContext.userFlag)
+        observeFlag(RunContext.trackedFlag)
+        observeFlag(RunContext.observedKeys[Int(rng.next() % UInt64(RunContext.observedKeys.count))])
+        let sent = now()
+        if let r = result("isEnabled", ["key": .string(RunContext.trackedFlag), "default": .bool(true)]),
+           r["enabled"]?.boolValue == nil || (r["ageSeconds"]?.numberValue ?? 0) > ctx.options.timings.lifetime + 0.0005 {
+            violation("lifetime", "isEnabled answered \(JSONWriter.string(r))", evidence: ["sent \(iso8601(sent))"])
+        }
+    }
+
+    // MARK: - Actions
+
+    func setUser() {
+        var candidates = RunContext.userPool + ["device-\(index)-\(rng.next() % 3)"]
+        candidates.removeAll { $0 == userId }
+        let next = candidates[Int(rng.next() % UInt64(candidates.count))]
+        let t0 = now()
+        guard result("setUserId", ["userId": .string(next)]) != nil else { return }
+        userId = next
+        ctx.recorder.action(AgentAction(agent: index, kind: .userChanged(next), start: t0, end: now()))
+        ctx.recorder.count(agent: index, "setUserId")
+        // RF-4: straight away, the previous user's flags must be gone.
+        observeFlag(RunContext.userFlag)
+    }
+
+    func goBackground() {
+        let t0 = now()
+        guard let r = result("setAppState", ["state": "background"]) else { return }
+        active = false
+        ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: false), start: t0, end: now()))
+        ctx.recorder.count(agent: index, "background")
+        if r["sessionStarted"]?.boolValue == true { violation("status", "going to background started a session") }
+        backgroundUntil = now() + 1 + rng.unit() * ctx.options.timings.sessionGap * 1.8
+    }
+
+    func goActive() {
+        let t0 = now()
+        guard let r = result("setAppState", ["state": "active"]) else { return }
+        let end = now()
+        active = true
+        backgroundUntil = nil
+        ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: true), start: t0, end: end))
+        ctx.recorder.count(agent: index, "active")
+        if r["sessionStarted"]?.boolValue == true {
+            ctx.recorder.action(AgentAction(agent: index, kind: .sessionStarted, start: t0, end: end))
+            ctx.recorder.count(agent: index, "sessionStarted")
+        }
+    }
+
+    func push() {
+        if rng.chance(0.7) {
+            let t0 = now()
+            guard let r = result("registerForPushNotifications") else { return }
+            ctx.recorder.count(agent: index, "registerForPush")
+            if r["granted"]?.boolValue == true {
+                ctx.recorder.action(AgentAction(agent: index, kind: .pushRegistration, start: t0, end: now() + 2))
+            }
+        } else {
+            guard result("unregisterForPushNotifications") != nil else { return }
+            ctx.recorder.count(agent: index, "unregisterForPush")
+        }
+    }
+
+    func authorization() {
+        let all = ["notDetermined", "denied", "authorized", "provisional", "ephemeral"]
+        guard result("setNotificationAuthorization", ["status": .string(all[Int(rng.next() % 5)])]) != nil else { return }
+        ctx.recorder.count(agent: index, "setNotificationAuthorization")
+    }
+
+    func primer() {
+        guard primerAvailable else { return }
+        var params: [String: JSONValue] = ["title": "Stay in the loop", "message": "Allow notifications?",
+                                           "acceptButton": "Allow", "declineButton": "Not now",
+                                           "answer": rng.chance(0.6) ? "accept" : "decline"]
+        if rng.chance(0.5) { params["style"] = rng.chance(0.5) ? "alert" : "sheet" }
+        if rng.chance(0.3) { params["minInterval"] = .number(Double(rng.next() % 30)) }
+        if rng.chance(0.3) { params["fallbackToSettings"] = .bool(rng.chance(0.5)) }
+        let t0 = now()
+        switch call("presentPushPrimer", params) {
+        case .success(let r)?:
+            ctx.recorder.count(agent: index, "presentPushPrimer")
+            ctx.recorder.state.withLock { $0.primerAvailable = true }
+            if r["outcome"]?.stringValue == "accepted" {
+                // PR-4: accepting runs the ordinary registration, which may refresh (RF-3).
+                ctx.recorder.action(AgentAction(agent: index, kind: .pushRegistration, start: t0, end: now() + 2))
+            }
+        case .failure(let e)? where e.code == RPCError.methodNotFoundCode:
+            primerAvailable = false
+            ctx.recorder.state.withLock { if $0.primerAvailable == nil { $0.primerAvailable = false } }
+        case .failure(let e)?:
+            violation("socket", "presentPushPrimer answered error \(e.code): \(e.message)", evidence: [JSONWriter.string(.object(params))])
+        case nil: break
+        }
+    }
+
+    func refresh() {
+        let t0 = now()
+        guard let r = result("refresh") else { return }
+        ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
+        ctx.recorder.count(agent: index, r["error"]?.isNull == false ? "refreshFailed" : "refreshOk")
+        if let e = r["error"], !e.isNull, e["domain"]?.stringValue != "PWFeatureFlagsErrorDomain" {
+            violation("socket", "refresh error without PWFeatureFlagsErrorDomain: \(JSONWriter.string(e))")
+        }
+    }
+
+    func impression() {
+        let keys = ["new_checkout", "promo_banner", "rich_notifications", "home_layout", "soak_user", "no_such_flag"]
+        let key = keys[Int(rng.next() % UInt64(keys.count))]
+        guard let r = result("logImpression", ["key": .string(key)]) else { return }
+        ctx.recorder.count(agent: index, r["logged"]?.boolValue == true ? "impressionLogged" : "impressionSkipped")
+    }
+
+    func property() {
+        guard let r = result("property", ["key": "new_checkout", "property": "button_color", "type": "string", "default": "none"]) else { return }
+        ctx.recorder.count(agent: index, "property")
+        if r["value"]?.stringValue == nil { violation("socket", "property(string) answered a non-string: \(JSONWriter.string(r))") }
+    }
+
+    /// Stops the process with `sig` (checking a clean, announced exit on SIGTERM), waits a
+    /// moment, starts it again.
+    func restart() {
+        let sig: Int32 = rng.chance(0.5) ? SIGTERM : SIGKILL
+        let t0 = now()
+        ctx.recorder.busy(index, since: t0)
+        defer { ctx.recorder.busy(index, since: nil) }
+        client = nil
+        ctx.processes.signal(pid, sig)
+        ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: sig), start: t0, end: t0))
+        var exit = ctx.processes.waitExit(pid, timeout: 5)
+        if sig == SIGTERM {
+            if exit == nil {
+                violation("stop", "still running 5 s after SIGTERM", evidence: tail(logPath, lines: 10))
+                ctx.processes.signal(pid, SIGKILL)
+                exit = ctx.processes.waitExit(pid, timeout: 5)
+            } else if let e = exit, e != .exited(0) {
+                violation("stop", "\(e) after SIGTERM (expected exit code 0)", evidence: tail(logPath, lines: 15))
+            } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
+                violation("stop", String(format: "took %.2f s to exit after SIGTERM (PROTOCOL C: within a second)", at - t0))
+            }
+            usleep(20_000)
+            ctx.notify.pump(timeout: 0)
+            if ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
+                violation("stop", "no STOPPING=1 after SIGTERM")
+            }
+        } else if exit == nil {
+            violation("stop", "still running 5 s after SIGKILL")
+        }
+        // Down for a moment (sometimes long enough to let flags age on disk).
+        usleep(UInt32(rng.unit() * 2_000_000))
+        ctx.recorder.count(agent: index, sig == SIGTERM ? "sigterm" : "sigkill")
+        if start() { observeStatus() }
+        scheduleRestart()
+    }
+
+    func scheduleRestart() {
+        nextRestart = ctx.options.restartEvery > 0 ? now() + rng.exponential(mean: ctx.options.restartEvery) : .infinity
+    }
+
+    /// The driver's thread.
+    public func run() {
+        ctx.recorder.busy(index, since: now())
+        let up = start()
+        ctx.recorder.busy(index, since: nil)
+        guard up else { return }
+        if let r = result("status") {
+            userId = r["userId"]?.stringValue ?? ""
+            hwid = r["hwid"]?.stringValue ?? ""
+            let (i, h) = (index, hwid)
+            ctx.recorder.state.withLock { $0.tracks[i].hwid = h }
+        }
+        observeStatus()
+        scheduleRestart()
+        while !ctx.recorder.stopping, now() < ctx.deadline, !broken {
+            let pause = min(rng.exponential(mean: ctx.options.pace), ctx.options.pace * 4)
+            usleep(UInt32(pause * 1_000_000))
+            if ctx.recorder.stopping || now() >= ctx.deadline { break }
+            if now() >= nextRestart { restart(); continue }
+            if client == nil { break }
+            if !active, let until = backgroundUntil, now() >= until { goActive(); continue }
+            let roll = rng.unit() * 100
+            switch roll {
+            case ..<35: observe()
+            case ..<50: impression()
+            case ..<57: setUser()
+            case ..<63: if active { goBackground() } else { observe() }
+            case ..<68: push()
+            case ..<71: authorization()
+            case ..<75: primer()
+            case ..<85: refresh()
+            case ..<90: property()
+            default: observe()
+            }
+        }
+        shutdown()
+    }
+
+    /// The end of the run: SIGTERM, and the same checks as for a restart.
+    func shutdown() {
+        client = nil
+        guard pid > 0, ctx.processes.child(pid)?.exit == nil else { return }
+        let t0 = now()
+        ctx.processes.signal(pid, SIGTERM)
+        ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: 0), start: t0, end: t0))
+        let exit = ctx.processes.waitExit(pid, timeout: 5)
+        if exit == nil {
+            violation("stop", "still running 5 s after SIGTERM at the end of the run", evidence: tail(logPath, lines: 10))
+            ctx.processes.signal(pid, SIGKILL)
+            _ = ctx.processes.waitExit(pid, timeout: 5)
+        } else if let e = exit, e != .exited(0) {
+            violation("stop", "\(e) after SIGTERM at the end of the run", evidence: tail(logPath, lines: 15))
+        }
+        usleep(20_000)
+        ctx.notify.pump(timeout: 0)
+        if exit != nil, ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
+            violation("stop", "no STOPPING=1 after SIGTERM at the end of the run")
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import AgentCore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The server side of the soak: flag changes and faults through the emulator's admin API
+/// (PROTOCOL D.2), from its own thread. One fault is armed at a time, so each faulted
+/// request in the log belongs to the fault armed last.
+public final class Chaos: @unchecked Sendable {
+    let http: LoopbackHTTP
+    let ctx: RunContext
+    var rng: SeededRandom
+    /// Killed / archived as last set, per key.
+    var killed: [String: Bool] = [:]
+    var archived: [String: Bool] = [:]
+
+    static let killable = ["new_checkout", "promo_banner", "rich_notifications", "home_layout"]
+    static let archivable = ["new_checkout", "rich_notifications", "home_layout", "legacy_onboarding"]
+
+    init(http: LoopbackHTTP, ctx: RunContext, initial: [FlagChange]) {
+        self.http = http
+        self.ctx = ctx
+        rng = SeededRandom(seed: ctx.options.seed ^ 0xC4A0_5C4A_05)
+        for c in initial {
+            killed[c.key] = c.killed
+            archived[c.key] = c.archived
+        }
+    }
+
+    var path: String { "/admin/apps/\(RunContext.applicationCode)/flags" }
+
+    func run() {
+        while !ctx.recorder.stopping, now() < ctx.deadline {
+            let pause = min(rng.exponential(mean: ctx.options.chaosEvery), ctx.options.chaosEvery * 4)
+            let until = now() + pause
+            while now() < until, !ctx.recorder.stopping { usleep(100_000) }
+            if ctx.recorder.stopping || now() >= ctx.deadline { break }
+            do {
+                if ctx.options.faults, rng.chance(0.5), try faultsIdle() {
+                    try armFault()
+                } else {
+                    try changeFlag()
+                }
+            } catch {
+                if !ctx.recorder.stopping {
+                    ctx.recorder.violation(Violation("emulator", agent: nil, time: now(), "admin API call failed: \(error)"))
+                }
+            }
+        }
+        _ = try? http.call("DELETE", "/admin/faults")
+    }
+
+    func faultsIdle() throws(HTTPError) -> Bool {
+        let r = try http.json("GET", "/admin/faults")
+        return r["faults"]?.arrayValue?.isEmpty ?? true
+    }
+
+    func armFault() throws(HTTPError) {
+        let times = JSONValue.number(Double(1 + rng.next() % 3))
+        let retryAfter = JSONValue.number(Double(2 + rng.next() % UInt64(max(2, ctx.options.timings.refresh - 4))))
+        var f: [String: JSONValue]
+        switch rng.next() % 14 {
+        case 12:
+            // An outage long enough for stored flags to expire (ST-3, ST-4): every agent's
+            // requests fail for about lifetime + 2 refresh intervals.
+            let perAgent = (ctx.options.timings.lifetime / ctx.options.timings.retryFloor).rounded(.up) + 2
+            f = ["http": 503, "times": .number(perAgent * Double(ctx.options.agents))]
+        case 0: f = ["http": .number([500, 502, 504][Int(rng.next() % 3)])]
+        case 1: f = ["http": 503]
+        case 2: f = ["http": 503, "retryAfter": retryAfter]
+        case 3: f = ["http": 429, "retryAfter": retryAfter]
+        case 4: f = ["drop": true]
+        case 5: f = ["delayMs": .number(Double(300 + rng.next() % 3000))]
+        case 6: f = ["body": "garbage"]
+        case 7: f = ["statusCode": .number([210, 500][Int(rng.next() % 2)])]
+        case 8: f = ["partial": true]
+        case 9: f = ["drop": true, "delayMs": .number(Double(200 + rng.next() % 1500))]
+        case 10: f = ["http": 429]
+        case 11: f = ["http": 500, "delayMs": .number(Double(200 + rng.next() % 2000))]
+        default:
+            // Impressions that fail are sent again on the next logImpression (IM-4).
+            f = rng.chance(0.5) ? ["http": 500] : ["drop": true]
+            f["method"] = "postEvent"
+        }
+        if f["method"] == nil { f["method"] = "getFeatureFlags" }
+        if f["times"] == nil { f["times"] = times }
+        let t0 = now()
+        _ = try http.json("POST", "/admin/faults", json: .object(f))
+        ctx.recorder.fault(ArmedFault(method: f["method"]!.stringValue!, start: t0, end: now(), json: .object(f)))
+    }
+
+    func changeFlag() throws(HTTPError) {
+        let roll = rng.unit()
+        let t0 = now()
+        let response: JSONValue
+        let key: String
+        let kind: String
+        if roll < 0.3 {
+            // A rollout percentage and a property default of new_checkout.
+            key = "new_checkout"
+            var flag = try http.json("GET", "\(path)/\(key)")
+            let percent = Double(rng.next() % 101)
+            let color = ["blue", "red", "teal", "black"][Int(rng.next() % 4)]
+            if case .object(var o) = flag {
+                if case .object(var props)? = o["properties"], case .object(var bc)? = props["button_color"] {
+                    bc["default"] = .string(color)
+                    props["button_color"] = .object(bc)
+                    o["properties"] = .object(props)
+                }
+                if case .array(var rules)? = o["rules"] {
+                    for i in rules.indices {
+                        if case .object(var rule) = rules[i], case .object(var when)? = rule["when"], when["rolloutPercent"] != nil {
+                            when["rolloutPercent"] = .number(percent)
+                            rule["when"] = .object(when)
+                            rules[i] = .object(rule)
+                        }
+                    }
+                    o["rules"] = .array(rules)
+                }
+                flag = .object(o)
+            }
+            response = try http.json("PUT", "\(path)/\(key)", json: flag)
+            kind = "rollout/default"
+        } else if roll < 0.7 {
+            key = Self.killable[Int(rng.next() % UInt64(Self.killable.count))]
+            let action = killed[key] == true ? "unkill" : "kill"
+            response = try http.json("POST", "\(path)/\(key)/\(action)")
+            kind = action
+        } else {
+            key = Self.archivable[Int(rng.next() % UInt64(Self.archivable.count))]
+            let action = archived[key] == true ? "unarchive" : "archive"
+            response = try http.json("POST", "\(path)/\(key)/\(action)")
+            kind = action
+        }
+        let k = response["killed"]?.boolValue ?? false
+        let a = response["archived"]?.boolValue ?? false
+        killed[key] = k
+        archived[key] = a
+        ctx.recorder.flagChange(FlagChange(key: key, start: t0, end: now(), killed: k, archived: a, description: kind), kind: kind)
+    }
+}

@@ -1,0 +1,118 @@
+import AgentCore
+import AgentWire
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why a call to the emulator failed.
+public struct HTTPError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A minimal blocking HTTP/1.1 client for the emulator's admin API on loopback:
+/// one connection per call (`Connection: close`), JSON in and out.
+public struct LoopbackHTTP: Sendable {
+    public let host: String
+    public let port: UInt16
+    public var timeout: Double
+
+    public init(host: String = "127.0.0.1", port: UInt16, timeout: Double = 10) {
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: [UInt8]
+        public var json: JSONValue? { try? JSONReader.parse(body) }
+    }
+
+    /// Sends `method path` with an optional JSON body; returns status and body.
+    public func call(_ method: String, _ path: String, json: JSONValue? = nil) throws(HTTPError) -> Response {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        _ = inet_pton(AF_INET, host, &addr.sin_addr)
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw HTTPError("connect \(host):\(port): \(String(cString: strerror(errno)))") }
+        let body = json.map(JSONWriter.encode) ?? []
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        if json != nil { head += "Content-Type: application/json\r\n" }
+        head += "Content-Length: \(body.count)\r\n\r\n"
+        let request = Array(head.utf8) + body
+        var offset = 0
+        while offset < request.count {
+            let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw HTTPError("send \(method) \(path): \(String(cString: strerror(errno)))")
+            }
+            offset += n
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var expectedTotal: Int?
+        var headerSeen = false
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw HTTPError("recv \(method) \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+            if !headerSeen, let end = Self.headerEnd(received) {
+                headerSeen = true
+                let headers = String(decoding: received[0..<end], as: UTF8.self)
+                if let length = Self.contentLength(headers) { expectedTotal = end + 4 + length }
+            }
+            if let expectedTotal, received.count >= expectedTotal { break }
+        }
+        guard let end = Self.headerEnd(received) else { throw HTTPError("\(method) \(path): incomplete HTTP answer") }
+        let headers = String(decoding: received[0..<end], as: UTF8.self)
+        let statusLine = headers.split(separator: "\r\n", maxSplits: 1).first ?? ""
+        let parts = statusLine.split(separator: " ")
+        guard parts.count >= 2, let status = Int(parts[1]) else { throw HTTPError("\(method) \(path): bad status line \(statusLine)") }
+        return Response(status: status, body: Array(received[(end + 4)...]))
+    }
+
+    /// Like `call`, but requires a 2xx answer with a JSON body.
+    public func json(_ method: String, _ path: String, json: JSONValue? = nil) throws(HTTPError) -> JSONValue {
+        let r = try call(method, path, json: json)
+        guard (200..<300).contains(r.status), let value = r.json else {
+            throw HTTPError("\(method) \(path): HTTP \(r.status) \(String(decoding: r.body.prefix(300), as: UTF8.self))")
+        }
+        return value
+    }
+
+    static func headerEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            return i
+        }
+        return nil
+    }
+
+    static func contentLength(_ headers: String) -> Int? {
+        for line in headers.split(separator: "\r\n") {
+            let lower = line.lowercased()
+            if lower.hasPrefix("content-length:") {
+                return Int(lower.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+
+/// A small seeded generator (SplitMix64): the same seed drives the same choices.
+public struct SeededRandom: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    public mutating func chance(_ p: Double) -> Bool { unit() < p }
+    /// Exponentially distributed with this mean.
+    public mutating func exponential(mean: Double) -> Double { -log(1 - unit()) * mean }
+}
+
+/// `pushwoosh-soak` options.
+public struct SoakOptions: Sendable {
+    public var duration: Double = 600
+    public var agents = 1
+    public var seed: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000) & 0xFFFF_FFFF
+    public var binDirectory: String?
+    public var reportDirectory = "soak-report"
+    public var apps: String?
+    public var timings = Timings()
+    /// Mean seconds between one agent's actions.
+    public var pace: Double = 1.0
+    /// Mean seconds between one agent's restarts (0: never).
+    public var restartEvery: Double = 60
+    /// Mean seconds between emulator-side changes (flag changes, faults; 0: none).
+    public var chaosEvery: Double = 5
+    public var faults = true
+    /// Tolerance of the timing checks.
+    public var slack: Double = 2
+    /// `WatchdogSec` given to the agents (0: no watchdog).
+    public var watchdog: Double = 4
+    public var keepGoing = false
+    public var quiet = false
+    /// Seconds between progress lines.
+    public var progressEvery: Double = 5
+
+    public init() {}
+
+    public static let usage = """
+    usage: pushwoosh-soak [--duration 10m] [--agents N] [--seed S] [--bin DIR] [--report DIR]
+                          [--lifetime 60s] [--session-gap 10s] [--refresh 15s] [--throttle 5s]
+                          [--pace 1s] [--restart-every 60s] [--chaos-every 5s] [--no-faults]
+                          [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet]
+
+    Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened
+    timings, drives random actions, flag changes, server faults and restarts, and checks
+    the agent's invariants continuously. Exits 1 on the first violation (0 when none,
+    2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg.
+    """
+
+    /// Parses the command line; throws a message for the user.
+    public static func parse(_ args: [String]) throws(HTTPError) -> SoakOptions {
+        var o = SoakOptions()
+        var i = 0
+        func value(_ name: String) throws(HTTPError) -> String {
+            i += 1
+            guard i < args.count else { throw HTTPError("\(name) needs a value") }
+            return args[i]
+        }
+        func span(_ name: String) throws(HTTPError) -> Double {
+            let text = try value(name)
+            guard let s = parseSpan(text) else { throw HTTPError("\(name): expected a time span like 90s, 10m, 1h, 500ms; found \"\(text)\"") }
+            return s
+        }
+        while i < args.count {
+            let a = args[i]
+            switch a {
+            case "--duration": o.duration = try span(a)
+            case "--agents":
+                let text = try value(a)
+                guard let n = Int(text), (1...1000).contains(n) else { throw HTTPError("--agents: expected 1-1000, found \"\(text)\"") }
+                o.agents = n
+            case "--seed":
+                let text = try value(a)
+                guard let n = UInt64(text) else { throw HTTPError("--seed: expected a non-negative integer, found \"\(text)\"") }
+                o.seed = n
+            case "--bin": o.binDirectory = try value(a)
+            case "--report": o.reportDirectory = try value(a)
+            case "--apps": o.apps = try value(a)
+            case "--lifetime": o.timings.lifetime = try span(a)
+            case "--session-gap": o.timings.sessionGap = try span(a)
+            case "--refresh": o.timings.refresh = try span(a)
+            case "--throttle": o.timings.throttle = try span(a)
+            case "--pace": o.pace = try span(a)
+            case "--restart-every": o.restartEvery = try span(a)
+            case "--chaos-every": o.chaosEvery = try span(a)
+            case "--no-faults": o.faults = false
+            case "--slack": o.slack = try span(a)
+            case "--watchdog": o.watchdog = try span(a)
+            case "--keep-going": o.keepGoing = true
+            case "--quiet": o.quiet = true
+            case "--progress-every": o.progressEvery = try span(a)
+            case "-h", "--help": throw HTTPError(usage)
+            default: throw HTTPError("unknown option \(a)\n\n\(usage)")
+            }
+            i += 1
+        }
+        guard o.timings.refresh >= 1, o.timings.lifetime >= 1, o.timings.sessionGap >= 0.1 else {
+            throw HTTPError("--refresh and --lifetime must be at least 1s, --session-gap at least 100ms")
+        }
+        guard o.pace > 0 else { throw HTTPError("--pace must be positive") }
+        return o
+    }
+}
+
+/// systemd-style spans: `90s`, `10m`, `10min`, `1h`, `500ms`, `1h30m`; a bare number is seconds.
+public func parseSpan(_ text: String) -> Double? {
+    let units: [(String, Double)] = [("ms", 0.001), ("min", 60), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+    var rest = Substring(text.trimmingCharacters(in: .whitespaces))
+    if let plain = Double(rest), plain >= 0 { return plain }
+    var total = 0.0
+    var any = false
+    while !rest.isEmpty {
+        let number = rest.prefix { $0.isNumber || $0 == "." }
+        guard !number.isEmpty, let n = Double(number) else { return nil }
+        rest = rest.dropFirst(number.count)
+        guard let (unit, size) = units.first(where: { rest.hasPrefix($0.0) }) else { return nil }
+        rest = rest.dropFirst(unit.count)
+        total += n * size
+        any = true
+        rest = rest.drop { $0 == " " }
+    }
+    return any ? total : nil
+}
+
+/// `90` → `90s`, `0.5` → `500ms` (what the agent's configuration accepts).
+public func formatSpan(_ seconds: Double) -> String {
+    let ms = Int((seconds * 1000).rounded())
+    return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
+}

@@ -1,0 +1,330 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How a child process ended.
+public enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
+    case exited(Int32)
+    case signaled(Int32)
+
+    init(wait status: Int32) {
+        if status & 0x7f == 0 { self = .exited((status >> 8) & 0xff) } else { self = .signaled(status & 0x7f) }
+    }
+
+    public var description: String {
+        switch self {
+        case .exited(let code): "exit code \(code)"
+        case .signaled(let sig): "killed by signal \(sig) (\(signalName(sig)))"
+        }
+    }
+}
+
+public func signalName(_ sig: Int32) -> String {
+    switch sig {
+    case SIGTERM: "SIGTERM"
+    case SIGKILL: "SIGKILL"
+    case SIGINT: "SIGINT"
+    case SIGSEGV: "SIGSEGV"
+    case SIGABRT: "SIGABRT"
+    case SIGILL: "SIGILL"
+    case SIGTRAP: "SIGTRAP"
+    case SIGBUS: "SIGBUS"
+    default: "signal \(sig)"
+    }
+}
+
+/// The runner's child processes: spawned in their own process group (a terminal's Ctrl-C
+/// reaches only the runner, which then stops them), with the parent-death signal set to
+/// SIGKILL through `setpriv` when available (no leftovers even if the runner is killed),
+/// reaped by `reap()`.
+public final class ChildProcesses: Sendable {
+    public struct Child: Sendable {
+        public var pid: pid_t
+        public var name: String
+        public var logPath: String
+        public var startedAt: Time
+        /// Set before the runner signals it: its exit is not a crash.
+        public var exitExpected = false
+        public var exit: ExitStatus?
+        public var exitedAt: Time?
+        /// Last CPU sample (seconds of user + system time).
+        public var cpuSeconds: Double = 0
+        public var peakRSSKiB: Int = 0
+    }
+
+    private let children = Mutex<[pid_t: Child]>([:])
+    /// CPU seconds of processes that have exited, by name prefix (`agent`, `emulator`).
+    private let finishedCPU = Mutex<[String: Double]>([:])
+    /// Exits nobody asked for, until `drainCrashes()` takes them.
+    private let crashes = Mutex<[Child]>([])
+    private let setpriv: String?
+
+    public init() {
+        setpriv = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? "/usr/bin/setpriv" : nil
+    }
+
+    /// Starts `executable` with `arguments`; standard output and error are appended to `logPath`.
+    public func spawn(name: String, executable: String, arguments: [String], environment: [String: String],
+                      logPath: String) throws(HTTPError) -> pid_t {
+        var argv = [executable] + arguments
+        var path = executable
+        if let setpriv {
+            argv = ["setpriv", "--pdeathsig", "KILL", "--"] + argv
+            path = setpriv
+        }
+        var fileActions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&fileActions)
+        defer { posix_spawn_file_actions_destroy(&fileActions) }
+        posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&fileActions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        let cEnv: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for p in cArgs { free(p) }
+            for p in cEnv { free(p) }
+        }
+        var pid: pid_t = 0
+        let rc = cArgs.withUnsafeBufferPointer { a in
+            cEnv.withUnsafeBufferPointer { e in
+                posix_spawn(&pid, path, &fileActions, &attributes, a.baseAddress!, e.baseAddress!)
+            }
+        }
+        guard rc == 0 else { throw HTTPError("cannot start \(executable): \(String(cString: strerror(rc)))") }
+        children.withLock { $0[pid] = Child(pid: pid, name: name, logPath: logPath, startedAt: now()) }
+        return pid
+    }
+
+    public func child(_ pid: pid_t) -> Child? { children.withLock { $0[pid] } }
+
+    /// Marks `pid`'s coming exit as the runner's doing and sends `signal`.
+    public func signal(_ pid: pid_t, _ sig: Int32) {
+        children.withLock { $0[pid]?.exitExpected = true }
+        _ = kill(pid, sig)
+    }
+
+    /// Waits up to `timeout` for `pid` to be reaped; its exit status, or nil.
+    public func waitExit(_ pid: pid_t, timeout: Double) -> ExitStatus? {
+        let deadline = now() + timeout
+        while true {
+            reap()
+            if let e = children.withLock({ $0[pid]?.exit }) { return e }
+            if now() >= deadline { return nil }
+            usleep(10_000)
+        }
+    }
+
+    /// Reaps exited children; returns those whose exit was not expected.
+    @discardableResult
+    public func reap() -> [Child] {
+        let running = children.withLock { $0.values.filter { $0.exit == nil }.map(\.pid) }
+        var unexpected: [Child] = []
+        for pid in running {
+            var status: Int32 = 0
+            let r = waitpid(pid, &status, WNOHANG)
+            guard r == pid else { continue }
+            let exit = ExitStatus(wait: status)
+            let child: Child? = children.withLock { all in
+                all[pid]?.exit = exit
+                all[pid]?.exitedAt = now()
+                return all[pid]
+            }
+            if let child {
+                let prefix = child.name.split(separator: "-").first.map(String.init) ?? child.name
+                finishedCPU.withLock { $0[prefix, default: 0] += child.cpuSeconds }
+                if !child.exitExpected { unexpected.append(child) }
+            }
+        }
+        if !unexpected.isEmpty { crashes.withLock { $0 += unexpected } }
+        return unexpected
+    }
+
+    /// The unexpected exits seen since the last call.
+    public func drainCrashes() -> [Child] {
+        crashes.withLock { c in
+            defer { c.removeAll() }
+            return c
+        }
+    }
+
+    /// Samples CPU time and peak RSS of the running children from /proc.
+    public func sample() {
+        let running = children.withLock { $0.values.filter { $0.exit == nil }.map(\.pid) }
+        for pid in running {
+            guard let (cpu, rss) = Self.procUsage(pid) else { continue }
+            children.withLock { all in
+                guard var c = all[pid] else { return }
+                c.cpuSeconds = cpu
+                c.peakRSSKiB = max(c.peakRSSKiB, rss)
+                all[pid] = c
+            }
+        }
+    }
+
+    /// CPU seconds of all processes whose name starts with `prefix` (running and exited).
+    public func cpuSeconds(prefix: String) -> Double {
+        let running = children.withLock { $0.values.filter { $0.exit == nil && $0.name.hasPrefix(prefix) }.reduce(0) { $0 + $1.cpuSeconds } }
+        return running + finishedCPU.withLock { $0[prefix] ?? 0 }
+    }
+
+    /// The largest peak RSS among processes whose name starts with `prefix`, in KiB.
+    public func peakRSS(prefix: String) -> Int {
+        children.withLock { $0.values.filter { $0.name.hasPrefix(prefix) }.map(\.peakRSSKiB).max() ?? 0 }
+    }
+
+    /// Sends `sig` to every running child (marking the exits as expected).
+    public func signalAll(_ sig: Int32) {
+        let running = children.withLock { all in
+            all.keys.forEach { all[$0]?.exitExpected = true }
+            return all.values.filter { $0.exit == nil }.map(\.pid)
+        }
+        for pid in running { _ = kill(pid, sig) }
+    }
+
+    /// Stops every child: SIGTERM, then SIGKILL for those still there after `grace`.
+    public func stopAll(grace: Double = 2) {
+        signalAll(SIGTERM)
+        let deadline = now() + grace
+        while now() < deadline {
+            reap()
+            if children.withLock({ $0.values.allSatisfy { $0.exit != nil } }) { return }
+            usleep(20_000)
+        }
+        signalAll(SIGKILL)
+        let hard = now() + 2
+        while now() < hard {
+            reap()
+            if children.withLock({ $0.values.allSatisfy { $0.exit != nil } }) { return }
+            usleep(20_000)
+        }
+    }
+
+    public var runningCount: Int { children.withLock { $0.values.filter { $0.exit == nil }.count } }
+
+    /// (CPU seconds, resident KiB) from /proc/PID/stat and /proc/PID/status.
+    static func procUsage(_ pid: pid_t) -> (Double, Int)? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var rss = 0
+        if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
+            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+                rss = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+            }
+        }
+        return ((utime + stime) / ticks, rss)
+    }
+
+    /// The runner's own CPU seconds (user + system).
+    public static func selfCPU() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+}
+
+/// The last `count` lines of a file (for evidence).
+public func tail(_ path: String, lines count: Int) -> [String] {
+    guard let data = FileManager.default.contents(atPath: path) else { return [] }
+    let text = String(decoding: data.suffix(64 * 1024), as: UTF8.self)
+    return text.split(separator: "\n").suffix(count).map(String.init)
+}
+
+/// A systemd notification receiver per agent: `SOCK_DGRAM` Unix sockets, all read by
+/// one thread (`pump`). Keeps each agent's messages with their arrival times.
+public final class NotifySockets: Sendable {
+    public struct Message: Sendable {
+        public var time: Time
+        public var text: String
+    }
+
+    private let fds: [Int32]
+    public let paths: [String]
+    private let messages: Mutex<[[Message]]>
+
+    public init(paths: [String]) throws(HTTPError) {
+        var fds: [Int32] = []
+        for path in paths {
+            unlink(path)
+            let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let bytes = Array(path.utf8)
+            guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw HTTPError("path too long: \(path)") }
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                raw.copyBytes(from: bytes)
+                raw[bytes.count] = 0
+            }
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard rc == 0 else { throw HTTPError("bind \(path): \(String(cString: strerror(errno)))") }
+            var size: Int32 = 1 << 20
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            fds.append(fd)
+        }
+        self.fds = fds
+        self.paths = paths
+        messages = Mutex(Array(repeating: [], count: paths.count))
+    }
+
+    deinit {
+        for fd in fds { close(fd) }
+        for p in paths { unlink(p) }
+    }
+
+    /// Reads what has arrived, waiting up to `timeout` seconds for the first datagram.
+    public func pump(timeout: Double) {
+        var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        guard poll(&polls, nfds_t(polls.count), Int32(timeout * 1000)) > 0 else { return }
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        for (index, p) in polls.enumerated() where p.revents & Int16(POLLIN) != 0 {
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(fds[index], $0.baseAddress, $0.count, 0) }
+                if n <= 0 { break }
+                let text = String(decoding: buffer[0..<n], as: UTF8.self)
+                let t = now()
+                messages.withLock { $0[index].append(Message(time: t, text: text)) }
+            }
+        }
+    }
+
+    /// The messages of agent `index` that arrived at or after `since`.
+    public func messages(_ index: Int, since: Time = 0) -> [Message] {
+        messages.withLock { $0[index].filter { $0.time >= since } }
+    }
+
+    /// Whether a datagram containing line `line` (e.g. `READY=1`) arrived at or after `since`.
+    public func received(_ index: Int, line: String, since: Time) -> Message? {
+        messages.withLock { all in
+            all[index].first { $0.time >= since && $0.text.split(separator: "\n").contains { $0 == line } }
+        }
+    }
+
+    /// Forgets messages older than `before` (long runs).
+    public func trim(before: Time) {
+        messages.withLock { all in
+            for i in all.indices where all[i].count > 2000 { all[i].removeAll { $0.time < before } }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+import AgentCore
+import Foundation
+import Synchronization
+
+/// The tracked flag's state as one `get` saw it (for the timeline).
+public enum TrackedState: String, Sendable {
+    case on, off, killed, absent, none
+}
+
+/// Per-agent data for the timeline and the summary.
+public struct AgentTrack: Sendable {
+    public var hwid = ""
+    /// getFeatureFlags calls: time, succeeded, fault kind.
+    public var refreshes: [(Time, Bool, String?)] = []
+    public var restarts: [(Time, Int32)] = []
+    public var readies: [Time] = []
+    public var background: [(Time, Time?)] = []
+    public var tracked: [(Time, TrackedState)] = []
+    public var ages: [(Time, Double?)] = []
+    public var violations: [Time] = []
+    public var users: [(Time, String)] = []
+    public var observations = 0
+    public var maxAge: Double = 0
+    public var actions: [String: Int] = [:]
+
+    public init() {}
+}
+
+/// Everything the drivers, the chaos thread and the checker share.
+public final class Recorder: Sendable {
+    public struct State: Sendable {
+        public var actions: [[AgentAction]]
+        public var tracks: [AgentTrack]
+        public var pendingFlags: [FlagObservation] = []
+        public var pendingStatus: [StatusObservation] = []
+        public var changes: [FlagChange] = []
+        public var faults: [ArmedFault] = []
+        public var violations: [Violation] = []
+        public var restartsBySignal: [Int32: Int] = [:]
+        public var flagChangeCounts: [String: Int] = [:]
+        public var faultCounts: [String: Int] = [:]
+        public var primerAvailable: Bool?
+        public var stop = false
+        /// Per agent: when the runner's current call (or restart) began; its effects may show
+        /// in the request log before the runner records the action, so checks wait.
+        public var busySince: [Time?]
+    }
+
+    public let state: Mutex<State>
+
+    public init(agents: Int) {
+        state = Mutex(State(actions: Array(repeating: [], count: agents), tracks: Array(repeating: AgentTrack(), count: agents),
+                            busySince: Array(repeating: nil, count: agents)))
+    }
+
+    public var stopping: Bool { state.withLock { $0.stop } }
+    public func requestStop() { state.withLock { $0.stop = true } }
+
+    public func action(_ a: AgentAction) {
+        state.withLock { s in
+            s.actions[a.agent].append(a)
+            switch a.kind {
+            case .stopped(let sig):
+                if sig != 0 {
+                    s.tracks[a.agent].restarts.append((a.start, sig))
+                    s.restartsBySignal[sig, default: 0] += 1
+                }
+                if let last = s.tracks[a.agent].background.last, last.1 == nil {
+                    s.tracks[a.agent].background[s.tracks[a.agent].background.count - 1].1 = a.start
+                }
+            case .started: s.tracks[a.agent].readies.append(a.end)
+            case .appState(let active):
+                if active {
+                    if let last = s.tracks[a.agent].background.last, last.1 == nil {
+                        s.tracks[a.agent].background[s.tracks[a.agent].background.count - 1].1 = a.end
+                    }
+                } else {
+                    s.tracks[a.agent].background.append((a.start, nil))
+                }
+            case .userChanged(let u): s.tracks[a.agent].users.append((a.end, u))
+            default: break
+            }
+        }
+    }
+
+    public func busy(_ agent: Int, since: Time?) {
+        state.withLock { $0.busySince[agent] = since }
+    }
+
+    public func count(agent: Int, _ name: String) {
+        state.withLock { $0.tracks[agent].actions[name, default: 0] += 1 }
+    }
+
+    public func observe(_ o: FlagObservation, tracked: String) {
+        state.withLock { s in
+            s.pendingFlags.append(o)
+            s.tracks[o.agent].observations += 1
+            s.tracks[o.agent].ages.append((o.received, o.ageSeconds))
+            s.tracks[o.agent].maxAge = max(s.tracks[o.agent].maxAge, o.ageSeconds ?? 0)
+            if o.key == tracked {
+                let st: TrackedState
+                if let f = o.flag { st = f.isEnabled ? .on : (f.ruleId.isEmpty ? .killed : .off) } else { st = o.flagsServed ? .absent : .none }
+                s.tracks[o.agent].tracked.append((o.received, st))
+            }
+        }
+    }
+
+    public func observe(_ o: StatusObservation) {
+        state.withLock { s in
+            s.pendingStatus.append(o)
+            s.tracks[o.agent].observations += 1
+            s.tracks[o.agent].ages.append((o.received, o.flagsAgeSeconds))
+        }
+    }
+
+    public func violation(_ v: Violation) {
+        state.withLock { s in
+            s.violations.append(v)
+            if let a = v.agent, a < s.tracks.count { s.tracks[a].violations.append(v.time) }
+        }
+    }
+
+    public func flagChange(_ c: FlagChange, kind: String) {
+        state.withLock {
+            $0.changes.append(c)
+            $0.flagChangeCounts[kind, default: 0] += 1
+        }
+    }
+
+    public func fault(_ f: ArmedFault) {
+        state.withLock {
+            $0.faults.append(f)
+            $0.faultCounts["\(f.method): \(f.kindName)", default: 0] += 1
+        }
+    }
+}

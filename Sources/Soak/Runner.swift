@@ -1,0 +1,358 @@
+import AgentCore
+import AgentWire
+import Dispatch
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The soak run: the emulator, N agents with their drivers, the chaos thread, and the
+/// checker loop on the calling thread.
+public final class SoakRunner: @unchecked Sendable {
+    public let options: SoakOptions
+    let processes = ChildProcesses()
+    let recorder: Recorder
+    let interrupted = Mutex(false)
+    let started = now()
+
+    // The request log, merged (checker thread only).
+    var flagCalls: [String: [DeviceCall]] = [:]
+    var impressionCalls: [String: [DeviceCall]] = [:]
+    var methodCounts: [String: Int] = [:]
+    var faultedCalls = 0
+    var flagsOK = 0
+    var flagsFailed = 0
+    var seen: [String: Time] = [:]
+    var logSince: Time = 0
+    var horizon: Time = 0
+
+    // Checkers (checker thread only).
+    var lifetime: LifetimeChecker
+    var status = StatusChecker()
+    var provenance = ProvenanceChecker(userFlag: RunContext.userFlag, userPool: Set(RunContext.userPool))
+    var schedule: ScheduleChecker
+    var impressions = ImpressionChecker()
+    var watchdogChecks = 0
+
+    public init(options: SoakOptions) {
+        self.options = options
+        recorder = Recorder(agents: options.agents)
+        lifetime = LifetimeChecker(lifetime: options.timings.lifetime)
+        schedule = ScheduleChecker(timings: options.timings, slack: options.slack, grace: 6 + options.slack)
+    }
+
+    func say(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Where the binaries are: `--bin`, else the directory of this executable.
+    static func binDirectory(_ options: SoakOptions) -> String {
+        if let dir = options.binDirectory { return dir }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return (exe as NSString).deletingLastPathComponent
+    }
+
+    /// The example flags: `--apps`, else config/flags.example.json found from here or the binaries.
+    static func appsFile(_ options: SoakOptions, bin: String) -> String? {
+        if let apps = options.apps { return apps }
+        var candidates = [FileManager.default.currentDirectoryPath + "/config/flags.example.json"]
+        var dir = bin
+        for _ in 0..<5 {
+            dir = (dir as NSString).deletingLastPathComponent
+            candidates.append(dir + "/config/flags.example.json")
+        }
+        return candidates.first { FileManager.default.fileExists(atPath: $0) }
+    }
+
+    /// Runs the soak; returns the exit code (0 pass, 1 violation, 2 setup error, 130 interrupted).
+    public func run() -> Int32 {
+        // Signals go to the signal thread only (threads inherit the mask); children get defaults.
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for s in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&mask, s) }
+        pthread_sigmask(SIG_BLOCK, &mask, nil)
+        // A shell's background job starts with SIGINT ignored, and an ignored signal never
+        // reaches sigwait: take the default back (it stays blocked, so sigwait gets it).
+        for s in [SIGINT, SIGTERM, SIGHUP] { signal(s, SIG_DFL) }
+        signal(SIGPIPE, SIG_IGN)
+        let blocked = mask
+        let signalThread = Thread { [self] in
+            var set = blocked
+            var received: Int32 = 0
+            while true {
+                guard sigwait(&set, &received) == 0 else { continue }
+                let again = interrupted.withLock { was in defer { was = true }; return was }
+                if again {
+                    processes.signalAll(SIGKILL)
+                    _exit(130)
+                }
+                say("pushwoosh-soak: \(signalName(received)) received; stopping (again to kill at once)")
+                recorder.requestStop()
+            }
+        }
+        signalThread.start()
+
+        let code: Int32
+        do {
+            code = try soak()
+        } catch {
+            say("pushwoosh-soak: \(error)")
+            processes.stopAll()
+            return 2
+        }
+        return code
+    }
+
+    func soak() throws(HTTPError) -> Int32 {
+        let bin = Self.binDirectory(options)
+        let agentd = bin + "/pushwoosh-agentd", emulatorBinary = bin + "/pushwoosh-emulator"
+        for b in [agentd, emulatorBinary] where !FileManager.default.isExecutableFile(atPath: b) {
+            throw HTTPError("no executable \(b) (use --bin DIR)")
+        }
+        guard let apps = Self.appsFile(options, bin: bin) else {
+            throw HTTPError("cannot find config/flags.example.json (use --apps FILE)")
+        }
+        var template = Array("/tmp/pushwoosh-soak.XXXXXX".utf8CString)
+        guard let root = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
+            throw HTTPError("mkdtemp: \(String(cString: strerror(errno)))")
+        }
+        defer { try? FileManager.default.removeItem(atPath: root) }
+
+        var env = ProcessInfo.processInfo.environment
+        for k in env.keys where k.hasPrefix("NOTIFY_") || k.hasPrefix("LISTEN_") || k.hasPrefix("WATCHDOG_") { env[k] = nil }
+
+        // The emulator, with the example flags and the soak's own.
+        let emulatorLog = root + "/emulator.log"
+        let emulatorPid = try processes.spawn(name: "emulator", executable: emulatorBinary,
+                                              arguments: ["--listen", "127.0.0.1:0", "--apps", apps, "--record-limit", "200000"],
+                                              environment: env, logPath: emulatorLog)
+        var port: UInt16 = 0
+        let t0 = now()
+        while port == 0, now() < t0 + 10 {
+            for line in tail(emulatorLog, lines: 50) where line.hasPrefix("listening on ") {
+                port = UInt16(line.split(separator: ":").last ?? "") ?? 0
+            }
+            if processes.child(emulatorPid)?.exit != nil { break }
+            usleep(20_000)
+        }
+        guard port != 0 else { throw HTTPError("the emulator did not start: \(tail(emulatorLog, lines: 5).joined(separator: " | "))") }
+        let http = LoopbackHTTP(port: port)
+        let pool = RunContext.userPool
+        let userFlag: JSONValue = .object([
+            "key": .string(RunContext.userFlag),
+            "properties": ["user": ["type": "string", "default": ""]],
+            "rules": .array(pool.map { u in .object(["id": .string("r_u_\(u)"), "enabled": true,
+                                                      "when": ["userIds": .array([.string(u)])],
+                                                      "properties": ["user": .string(u)]]) }),
+        ])
+        _ = try http.json("PUT", "/admin/apps/\(RunContext.applicationCode)/flags/\(RunContext.userFlag)", json: userFlag)
+        let app = try http.json("GET", "/admin/apps/\(RunContext.applicationCode)")
+        var initial: [FlagChange] = []
+        for f in app["flags"]?.arrayValue ?? [] {
+            guard let key = f["key"]?.stringValue else { continue }
+            initial.append(FlagChange(key: key, start: 0, end: 0, killed: f["killed"]?.boolValue ?? false,
+                                      archived: f["archived"]?.boolValue ?? false, description: "initial"))
+        }
+        recorder.state.withLock { $0.changes = initial }
+
+        let notify = try NotifySockets(paths: (0..<options.agents).map { root + "/agent-\($0)/notify.sock" }.map { p in
+            try? FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            return p
+        })
+        let deadline = now() + options.duration
+        let ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
+                             processes: processes, notify: notify, recorder: recorder, root: root, deadline: deadline,
+                             environment: env)
+        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(formatSpan(options.duration)), emulator on 127.0.0.1:\(port), "
+            + "lifetime \(formatSpan(options.timings.lifetime)), session gap \(formatSpan(options.timings.sessionGap)), "
+            + "refresh \(formatSpan(options.timings.refresh)), throttle \(formatSpan(options.timings.throttle)); work dir \(root)")
+
+        let notifyThread = Thread { [recorder] in
+            while !recorder.stopping { notify.pump(timeout: 0.2) }
+        }
+        notifyThread.start()
+
+        let group = DispatchGroup()
+        var drivers: [AgentDriver] = []
+        for i in 0..<options.agents {
+            let d = AgentDriver(index: i, ctx: ctx)
+            try d.prepare()
+            drivers.append(d)
+        }
+        for d in drivers {
+            group.enter()
+            let t = Thread { d.run(); group.leave() }
+            t.stackSize = 1 << 20
+            t.start()
+            if options.agents > 10 { usleep(20_000) }
+        }
+        let chaos = Chaos(http: http, ctx: ctx, initial: initial)
+        if options.chaosEvery > 0 {
+            group.enter()
+            Thread { chaos.run(); group.leave() }.start()
+        }
+
+        // The checker loop.
+        var lastProgress = now(), lastFetch = 0.0, lastSample = 0.0
+        while true {
+            let t = now()
+            if t - lastSample >= 1 { processes.sample(); lastSample = t }
+            for c in processes.drainCrashes() {
+                recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, time: c.exitedAt ?? t,
+                                             "\(c.name) (pid \(c.pid)) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
+                                             evidence: ["last lines of \(c.logPath):"] + tail(c.logPath, lines: 20)))
+            }
+            if t - lastFetch >= 1 {
+                lastFetch = t
+                do { try fetchLog(http) } catch {
+                    if !recorder.stopping { recorder.violation(Violation("emulator", agent: nil, time: t, "cannot read the request log: \(error)")) }
+                }
+                evaluate(settled: min(horizon, now() - 20))
+                checkWatchdogs(notify)
+            }
+            if !options.quiet, t - lastProgress >= options.progressEvery {
+                lastProgress = t
+                say(progressLine())
+            }
+            let failed = recorder.state.withLock { !$0.violations.isEmpty }
+            if (failed && !options.keepGoing) || recorder.stopping || t >= deadline { break }
+            usleep(100_000)
+        }
+
+        // Wind down: drivers stop their agents (checking clean exits), then a last look at the log.
+        recorder.requestStop()
+        if group.wait(timeout: .now() + 30) == .timedOut { say("pushwoosh-soak: some drivers did not finish in 30 s") }
+        processes.sample()
+        usleep(300_000)
+        try? fetchLog(http)
+        horizon = now()
+        evaluate(settled: horizon, final: true)
+        for c in processes.drainCrashes() where c.name != "emulator" {
+            recorder.violation(Violation("crash", agent: nil, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
+                                         evidence: tail(c.logPath, lines: 20)))
+        }
+        let summaryLine = progressLine()
+        processes.stopAll()
+        _ = notifyThread
+
+        let result = recorder.state.withLock { $0 }
+        let wasInterrupted = interrupted.withLock { $0 }
+        let outcome = !result.violations.isEmpty ? "fail" : (wasInterrupted ? "interrupted" : "pass")
+        if !result.violations.isEmpty {
+            // Keep the logs that show what happened.
+            let logs = options.reportDirectory + "/logs"
+            try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+            for i in 0..<options.agents { try? FileManager.default.copyItem(atPath: root + "/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log") }
+            try? FileManager.default.copyItem(atPath: emulatorLog, toPath: logs + "/emulator.log")
+        }
+        try writeReport(result, outcome: outcome)
+        say(summaryLine)
+        if let first = result.violations.first {
+            say("\n" + first.description)
+            if result.violations.count > 1 { say("(\(result.violations.count - 1) more in \(options.reportDirectory)/summary.json)") }
+        }
+        say("pushwoosh-soak: \(outcome.uppercased()); report in \(options.reportDirectory)/summary.json and timeline.svg")
+        return outcome == "fail" ? 1 : (outcome == "interrupted" ? 130 : 0)
+    }
+
+    // MARK: - The request log
+
+    func fetchLog(_ http: LoopbackHTTP) throws(HTTPError) {
+        let fetchStart = now()
+        let since = max(0, logSince - 3)
+        let r = try http.json("GET", "/admin/requests?since=\(String(format: "%.6f", since))")
+        var newest = logSince
+        for entry in r["requests"]?.arrayValue ?? [] {
+            guard let call = DeviceCall(json: entry) else { continue }
+            let key = "\(call.time)|\(call.hwid)|\(call.method)"
+            newest = max(newest, call.time)
+            guard seen.updateValue(call.time, forKey: key) == nil else { continue }
+            methodCounts[call.method, default: 0] += 1
+            if call.fault != nil { faultedCalls += 1 }
+            switch call.method {
+            case "getFeatureFlags":
+                if call.succeeded { flagsOK += 1 } else { flagsFailed += 1 }
+                insert(call, into: &flagCalls)
+            case "postEvent" where call.impression != nil:
+                insert(call, into: &impressionCalls)
+            default: break
+            }
+        }
+        logSince = newest
+        seen = seen.filter { $0.value >= newest - 4 }
+        horizon = fetchStart - 0.5
+    }
+
+    func insert(_ call: DeviceCall, into store: inout [String: [DeviceCall]]) {
+        var list = store[call.hwid, default: []]
+        list.append(call)
+        if list.count > 1, list[list.count - 2].time > call.time { list.sort { $0.time < $1.time } }
+        store[call.hwid] = list
+    }
+
+    // MARK: - Checks
+
+    func evaluate(settled: Time, final: Bool = false) {
+        let (flags, statuses, actions, changes, faults, hwids, busy): ([FlagObservation], [StatusObservation], [[AgentAction]], [FlagChange], [ArmedFault], [String], [Time?]) =
+            recorder.state.withLock { s in
+                let h = horizon
+                let ready = s.pendingFlags.filter { $0.received <= h }
+                s.pendingFlags.removeAll { $0.received <= h }
+                let st = s.pendingStatus
+                s.pendingStatus.removeAll()
+                return (ready, st, s.actions, s.changes.sorted { $0.start < $1.start }, s.faults, s.tracks.map(\.hwid), s.busySince)
+            }
+        var found: [Violation] = []
+        for s in statuses {
+            found += lifetime.check(s)
+            found += status.check(s)
+        }
+        for o in flags {
+            found += lifetime.check(o)
+            let hwid = o.hwid.isEmpty ? hwids[o.agent] : o.hwid
+            found += provenance.check(o, calls: flagCalls[hwid] ?? [], changes: changes)
+        }
+        for (i, hwid) in hwids.enumerated() where !hwid.isEmpty {
+            // What the runner is doing right now is not recorded yet: judge only what came before it.
+            let limit = min(horizon, (busy[i] ?? .infinity) - 0.05)
+            found += schedule.check(agent: i, calls: flagCalls[hwid] ?? [], actions: actions[i], faults: faults, horizon: limit)
+            found += impressions.check(agent: i, impressions: impressionCalls[hwid] ?? [], actions: actions[i], settled: min(settled, limit))
+        }
+        for v in found { recorder.violation(v) }
+    }
+
+    /// With `WatchdogSec`, a running agent pings at least every WatchdogSec (systemd would kill it otherwise).
+    func checkWatchdogs(_ notify: NotifySockets) {
+        guard options.watchdog > 0 else { return }
+        let t = now()
+        let tracks = recorder.state.withLock { $0.tracks }
+        for (i, track) in tracks.enumerated() {
+            guard let ready = track.readies.last, ready > (track.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
+            watchdogChecks += 1
+            let last = notify.messages(i, since: ready).last { $0.text.contains("WATCHDOG=1") }?.time ?? ready
+            if t - last > options.watchdog + options.slack {
+                // A restart may be under way; only a process that is still up counts.
+                let stillUp = recorder.state.withLock { ($0.tracks[i].restarts.last?.0 ?? 0) < ready }
+                if stillUp {
+                    recorder.violation(Violation("watchdog", agent: i, time: t,
+                                                 String(format: "no WATCHDOG=1 for %.1f s (WatchdogSec %.0f s)", t - last, options.watchdog)))
+                }
+            }
+        }
+        notify.trim(before: t - 60)
+    }
+
+    func progressLine() -> String {
+        let s = recorder.state.withLock {
+            ($0.restartsBySignal, $0.faults.count, $0.changes.filter { $0.start > 0 }.count, $0.violations.count,
+             $0.tracks.map(\.observations).reduce(0, +))
+        }
+        let elapsed = Int(now() - started)
+        let requests = methodCounts.values.reduce(0, +)
+        let checks = lifetime.checks + provenance.checks + schedule.cadenceChecks + schedule.stormChecks + impressions.checks + status.checks
+        return "[\(elapsed)s/\(Int(options.duration))s] agents \(processes.runningCount - 1)/\(options.agents) · requests \(requests) · "
+            + "refreshes \(flagsOK) ok / \(flagsFailed) failed · faults armed \(s.1), fired \(faultedCalls) · flag changes \(s.2) · "
+            + "restarts \(s.0[SIGTERM] ?? 0) TERM + \(s.0[SIGKILL] ?? 0) KILL · observations \(s.4) · checks \(checks) · violations \(s.3)"
+    }
+}

@@ -1,0 +1,721 @@
+// The fault suite's helper (issue 6): compiled by scripts/fault-kill9 and scripts/fault-disk
+// with `swiftc -swift-version 6`, toolchain modules only. Subcommands:
+//
+//   kill9 --bin DIR --work DIR [--kills N] [--seed S] [--flags N]
+//       Runs the real emulator and agent; N times: start the agent, wait for READY=1, check
+//       that it loaded the stored state without damage, refresh in a loop (the emulator's
+//       flags bumped to a new version before each refresh), SIGKILL it 0–50 ms after a random
+//       refresh started, then check the state file on disk (ST-6): a complete file whose
+//       flags are exactly one earlier response, or no flags at all.
+//   notify PATH             Prints every datagram received on a new datagram socket at PATH.
+//   rpc SOCKET METHOD [PARAMS-JSON]   One JSON-RPC call; prints the answer line.
+//   check-state FILE        Prints `none`, `flags <count> version <v>` or `invalid: …` (exit 1).
+//   http METHOD URL [BODY]  One plain HTTP/1.1 call on loopback; prints the status and body.
+//   app FLAGS VERSION       Prints the versioned application definition kill9 uses.
+
+import Foundation
+import Glibc
+
+// MARK: - Small POSIX helpers
+
+struct Failure: Error, CustomStringConvertible {
+    let description: String
+    init(_ text: String) { description = text }
+}
+
+func die(_ text: String) -> Never {
+    FileHandle.standardError.write(Data("fault-helper: \(text)\n".utf8))
+    exit(2)
+}
+
+func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+func sleepSeconds(_ s: Double) {
+    guard s > 0 else { return }
+    var request = timespec(tv_sec: Int(s), tv_nsec: Int((s - Double(Int(s))) * 1e9))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+}
+
+func withSockaddrUn<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    precondition(bytes.count < MemoryLayout.size(ofValue: address.sun_path), "socket path too long: \(path)")
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (i, b) in bytes.enumerated() { raw[i] = b }
+        raw[bytes.count] = 0
+    }
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+}
+
+func setReceiveTimeout(_ fd: Int32, _ seconds: Double) {
+    var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+}
+
+func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return false }
+        offset += n
+    }
+    return true
+}
+
+/// A datagram socket bound at `path` (the `NOTIFY_SOCKET` receiver).
+final class DatagramReceiver {
+    let fd: Int32
+    let path: String
+
+    init(path: String) throws {
+        self.path = path
+        unlink(path)
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+        let rc = withSockaddrUn(path) { bind(fd, $0, $1) }
+        guard rc == 0 else { throw Failure("bind \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    deinit {
+        close(fd)
+        unlink(path)
+    }
+
+    /// The next datagram, or nil after `timeout` seconds (nil timeout: wait forever).
+    func receive(timeout: Double?) -> String? {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ms = timeout.map { Int32(max(0, $0 * 1000)) } ?? -1
+        let ready = poll(&pfd, 1, ms)
+        guard ready > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[..<n], as: UTF8.self)
+    }
+
+    /// Drops every datagram already queued.
+    func drain() { while receive(timeout: 0) != nil {} }
+
+    /// Waits up to `timeout` for a datagram containing `needle`.
+    func wait(for needle: String, timeout: Double) -> String? {
+        let deadline = monotonicNow() + timeout
+        while true {
+            let left = deadline - monotonicNow()
+            guard left > 0, let message = receive(timeout: left) else { return nil }
+            if message.contains(needle) { return message }
+        }
+    }
+}
+
+/// A blocking line client on a Unix stream socket.
+final class LineClient {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(path: String, timeout: Double) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+        let rc = withSockaddrUn(path) { connect(fd, $0, $1) }
+        guard rc == 0 else {
+            let message = String(cString: strerror(errno))
+            close(fd)
+            throw Failure("connect \(path): \(message)")
+        }
+        setReceiveTimeout(fd, timeout)
+    }
+
+    deinit { close(fd) }
+
+    func send(_ line: String) -> Bool { sendAll(fd, Array((line + "\n").utf8)) }
+
+    /// The next line; nil on EOF, error or timeout.
+    func readLine() -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                buffer.removeSubrange(...nl)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return nil }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+
+    /// One request, one answer (no pipelining: the answer is the next line).
+    func call(_ method: String, _ params: String = "{}", id: Int = 1) -> [String: Any]? {
+        guard send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"#),
+              let line = readLine(),
+              let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        else { return nil }
+        return object
+    }
+}
+
+/// One HTTP/1.1 request on loopback with `Connection: close`; returns status and body.
+func httpCall(_ method: String, _ url: String, _ body: String? = nil, timeout: Double = 10) throws -> (Int, String) {
+    guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { throw Failure("bad URL \(url)") }
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw Failure("not an IPv4 address: \(host)") }
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard rc == 0 else { throw Failure("connect \(url): \(String(cString: strerror(errno)))") }
+    setReceiveTimeout(fd, timeout)
+    let payload = Array((body ?? "").utf8)
+    var path = parsed.path.isEmpty ? "/" : parsed.path
+    if let query = parsed.query { path += "?" + query }
+    let head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+        + "Content-Length: \(payload.count)\r\nConnection: close\r\n\r\n"
+    guard sendAll(fd, Array(head.utf8) + payload) else { throw Failure("send to \(url) failed") }
+    var response: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 && errno == EINTR { continue }
+        if n < 0 { throw Failure("recv from \(url): \(String(cString: strerror(errno)))") }
+        if n == 0 { break }
+        response.append(contentsOf: chunk[..<n])
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    guard let statusLine = text.split(separator: "\r\n", maxSplits: 1).first,
+          let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "")
+    else { throw Failure("no HTTP status from \(url)") }
+    let bodyText = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
+    return (status, bodyText)
+}
+
+/// Starts `argv` with stdout to /dev/null and stderr to `stderrPath`; returns the pid.
+func spawn(_ argv: [String], environment: [String: String], stderrPath: String) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    let cArgs = argv.map { strdup($0) } + [nil]
+    let cEnv = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        cArgs.forEach { free($0) }
+        cEnv.forEach { free($0) }
+    }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, argv[0], &actions, nil, cArgs, cEnv)
+    guard rc == 0 else { throw Failure("posix_spawn \(argv[0]): \(String(cString: strerror(rc)))") }
+    return pid
+}
+
+// MARK: - The state file (an independent reader of FileStateStore's format)
+
+enum CRC32 {
+    static let table: [UInt32] = (0..<256).map { n -> UInt32 in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+        return crc ^ 0xFFFF_FFFF
+    }
+}
+
+struct StoredFlag: Decodable, Equatable {
+    var key: String
+    var isEnabled: Bool
+    var ruleId: String
+    var properties: Properties
+
+    struct Properties: Decodable, Equatable {
+        var v: Int
+        var pad: String
+    }
+}
+
+struct StoredSnapshot: Decodable {
+    var flags: [String: StoredFlag]
+    var applicationCode: String
+    var userId: String
+    var partial: Bool
+}
+
+struct StoredState: Decodable {
+    var hwid: String
+    var flags: StoredSnapshot?
+}
+
+enum StateFile {
+    case missing
+    case noFlags
+    case flags(StoredSnapshot)
+}
+
+/// Reads the file: header `pushwoosh-agent-state 1 <crc32 hex> <length>\n`, then the JSON body.
+func readStateFile(_ path: String) throws -> StateFile {
+    guard let data = FileManager.default.contents(atPath: path) else {
+        return access(path, F_OK) == 0 ? .noFlags : .missing
+    }
+    let bytes = [UInt8](data)
+    guard let newline = bytes.firstIndex(of: 10) else { throw Failure("no header line (\(bytes.count) bytes)") }
+    let fields = String(decoding: bytes[..<newline], as: UTF8.self).split(separator: " ")
+    guard fields.count == 4, fields[0] == "pushwoosh-agent-state", fields[1] == "1",
+          let crc = UInt32(fields[2], radix: 16), let length = Int(fields[3])
+    else { throw Failure("bad header: \(String(decoding: bytes[..<newline], as: UTF8.self))") }
+    let body = bytes[(newline + 1)...]
+    guard body.count == length else { throw Failure("truncated: \(body.count) of \(length) bytes") }
+    guard CRC32.checksum(body) == crc else { throw Failure("checksum mismatch") }
+    let state: StoredState
+    do {
+        state = try JSONDecoder().decode(StoredState.self, from: Data(body))
+    } catch {
+        throw Failure("body does not decode: \(error)")
+    }
+    return state.flags.map(StateFile.flags) ?? .noFlags
+}
+
+// MARK: - The kill -9 application: every response is one version, all keys
+
+/// `count` flags whose every field depends on the version `v`, so a file mixing two
+/// responses, or holding part of one, cannot pass `check`.
+struct VersionedApp {
+    let count: Int
+    let code = "ABCDE-12345"
+
+    func key(_ i: Int) -> String { String(format: "f%03d", i) }
+    func killed(_ i: Int, _ v: Int) -> Bool { (i + v) % 3 == 0 }
+    func defaultPad(_ i: Int, _ v: Int) -> String { "d-\(v)-\(i)-" + String(repeating: "x", count: 120 + (v % 37)) }
+    func overridePad(_ i: Int, _ v: Int) -> String { "o-\(v)-\(i)-" + String(repeating: "y", count: 90 + (v % 53)) }
+
+    func definition(version v: Int) -> String {
+        let flags = (0..<count).map { i -> String in
+            """
+            {"key":"\(key(i))","killed":\(killed(i, v)),"properties":{"v":{"type":"number","default":\(v)},\
+            "pad":{"type":"string","default":"\(defaultPad(i, v))"}},\
+            "rules":[{"id":"r_\(v)_\(i)","enabled":true,"when":{},"properties":{"pad":"\(overridePad(i, v))"}}]}
+            """
+        }
+        return #"{"code":"\#(code)","featureFlagsInPlan":true,"flags":["# + flags.joined(separator: ",") + "]}"
+    }
+
+    func expected(_ i: Int, _ v: Int) -> StoredFlag {
+        killed(i, v)
+            ? StoredFlag(key: key(i), isEnabled: false, ruleId: "", properties: .init(v: v, pad: defaultPad(i, v)))
+            : StoredFlag(key: key(i), isEnabled: true, ruleId: "r_\(v)_\(i)", properties: .init(v: v, pad: overridePad(i, v)))
+    }
+
+    /// The single version the snapshot holds, or why it is not one complete response.
+    func check(_ snapshot: StoredSnapshot) throws -> Int {
+        guard !snapshot.partial else { throw Failure("a partial response was stored") }
+        guard snapshot.flags.count == count else { throw Failure("\(snapshot.flags.count) flags stored, expected \(count)") }
+        guard let first = snapshot.flags[key(0)] else { throw Failure("\(key(0)) missing") }
+        let v = first.properties.v
+        var versions: Set<Int> = []
+        var wrong: [String] = []
+        for i in 0..<count {
+            guard let flag = snapshot.flags[key(i)] else { throw Failure("\(key(i)) missing") }
+            versions.insert(flag.properties.v)
+            if flag != expected(i, v) { wrong.append(key(i)) }
+        }
+        guard versions.count == 1, wrong.isEmpty else {
+            throw Failure("mixed: versions \(versions.sorted()), flags not matching version \(v): \(wrong.prefix(8))")
+        }
+        return v
+    }
+}
+
+/// What the refresh loop saw; shared between the loop thread and the killer.
+final class LoopRecord: @unchecked Sendable {
+    private let lock = NSLock()
+    private var starts: [Double] = []
+    private var startedVersions: [Int] = []
+    private var acknowledged: [Int] = []
+    private var errors: [String] = []
+    private var finished = false
+    private var cacheCheck: String?
+
+    func started(at t: Double, version v: Int) {
+        lock.withLock {
+            starts.append(t)
+            startedVersions.append(v)
+        }
+    }
+    func acked(_ v: Int) { lock.withLock { acknowledged.append(v) } }
+    func error(_ e: String) { lock.withLock { errors.append(e) } }
+    func finish() { lock.withLock { finished = true } }
+    func setCacheCheck(_ s: String) { lock.withLock { cacheCheck = s } }
+
+    func start(_ k: Int) -> Double? { lock.withLock { starts.count >= k ? starts[k - 1] : nil } }
+    var isFinished: Bool { lock.withLock { finished } }
+    var snapshot: (starts: Int, lastStarted: Int?, acked: [Int], errors: [String], cache: String?) {
+        lock.withLock { (starts.count, startedVersions.last, acknowledged, errors, cacheCheck) }
+    }
+}
+
+/// The version counter shared with the loop thread (the only writer while it runs).
+final class VersionCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Int
+    init(_ v: Int) { value = v }
+    func next() -> Int { lock.withLock { value += 1; return value } }
+    var current: Int { lock.withLock { value } }
+}
+
+struct Kill9Options {
+    var bin = ""
+    var work = ""
+    var kills = 1000
+    var seed: UInt64 = UInt64(time(nil))
+    var flags = 40
+}
+
+/// SplitMix64: a seeded generator so a failing run can be replayed with `--seed`.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func runKill9(_ o: Kill9Options) -> Int32 {
+    let app = VersionedApp(count: o.flags)
+    var random = SeededGenerator(state: o.seed)
+    let stateDir = o.work + "/state"
+    let statePath = stateDir + "/state.json"
+    let socketPath = o.work + "/agent.sock"
+    let logPath = o.work + "/agent.log"
+    try? FileManager.default.createDirectory(atPath: o.work, withIntermediateDirectories: true)
+
+    // The emulator, started with the version-1 application.
+    let appsPath = o.work + "/apps.json"
+    try? app.definition(version: 1).write(toFile: appsPath, atomically: true, encoding: .utf8)
+    let emulator = Process()
+    emulator.executableURL = URL(fileURLWithPath: o.bin + "/pushwoosh-emulator")
+    emulator.arguments = ["--listen", "127.0.0.1:0", "--apps", appsPath]
+    let emulatorOut = Pipe()
+    emulator.standardOutput = emulatorOut
+    emulator.standardError = FileHandle(forWritingAtPath: "/dev/null")
+    do { try emulator.run() } catch { die("cannot start the emulator: \(error)") }
+    try? "\(emulator.processIdentifier)\n".write(toFile: o.work + "/emulator.pid", atomically: false, encoding: .utf8)
+    defer {
+        emulator.terminate()
+        emulator.waitUntilExit()
+        unlink(o.work + "/emulator.pid")
+    }
+    var line = Data()
+    while true {
+        let byte = emulatorOut.fileHandleForReading.readData(ofLength: 1)
+        if byte.isEmpty || byte == Data("\n".utf8) { break }
+        line.append(byte)
+    }
+    guard let port = Int(String(decoding: line, as: UTF8.self).split(separator: ":").last ?? "") else {
+        die("the emulator did not say where it listens: \(String(decoding: line, as: UTF8.self))")
+    }
+    let base = "http://127.0.0.1:\(port)"
+    let config = """
+        [Agent]
+        ApplicationCode=\(app.code)
+        ServerURL=\(base)/json/1.3/
+        Socket=\(socketPath)
+        StateDirectory=\(stateDir)
+        RequestTimeout=5s
+        [FeatureFlags]
+        DisableThrottle=yes
+        """
+    try? config.write(toFile: o.work + "/agent.conf", atomically: true, encoding: .utf8)
+    let notify: DatagramReceiver
+    do { notify = try DatagramReceiver(path: o.work + "/notify.sock") } catch { die("\(error)") }
+    let environment = ["NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+
+    let version = VersionCounter(1)
+    var lastStored: Int? = nil  // the version on disk before the current cycle
+    var outcomes: [String: Int] = [:]
+    var violations: [String] = []
+    var refreshesStarted = 0, refreshesAcked = 0, olderThanAcked = 0, tmpLeftovers = 0
+    var cacheServed = 0, cacheMismatch: [String] = []
+    var killDelays: [Double] = []
+    let started = monotonicNow()
+    print("kill9: seed \(o.seed), \(o.kills) kills, \(o.flags) flags per response, emulator on port \(port)")
+    fflush(nil)
+
+    func violation(_ text: String, cycle: Int) {
+        let copy = o.work + "/violation-\(cycle)"
+        try? FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: stateDir)) ?? [] {
+            try? FileManager.default.copyItem(atPath: stateDir + "/" + name, toPath: copy + "/" + name)
+        }
+        try? FileManager.default.copyItem(atPath: logPath, toPath: copy + "/agent.log")
+        violations.append("cycle \(cycle): \(text) (files kept in \(copy))")
+        print("VIOLATION cycle \(cycle): \(text)")
+        fflush(nil)
+    }
+
+    for cycle in 1...o.kills {
+        // Every 50th cycle starts from an empty state directory: the very first write is a target too.
+        if cycle % 50 == 1 {
+            try? FileManager.default.removeItem(atPath: stateDir)
+            lastStored = nil
+        }
+        notify.drain()
+        let pid: pid_t
+        do {
+            pid = try spawn([o.bin + "/pushwoosh-agentd", "--config", o.work + "/agent.conf"],
+                            environment: environment, stderrPath: logPath)
+        } catch { die("\(error)") }
+        try? "\(pid)\n".write(toFile: o.work + "/agent.pid", atomically: false, encoding: .utf8)
+        guard notify.wait(for: "READY=1", timeout: 15) != nil else {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            unlink(o.work + "/agent.pid")
+            violation("no READY=1 within 15 s after start", cycle: cycle)
+            break
+        }
+        if let log = try? String(contentsOfFile: logPath, encoding: .utf8), log.contains("stored state damaged") {
+            violation("the agent logged 'stored state damaged' at start: \(log.split(separator: "\n").filter { $0.contains("damaged") }.first ?? "")", cycle: cycle)
+        }
+
+        // The refresh loop: bump the emulator's version, refresh, repeat until the agent dies.
+        let record = LoopRecord()
+        let expectedCache = lastStored
+        let loop = Thread {
+            defer { record.finish() }
+            guard let client = try? LineClient(path: socketPath, timeout: 10) else {
+                record.error("cannot connect to the agent")
+                return
+            }
+            // The flags served from the cache must be exactly what is on disk.
+            if let status = client.call("status", id: 1), let result = status["result"] as? [String: Any],
+               result["flagsSource"] as? String == "cache" {
+                if let get = client.call("get", #"{"key":"f000"}"#, id: 2), let r = get["result"] as? [String: Any],
+                   let flag = r["flag"] as? [String: Any], let props = flag["properties"] as? [String: Any],
+                   let v = (props["v"] as? NSNumber)?.intValue, r["source"] as? String == "cache" {
+                    record.setCacheCheck(expectedCache == v ? "ok" : "cache serves v\(v), disk had \(expectedCache.map(String.init) ?? "none")")
+                }
+            }
+            var id = 10
+            while true {
+                let v = version.next()
+                do {
+                    let (status, body) = try httpCall("PUT", base + "/admin/apps/\(app.code)", app.definition(version: v))
+                    guard status == 200 else { record.error("admin PUT: HTTP \(status) \(body.prefix(200))"); return }
+                } catch {
+                    record.error("admin PUT: \(error)")
+                    return
+                }
+                id += 1
+                record.started(at: monotonicNow(), version: v)
+                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"refresh"}"#),
+                      let answer = client.readLine() else { return }  // killed
+                guard answer.contains(#""error":null"#) else {
+                    record.error("refresh: \(answer.prefix(200))")
+                    return
+                }
+                // The version now served (a refresh that joined one in flight answers with that
+                // one's response, which may be older than `v`).
+                id += 1
+                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"get","params":{"key":"f000"}}"#),
+                      let get = client.readLine() else { return }  // killed
+                if let range = get.range(of: #""v":"#),
+                   let served = Int(get[range.upperBound...].prefix { $0.isNumber }) {
+                    record.acked(served)
+                }
+            }
+        }
+        loop.start()
+
+        // Kill 0–50 ms after refresh number k (1…3) started.
+        let k = Int.random(in: 1...3, using: &random)
+        let delay = Double.random(in: 0...0.050, using: &random)
+        let waitDeadline = monotonicNow() + 15
+        var kStart: Double?
+        while kStart == nil && !record.isFinished && monotonicNow() < waitDeadline {
+            kStart = record.start(k)
+            if kStart == nil { sleepSeconds(0.0002) }
+        }
+        if let kStart { sleepSeconds(kStart + delay - monotonicNow()) }
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        unlink(o.work + "/agent.pid")
+        while !record.isFinished { sleepSeconds(0.001) }
+        killDelays.append(delay)
+        let seen = record.snapshot
+        refreshesStarted += seen.starts
+        refreshesAcked += seen.acked.count
+        if kStart == nil { violation("refresh \(k) never started: \(seen.errors.first ?? "the loop stopped")", cycle: cycle) }
+        if let e = seen.errors.first { violation("refresh loop: \(e)", cycle: cycle) }
+        if let c = seen.cache {
+            cacheServed += 1
+            if c != "ok" { cacheMismatch.append("cycle \(cycle): \(c)") }
+        }
+
+        // ST-6: the file on disk now.
+        if access(statePath + ".tmp", F_OK) == 0 { tmpLeftovers += 1 }
+        do {
+            switch try readStateFile(statePath) {
+            case .missing:
+                outcomes["no file (killed before the first save)", default: 0] += 1
+                if lastStored != nil { violation("the state file vanished (it held version \(lastStored!))", cycle: cycle) }
+            case .noFlags:
+                outcomes["no flags stored (killed before the first response was saved)", default: 0] += 1
+                if lastStored != nil { violation("stored flags vanished (version \(lastStored!) was on disk)", cycle: cycle) }
+            case .flags(let snapshot):
+                let v = try app.check(snapshot)
+                if let old = lastStored, v < old {
+                    violation("version went back: \(v) on disk after \(old)", cycle: cycle)
+                }
+                if v > version.current { violation("version \(v) was never served", cycle: cycle) }
+                if let inFlight = seen.lastStarted, v == inFlight {
+                    outcomes["complete: the response of the last refresh started (new)", default: 0] += 1
+                } else if let old = lastStored, v == old {
+                    outcomes["complete: the response stored before this run of the agent (old)", default: 0] += 1
+                } else {
+                    outcomes["complete: an earlier response of this run (old)", default: 0] += 1
+                }
+                if let lastAcked = seen.acked.last, v < lastAcked { olderThanAcked += 1 }
+                lastStored = v
+            }
+        } catch {
+            outcomes["INVALID", default: 0] += 1
+            violation("state file invalid: \(error)", cycle: cycle)
+        }
+        if violations.count >= 10 { break }
+        if cycle % 100 == 0 {
+            print(String(format: "kill9: %d kills, %.0f s, %d refreshes started, %d answered, violations %d",
+                         cycle, monotonicNow() - started, refreshesStarted, refreshesAcked, violations.count))
+            fflush(nil)
+        }
+    }
+
+    // A last start: the agent must come up from whatever the last kill left, without damage.
+    notify.drain()
+    if let pid = try? spawn([o.bin + "/pushwoosh-agentd", "--config", o.work + "/agent.conf"],
+                            environment: environment, stderrPath: logPath) {
+        try? "\(pid)\n".write(toFile: o.work + "/agent.pid", atomically: false, encoding: .utf8)
+        if notify.wait(for: "READY=1", timeout: 15) == nil { violation("no READY=1 after the last kill", cycle: o.kills + 1) }
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        unlink(o.work + "/agent.pid")
+        if let log = try? String(contentsOfFile: logPath, encoding: .utf8), log.contains("stored state damaged") {
+            violation("the agent logged 'stored state damaged' after the last kill", cycle: o.kills + 1)
+        }
+    }
+    let damagedAside = ((try? FileManager.default.contentsOfDirectory(atPath: stateDir)) ?? []).filter { $0.contains(".damaged-") }
+    if !damagedAside.isEmpty { violation("damaged files set aside: \(damagedAside)", cycle: o.kills + 1) }
+
+    let sortedDelays = killDelays.sorted()
+    print("kill9 results (seed \(o.seed)):")
+    print("  kills: \(killDelays.count) (SIGKILL 0–50 ms after refresh 1–3 started; delay median \(String(format: "%.1f", (sortedDelays.isEmpty ? 0 : sortedDelays[sortedDelays.count / 2]) * 1000)) ms)")
+    print("  refreshes started: \(refreshesStarted), answered before the kill: \(refreshesAcked)")
+    print("  state found after each kill:")
+    for (kind, n) in outcomes.sorted(by: { $0.key < $1.key }) { print("    \(kind): \(n)") }
+    print("  restarts that served the stored flags from the cache: \(cacheServed) (mismatches with disk: \(cacheMismatch.count))")
+    for m in cacheMismatch.prefix(5) { print("    \(m)") }
+    print("  on disk older than the flags served after the last answered refresh (expected 0: the agent saves before it answers): \(olderThanAcked)")
+    print("  kills that landed inside a write (state.json.tmp left behind; never read, truncated by the next save): \(tmpLeftovers)")
+    print(String(format: "  time: %.0f s", monotonicNow() - started))
+    print("  violations: \(violations.count)")
+    for v in violations { print("    \(v)") }
+    fflush(nil)
+    return violations.isEmpty ? 0 : 1
+}
+
+// MARK: - Entry
+
+let args = Array(CommandLine.arguments.dropFirst())
+guard let command = args.first else { die("usage: fault-helper kill9|notify|rpc|check-state|http …") }
+switch command {
+case "kill9":
+    var o = Kill9Options()
+    var i = 1
+    func value() -> String {
+        i += 1
+        guard i < args.count else { die("\(args[i - 1]) needs a value") }
+        return args[i]
+    }
+    while i < args.count {
+        switch args[i] {
+        case "--bin": o.bin = value()
+        case "--work": o.work = value()
+        case "--kills": o.kills = Int(value()) ?? 0
+        case "--seed": o.seed = UInt64(value()) ?? 0
+        case "--flags": o.flags = Int(value()) ?? 0
+        default: die("unknown option \(args[i])")
+        }
+        i += 1
+    }
+    guard !o.bin.isEmpty, !o.work.isEmpty, o.kills > 0, o.flags > 0 else { die("kill9 needs --bin DIR --work DIR") }
+    exit(runKill9(o))
+
+case "notify":
+    guard args.count == 2 else { die("usage: notify PATH") }
+    let receiver: DatagramReceiver
+    do { receiver = try DatagramReceiver(path: args[1]) } catch { die("\(error)") }
+    signal(SIGTERM) { _ in exit(0) }
+    while let message = receiver.receive(timeout: nil) {
+        print(message.replacingOccurrences(of: "\n", with: " | "))
+        fflush(nil)
+    }
+
+case "rpc":
+    guard args.count == 3 || args.count == 4 else { die("usage: rpc SOCKET METHOD [PARAMS]") }
+    do {
+        let client = try LineClient(path: args[1], timeout: 10)
+        let params = args.count == 4 ? args[3] : "{}"
+        guard client.send(#"{"jsonrpc":"2.0","id":1,"method":"\#(args[2])","params":\#(params)}"#),
+              let line = client.readLine() else { die("no answer") }
+        print(line)
+    } catch { die("\(error)") }
+
+case "check-state":
+    guard args.count == 2 else { die("usage: check-state FILE") }
+    do {
+        switch try readStateFile(args[1]) {
+        case .missing: print("none")
+        case .noFlags: print("none")
+        case .flags(let s):
+            let versions = Set(s.flags.values.map(\.properties.v))
+            print("flags \(s.flags.count) version \(versions.count == 1 ? String(versions.first!) : "mixed \(versions.sorted())")")
+        }
+    } catch {
+        print("invalid: \(error)")
+        exit(1)
+    }
+
+case "app":
+    guard args.count == 3, let count = Int(args[1]), let version = Int(args[2]) else { die("usage: app FLAGS VERSION") }
+    print(VersionedApp(count: count).definition(version: version))
+
+case "http":
+    guard args.count == 3 || args.count == 4 else { die("usage: http METHOD URL [BODY]") }
+    do {
+        let (status, body) = try httpCall(args[1], args[2], args.count == 4 ? args[3] : nil)
+        print(status)
+        print(body)
+    } catch { die("\(error)") }
+
+default:
+    die("unknown command \(command)")
+}
