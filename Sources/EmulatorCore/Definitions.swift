@@ -169,7 +169,7 @@ struct ObjectReader {
                 integer: Bool = false) throws(DefinitionError) -> Double? {
         guard let v = members[key] else { return nil }
         guard case .number(let n) = v, range?.contains(n) ?? true, !integer || n.rounded() == n else {
-            throw DefinitionError(at(key), "expected \(expectation), found \(v.kindName == "number" ? "\(SortedJSONWriter.string(v))" : v.kindName)")
+            throw DefinitionError(at(key), "expected \(expectation), found \(v.kindName == "number" ? "\(JSONWriter.string(v))" : v.kindName)")
         }
         return n
     }

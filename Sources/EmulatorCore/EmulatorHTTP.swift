@@ -46,7 +46,7 @@ public struct EmulatorResponse: Sendable, Equatable {
 
     public static func json(_ status: Int, _ value: JSONValue, headers: [HeaderField] = []) -> EmulatorResponse {
         EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,
-                     body: SortedJSONWriter.bytes(value))
+                     body: JSONWriter.encode(value))
     }
 
     /// The body parsed as JSON (tests).

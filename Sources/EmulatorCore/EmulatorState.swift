@@ -122,7 +122,7 @@ public struct Outcome: Sendable {
         switch body {
         case .json(let v):
             return EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,
-                                body: SortedJSONWriter.bytes(v))
+                                body: JSONWriter.encode(v))
         case .raw(let bytes, let contentType):
             return EmulatorResponse(status: status, headers: [HeaderField("Content-Type", contentType)] + headers, body: bytes)
         }

@@ -69,7 +69,7 @@ public struct Fault: Sendable, Equatable {
         }
         if let body = r.members["body"] {
             guard body == .string("garbage") else {
-                throw DefinitionError([.key("body")], "expected \"garbage\", found \(SortedJSONWriter.string(body))")
+                throw DefinitionError([.key("body")], "expected \"garbage\", found \(JSONWriter.string(body))")
             }
             kinds.append(.garbage)
         }

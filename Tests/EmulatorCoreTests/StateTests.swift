@@ -29,11 +29,11 @@ struct Harness {
         var request: [String: JSONValue] = ["application": .string(app), "hwid": .string(hwid), "v": "7.2.10", "device_type": 1]
         request.merge(fields) { _, new in new }
         return state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/\(method)", headers: headers,
-                                            body: SortedJSONWriter.bytes(["request": .object(request)])), now: now)
+                                            body: JSONWriter.encode(["request": .object(request)])), now: now)
     }
 
     mutating func admin(_ verb: String, _ path: String, _ body: JSONValue? = nil, query: [String: String] = [:]) -> Outcome {
-        state.handle(EmulatorRequest(method: verb, path: path, query: query, body: body.map(SortedJSONWriter.bytes) ?? []), now: now)
+        state.handle(EmulatorRequest(method: verb, path: path, query: query, body: body.map(JSONWriter.encode) ?? []), now: now)
     }
 }
 

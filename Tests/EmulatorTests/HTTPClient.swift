@@ -44,7 +44,7 @@ struct Client {
     }
 
     func send(_ verb: String, _ path: String, json: JSONValue, headers: [String: String] = [:]) async throws -> Reply {
-        try await send(verb, path, body: Data(SortedJSONWriter.bytes(json)), headers: headers)
+        try await send(verb, path, body: Data(JSONWriter.encode(json)), headers: headers)
     }
 
     /// A device API call with the common fields of PROTOCOL A.1.

@@ -1,10 +1,22 @@
-
+/// A step from a JSON value into one of its members or elements.
+public enum JSONPathComponent: Sendable, Hashable {
+    case key(String)
+    case index(Int)
+}
 
 /// Why a byte sequence is not one JSON value (RFC 8259).
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Byte offset where the problem was found.
     public var offset: Int
     public var reason: String
+    /// The object holding a duplicate key (only with `DuplicateKeys.reject`).
+    public var path: [JSONPathComponent] = []
+
+    public init(offset: Int, reason: String, path: [JSONPathComponent] = []) {
+        self.offset = offset
+        self.reason = reason
+        self.path = path
+    }
 
     public var description: String { "\(reason) at byte \(offset)" }
 }
@@ -22,11 +34,20 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 public enum JSONReader {
     public static let maximumDepth = 512
 
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+    /// What a key that appears twice in one object means.
+    public enum DuplicateKeys: Sendable {
+        /// The last one wins (PROTOCOL A.3).
+        case lastWins
+        /// An error naming the object's path (the emulator's definitions, PROTOCOL D.1).
+        case reject
+    }
+
+    public static func parse(_ bytes: UnsafeRawBufferPointer, duplicateKeys: DuplicateKeys = .lastWins) throws(JSONParseError) -> JSONValue {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw JSONParseError(offset: 0, reason: "empty input")
         }
         var parser = Parser(p: base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        parser.tracksPath = duplicateKeys == .reject
         let value = try parser.parseValue()
         parser.skipWhitespace()
         if parser.i != parser.count {
@@ -35,12 +56,12 @@ public enum JSONReader {
         return value
     }
 
-    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
-        try withUnsafeBytesTyped(bytes) { (raw) throws(JSONParseError) in try parse(raw) }
+    public static func parse(_ bytes: [UInt8], duplicateKeys: DuplicateKeys = .lastWins) throws(JSONParseError) -> JSONValue {
+        try withUnsafeBytesTyped(bytes) { (raw) throws(JSONParseError) in try parse(raw, duplicateKeys: duplicateKeys) }
     }
 
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
-        try parse(Array(text.utf8))
+    public static func parse(_ text: String, duplicateKeys: DuplicateKeys = .lastWins) throws(JSONParseError) -> JSONValue {
+        try parse(Array(text.utf8), duplicateKeys: duplicateKeys)
     }
 }
 
@@ -60,6 +81,9 @@ private struct Parser {
     let count: Int
     var i = 0
     var depth = 0
+    /// Set to reject duplicate keys; the path is tracked only then (the socket's hot path does not pay for it).
+    var tracksPath = false
+    var path: [JSONPathComponent] = []
 
     init(p: UnsafePointer<UInt8>, count: Int) {
         self.p = p
@@ -126,7 +150,14 @@ private struct Parser {
             skipWhitespace()
             guard i < count, p[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1
-            members[key] = try parseValue()
+            if tracksPath {
+                if members[key] != nil { throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path) }
+                path.append(.key(key))
+                members[key] = try parseValue()
+                path.removeLast()
+            } else {
+                members[key] = try parseValue()
+            }
             skipWhitespace()
             guard i < count else { throw fail("unexpected end of input in an object") }
             if p[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -148,7 +179,13 @@ private struct Parser {
             return .array(elements)
         }
         while true {
-            elements.append(try parseValue())
+            if tracksPath {
+                path.append(.index(elements.count))
+                elements.append(try parseValue())
+                path.removeLast()
+            } else {
+                elements.append(try parseValue())
+            }
             skipWhitespace()
             guard i < count else { throw fail("unexpected end of input in an array") }
             if p[i] == UInt8(ascii: ",") { i += 1; continue }
