@@ -87,20 +87,8 @@ public struct DeviceCall: Sendable, Hashable {
     }
 }
 
-/// A flag as `get` serves it.
-public struct ServedFlag: Sendable, Equatable {
-    public var key: String
-    public var isEnabled: Bool
-    public var ruleId: String
-    public var properties: [String: JSONValue]
-
-    public init(key: String, isEnabled: Bool, ruleId: String, properties: [String: JSONValue] = [:]) {
-        self.key = key
-        self.isEnabled = isEnabled
-        self.ruleId = ruleId
-        self.properties = properties
-    }
-}
+/// A flag as `get` serves it: the core's own type.
+public typealias ServedFlag = FeatureFlag
 
 /// One `get` answer, with when it was asked and answered and whose it should be.
 public struct FlagObservation: Sendable {

@@ -1,19 +1,10 @@
+import AgentCore
 import Foundation
 
-/// A small seeded generator (SplitMix64): the same seed drives the same choices.
-public struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// The soak runner's draws on AgentCore's seeded generator: the same seed drives the same choices.
+extension SeededRandom {
     public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     public mutating func chance(_ p: Double) -> Bool { unit() < p }
-    /// Exponentially distributed with this mean.
     public mutating func exponential(mean: Double) -> Double { -log(1 - unit()) * mean }
 }
 
