@@ -47,7 +47,7 @@ let package = Package(
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["Soak"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),

@@ -1,3 +1,4 @@
+import AgentPosix
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -74,39 +75,12 @@ public final class ChildProcesses: Sendable {
             argv = ["setpriv", "--pdeathsig", "KILL", "--"] + argv
             path = setpriv
         }
-        var fileActions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&fileActions)
-        defer { posix_spawn_file_actions_destroy(&fileActions) }
-        posix_spawn_file_actions_addopen(&fileActions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&fileActions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&fileActions, 1, 2)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        let cEnv: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for p in cArgs { free(p) }
-            for p in cEnv { free(p) }
+        let pid: pid_t
+        switch ChildProcess.spawn(path: path, arguments: Array(argv.dropFirst()), environment: environment,
+                                  output: .appendBoth(logPath), newProcessGroup: true) {
+        case .success(let started): pid = started
+        case .failure(let error): throw HTTPError("cannot start \(executable): \(error.message)")
         }
-        var pid: pid_t = 0
-        let rc = cArgs.withUnsafeBufferPointer { a in
-            cEnv.withUnsafeBufferPointer { e in
-                posix_spawn(&pid, path, &fileActions, &attributes, a.baseAddress!, e.baseAddress!)
-            }
-        }
-        guard rc == 0 else { throw HTTPError("cannot start \(executable): \(String(cString: strerror(rc)))") }
         children.withLock { $0[pid] = Child(pid: pid, name: name, logPath: logPath, startedAt: now()) }
         return pid
     }

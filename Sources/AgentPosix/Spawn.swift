@@ -1,0 +1,60 @@
+import Glibc
+
+/// Starts a child process with `posix_spawn`: standard input from /dev/null, output to
+/// files, signal mask cleared and the usual terminating signals reset to their defaults
+/// (a parent that blocks or ignores them must not pass that on). Used by the soak runner
+/// and the benchmarks to start agents and emulators.
+public enum ChildProcess {
+    public enum Output: Sendable {
+        /// Standard output truncated into this file; standard error into `stderr`.
+        case files(stdout: String, stderr: String)
+        /// Both appended to one log file.
+        case appendBoth(String)
+    }
+
+    /// Returns the child's pid, or the `posix_spawn` error number.
+    public static func spawn(path: String, arguments: [String], environment: [String: String],
+                             output: Output, newProcessGroup: Bool = false) -> Result<pid_t, PosixError> {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        switch output {
+        case .files(let stdout, let stderr):
+            posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        case .appendBoth(let log):
+            posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        if newProcessGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let rc = argv.withUnsafeBufferPointer { a in
+            envp.withUnsafeBufferPointer { e in posix_spawn(&pid, path, &actions, &attributes, a.baseAddress!, e.baseAddress!) }
+        }
+        return rc == 0 ? .success(pid) : .failure(PosixError(errno: rc, call: "posix_spawn", path: path))
+    }
+}
