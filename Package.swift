@@ -26,13 +26,15 @@ let package = Package(
                        providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
         // epoll, eventfd, signalfd: in glibc, but not imported by the toolchain's Glibc module.
         .systemLibrary(name: "CLinux"),
 
         // MARK: The agent
         .target(name: "AgentCore", swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CLinux"], swiftSettings: strict),
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
         .target(name: "AgentDaemon",
                 dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih"],

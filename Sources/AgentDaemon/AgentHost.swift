@@ -32,3 +32,22 @@ final class AgentHost {
         }
     }
 }
+
+/// The network as the agent sees it: each answer is handed to the agent, then the loop
+/// timer follows the agent's next deadline (an answer can move it: backoff, expiry).
+final class RearmingTransport: HTTPTransport {
+    private let base: any HTTPTransport
+    private unowned let host: AgentHost
+
+    init(_ base: any HTTPTransport, host: AgentHost) {
+        self.base = base
+        self.host = host
+    }
+
+    func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) {
+        base.send(request) { [unowned host] outcome in
+            completion(outcome)
+            host.rearm()
+        }
+    }
+}

@@ -35,14 +35,9 @@ public final class Daemon {
         host = AgentHost(loop: loop)
 
         let store = try FileStateStore(directory: configuration.stateDirectory)
-        let loop = self.loop
-        let boundHost = LoopBound(host)
-        let transport = URLSessionTransport(deliver: { work in
-            loop.post {
-                work()
-                boundHost.value.rearm()
-            }
-        })
+        let host = self.host
+        let transport = RearmingTransport(
+            CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), host: host)
         let agent = Agent(settings: Self.agentSettings(configuration), clock: SystemClock(), transport: transport,
                           store: store, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)

@@ -1,0 +1,297 @@
+import AgentCore
+import CCurl
+import FoundationEssentials
+import Glibc
+
+/// The real network: libcurl's multi interface driven by the agent's own event loop
+/// (the pattern of curl's `docs/examples/ephiperfifo.c`). libcurl tells the loop which
+/// sockets to watch (`CURLMOPT_SOCKETFUNCTION`) and when to call back
+/// (`CURLMOPT_TIMERFUNCTION`); readiness and the timer call `curl_multi_socket_action`.
+/// No thread of its own: every callback, and every completion, runs on the loop thread.
+///
+/// What each request gets: TLS with the system's CA store (libcurl's default), connection
+/// reuse across requests (the multi handle's connection cache), `RequestTimeout=` as a hard
+/// bound on the whole request (`CURLOPT_TIMEOUT_MS`), every encoding libcurl was built
+/// with (gzip among them), proxies from `http_proxy`/`https_proxy`/`no_proxy` as libcurl
+/// reads them, `http`/`https` only, no redirects, and a response body of at most
+/// `maximumBodyBytes`.
+///
+/// Loop thread only, like the loop's own registrations.
+public final class CurlTransport: HTTPTransport {
+    /// A response body larger than this is abandoned ("no response"): 16 MiB is far above
+    /// any flags answer and far below what would hurt the host.
+    public static let defaultMaximumBodyBytes = 16 << 20
+
+    private let loop: EventLoop
+    private let multi: UnsafeMutableRawPointer
+    private let userAgent: String?
+    private let maximumBodyBytes: Int
+    private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var timer: EventLoop.TimerHandle?
+
+    /// `curl_global_init` once per process, before the first handle (it is not
+    /// thread-safe in libcurl 7.88; Swift runs a global's initialiser exactly once).
+    private static let globalInit: Int32 = Int32(curl_global_init(Int(CURL_GLOBAL_DEFAULT)).rawValue)
+
+    public init(loop: EventLoop, userAgent: String? = nil, maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) {
+        precondition(Self.globalInit == 0, "curl_global_init failed (\(Self.globalInit))")
+        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        self.loop = loop
+        self.multi = multi
+        self.userAgent = userAgent
+        self.maximumBodyBytes = maximumBodyBytes
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = pw_curl_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
+        _ = pw_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
+        _ = pw_curl_multi_setopt_socket_callback(multi) { _, fd, what, user, _ in
+            Unmanaged<CurlTransport>.fromOpaque(user!).takeUnretainedValue().watch(fd, what: what)
+            return 0
+        }
+        _ = pw_curl_multi_setopt_timer_callback(multi) { _, milliseconds, user in
+            Unmanaged<CurlTransport>.fromOpaque(user!).takeUnretainedValue().arm(milliseconds: milliseconds)
+            return 0
+        }
+    }
+
+    deinit {
+        // Shutting down: requests in flight are abandoned without their completions.
+        for (_, transfer) in transfers {
+            curl_multi_remove_handle(multi, transfer.easy)
+            transfer.release()
+        }
+        if let timer { loop.cancel(timer) }
+        curl_multi_cleanup(multi)
+    }
+
+    /// Requests in flight (tests: nothing is left behind).
+    public var inFlight: Int { transfers.count }
+
+    // MARK: Sending
+
+    public func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) {
+        loop.assertOnLoopThread()
+        guard let easy = curl_easy_init() else {
+            finishSoon(completion, .noResponse(reason: "curl_easy_init failed: out of memory"))
+            return
+        }
+        let transfer = Transfer(easy: easy, completion: completion, maximumBodyBytes: maximumBodyBytes)
+        let key = Unmanaged.passUnretained(transfer).toOpaque()
+        var failed: CURLcode = CURLE_OK
+        func set(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
+
+        set(pw_curl_easy_setopt_string(easy, CURLOPT_URL, request.url))
+        set(pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        set(pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        set(pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
+        set(pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""))  // all built in: gzip, deflate, br
+        if let userAgent { set(pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent)) }
+        set(pw_curl_easy_setopt_long(easy, CURLOPT_POST, 1))
+        set(pw_curl_easy_setopt_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)))
+        request.body.withUnsafeBytes { raw in
+            // COPYPOSTFIELDS copies: the body need not outlive this call. An empty body
+            // still needs a valid pointer.
+            var empty: UInt8 = 0
+            let pointer = raw.baseAddress ?? withUnsafeMutablePointer(to: &empty) { UnsafeRawPointer($0) }
+            set(pw_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: pointer)))
+        }
+        for header in request.headers { transfer.appendHeader("\(header.name): \(header.value)") }
+        transfer.appendHeader("Expect:")  // no 100-continue round trip for larger bodies
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(transfer.headerList)))
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, key))
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, key))
+        set(pw_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
+            Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().receiveBody(data, size * count)
+        })
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, key))
+        set(pw_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
+            Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().receiveHeader(data, size * count)
+        })
+        if failed != CURLE_OK {
+            let reason = "request not sent: \(Self.describe(failed, detail: transfer.errorDetail))"
+            transfer.release()
+            finishSoon(completion, .noResponse(reason: reason))
+            return
+        }
+        transfers[key] = transfer
+        let added = curl_multi_add_handle(multi, easy)
+        if added != CURLM_OK {
+            transfers[key] = nil
+            transfer.release()
+            finishSoon(completion, .noResponse(reason: "request not sent: \(String(cString: curl_multi_strerror(added)))"))
+        }
+        // The first step happens from the timer libcurl has just asked for: `completion`
+        // never runs inside `send`.
+    }
+
+    /// Completes on the next pass of the loop (the HTTPTransport contract: never inside `send`).
+    private func finishSoon(_ completion: @escaping (HTTPOutcome) -> Void, _ outcome: HTTPOutcome) {
+        loop.schedule(at: loop.now) { completion(outcome) }
+    }
+
+    private static func milliseconds(_ seconds: Seconds) -> Int {
+        guard seconds.isFinite, seconds > 0 else { return 0 }  // 0: libcurl's "no timeout"
+        return seconds >= 1e9 ? 1_000_000_000_000 : max(1, Int((seconds * 1000).rounded(.up)))
+    }
+
+    // MARK: libcurl's callbacks
+
+    /// CURLMOPT_SOCKETFUNCTION: watch `fd` for what libcurl waits for, or stop.
+    private func watch(_ fd: Int32, what: Int32) {
+        if what == CURL_POLL_REMOVE {
+            loop.unregister(fd)
+            return
+        }
+        var interest: EventLoop.Interest = []
+        if what & CURL_POLL_IN != 0 { interest.insert(.read) }
+        if what & CURL_POLL_OUT != 0 { interest.insert(.write) }
+        do {
+            if loop.isRegistered(fd) {
+                try loop.modify(fd, interest: interest)
+            } else {
+                try loop.register(fd, interest: interest) { [unowned self] events in self.ready(fd, events) }
+            }
+        } catch {
+            // epoll refused the descriptor (out of memory): tell libcurl it failed; the
+            // request ends with an error instead of waiting forever.
+            var running: Int32 = 0
+            curl_multi_socket_action(multi, fd, CURL_CSELECT_ERR, &running)
+            collectFinished()
+        }
+    }
+
+    /// CURLMOPT_TIMERFUNCTION: one timer, re-armed at what libcurl asks (-1: none).
+    private func arm(milliseconds: Int) {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        guard milliseconds >= 0 else { return }
+        timer = loop.schedule(at: loop.now + Double(milliseconds) / 1000) { [unowned self] in
+            self.timer = nil
+            var running: Int32 = 0
+            curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running)
+            collectFinished()
+        }
+    }
+
+    private func ready(_ fd: Int32, _ events: EventLoop.Events) {
+        var flags: Int32 = 0
+        if events.contains(.readable) { flags |= CURL_CSELECT_IN }
+        if events.contains(.writable) { flags |= CURL_CSELECT_OUT }
+        if events.contains(.error) || events.contains(.hangup) { flags |= CURL_CSELECT_ERR }
+        var running: Int32 = 0
+        curl_multi_socket_action(multi, fd, flags, &running)
+        collectFinished()
+    }
+
+    /// Hands every finished transfer's outcome to its completion, after libcurl has let go
+    /// of it (a completion may send the next request at once).
+    private func collectFinished() {
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let result = message.pointee.data.result
+            var privateData: UnsafeMutableRawPointer?
+            _ = withUnsafeMutablePointer(to: &privateData) {
+                pw_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, UnsafeMutableRawPointer($0))
+            }
+            curl_multi_remove_handle(multi, easy)
+            guard let key = privateData, let transfer = transfers.removeValue(forKey: key) else {
+                curl_easy_cleanup(easy)
+                continue
+            }
+            let outcome = outcome(of: transfer, result: result)
+            transfer.release()
+            transfer.completion(outcome)
+        }
+    }
+
+    private func outcome(of transfer: Transfer, result: CURLcode) -> HTTPOutcome {
+        if transfer.bodyTooLarge {
+            return .noResponse(reason: "response body over \(maximumBodyBytes) bytes")
+        }
+        guard result == CURLE_OK else {
+            return .noResponse(reason: Self.describe(result, detail: transfer.errorDetail))
+        }
+        var status = 0
+        _ = pw_curl_easy_getinfo_long(transfer.easy, CURLINFO_RESPONSE_CODE, &status)
+        guard status > 0 else { return .noResponse(reason: "no HTTP status line") }
+        return .response(status: status, headers: transfer.responseHeaders, body: Data(transfer.body))
+    }
+
+    /// "Timeout was reached: Operation timed out after 1000 milliseconds … (curl 28)".
+    static func describe(_ code: CURLcode, detail: String) -> String {
+        let summary = String(cString: curl_easy_strerror(code))
+        return (detail.isEmpty ? summary : "\(summary): \(detail)") + " (curl \(code.rawValue))"
+    }
+}
+
+/// One request in flight: its easy handle, header list, error buffer and what has come
+/// back so far. Owned by `CurlTransport.transfers`; libcurl's callbacks reach it through
+/// an unretained pointer.
+private final class Transfer {
+    let easy: UnsafeMutableRawPointer
+    let completion: (HTTPOutcome) -> Void
+    let maximumBodyBytes: Int
+    private(set) var headerList: UnsafeMutablePointer<curl_slist>?
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    var body: [UInt8] = []
+    var responseHeaders: [String: String] = [:]
+    var bodyTooLarge = false
+
+    init(easy: UnsafeMutableRawPointer, completion: @escaping (HTTPOutcome) -> Void, maximumBodyBytes: Int) {
+        self.easy = easy
+        self.completion = completion
+        self.maximumBodyBytes = maximumBodyBytes
+        errorBuffer.initialize(to: 0)
+    }
+
+    func appendHeader(_ line: String) {
+        headerList = curl_slist_append(headerList, line)
+    }
+
+    var errorDetail: String { String(cString: errorBuffer) }
+
+    /// Frees what libcurl was given. Called once the handle is out of the multi handle.
+    func release() {
+        curl_easy_cleanup(easy)
+        curl_slist_free_all(headerList)
+        headerList = nil
+        errorBuffer.deallocate()
+    }
+
+    /// CURLOPT_WRITEFUNCTION: returning less than `count` makes libcurl abort the transfer.
+    func receiveBody(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        guard let data, count > 0 else { return count }
+        if body.count + count > maximumBodyBytes {
+            bodyTooLarge = true
+            return 0
+        }
+        body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: count))
+        return count
+    }
+
+    /// CURLOPT_HEADERFUNCTION: one header line at a time; a new status line (after a
+    /// `100 Continue`) starts the headers afresh. Names are kept lowercase.
+    func receiveHeader(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        guard let data, count > 0 else { return count }
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
+        if line.hasPrefix("HTTP/") {
+            responseHeaders = [:]
+            return count
+        }
+        guard let colon = line.firstIndex(of: ":") else { return count }
+        let name = line[..<colon].lowercased()
+        let value = line[line.index(after: colon)...].trimmingASCIIWhitespace()
+        responseHeaders[name] = value
+        return count
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingASCIIWhitespace() -> String {
+        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else {
+            return ""
+        }
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,41 @@
+// libcurl for Swift: curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are
+// variadic, which Swift cannot call; these typed wrappers are the whole shim.
+#include <curl/curl.h>
+
+typedef size_t (*pw_curl_data_callback)(char *data, size_t size, size_t count, void *user);
+typedef int (*pw_curl_socket_callback)(CURL *easy, curl_socket_t fd, int what, void *user, void *socket_user);
+typedef int (*pw_curl_timer_callback)(CURLM *multi, long timeout_ms, void *user);
+
+static inline CURLcode pw_curl_easy_setopt_long(CURL *easy, CURLoption option, long value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode pw_curl_easy_setopt_offset(CURL *easy, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode pw_curl_easy_setopt_pointer(CURL *easy, CURLoption option, void *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode pw_curl_easy_setopt_string(CURL *easy, CURLoption option, const char *value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode pw_curl_easy_setopt_data_callback(CURL *easy, CURLoption option, pw_curl_data_callback value) {
+    return curl_easy_setopt(easy, option, value);
+}
+static inline CURLcode pw_curl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+static inline CURLMcode pw_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return curl_multi_setopt(multi, option, value);
+}
+static inline CURLMcode pw_curl_multi_setopt_pointer(CURLM *multi, CURLMoption option, void *value) {
+    return curl_multi_setopt(multi, option, value);
+}
+static inline CURLMcode pw_curl_multi_setopt_socket_callback(CURLM *multi, pw_curl_socket_callback value) {
+    return curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, value);
+}
+static inline CURLMcode pw_curl_multi_setopt_timer_callback(CURLM *multi, pw_curl_timer_callback value) {
+    return curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, value);
+}
+static inline CURLcode pw_curl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void *value) {
+    return curl_easy_getinfo(easy, info, (char **)value);
+}
