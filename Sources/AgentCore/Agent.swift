@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Everything the core needs to know from the configuration.
 public struct AgentSettings: Sendable, Equatable {
@@ -688,7 +688,7 @@ public final class Agent {
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { String(format: "%02X", $0) }.joined()
+        let hex = bytes.hexString(uppercase: true)
         let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4),
                      hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
         return parts.joined(separator: "-")
@@ -696,7 +696,7 @@ public final class Agent {
 
     /// A simulated APNs device token: 32 bytes, lowercase hex (A.2).
     static func makePushToken(using random: inout some RandomNumberGenerator) -> String {
-        (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &random)) }.joined()
+        (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }.hexString()
     }
 }
 

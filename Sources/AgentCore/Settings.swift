@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Durations are seconds (`Double`): monotonic for scheduling, wall for validity.
 public typealias Seconds = Double

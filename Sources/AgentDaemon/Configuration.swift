@@ -1,6 +1,8 @@
 import AgentCore
+import AgentPosix
 import CInih
-import Foundation
+import FoundationEssentials
+import Glibc
 
 // PROTOCOL C.1: the agent's configuration file, a systemd-style INI parsed by
 // libinih. Every error names the file, the line and the key; the agent then
@@ -143,21 +145,18 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 extension AgentConfiguration {
     /// Reads and parses `path`. A missing or unreadable file is an error naming it.
     public static func load(file path: String, environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
-        let data: Data
+        let bytes: [UInt8]
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+            bytes = try readWholeFile(path)
         } catch {
-            let reason: String
-            if access(path, F_OK) != 0 {
-                reason = "cannot read the configuration file: no such file"
-            } else if access(path, R_OK) != 0 {
-                reason = "cannot read the configuration file: permission denied"
-            } else {
-                reason = "cannot read the configuration file: \((error as NSError).localizedDescription)"
+            let reason = switch error.errno {
+            case ENOENT: "no such file"
+            case EACCES: "permission denied"
+            default: error.message
             }
-            throw ConfigurationError(file: path, line: nil, key: nil, message: reason)
+            throw ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the configuration file: \(reason)")
         }
-        return try parse(Array(data), file: path, environment: environment)
+        return try parse(bytes, file: path, environment: environment)
     }
 
     /// Parses configuration text; `file` names it in errors.
@@ -313,7 +312,7 @@ private final class INIContext {
             }
             previousIsSpace = c == " " || c == "\t"
         }
-        return result.trimmingCharacters(in: .whitespaces)
+        return result.trimmingWhitespace()
     }
 }
 
@@ -406,7 +405,7 @@ private struct RawValues {
 /// Value syntaxes of C.1, shared with the command line.
 enum ConfigValue {
     static func serverURL(_ raw: String) throws(ValueError) -> String {
-        var s = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        var s = raw.trimmingWhitespace()
         let lower = s.lowercased()
         guard lower.hasPrefix("http://") || lower.hasPrefix("https://"),
               let url = URL(string: s), let host = url.host, !host.isEmpty

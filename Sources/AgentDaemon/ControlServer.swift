@@ -1,7 +1,7 @@
 import AgentCore
 import AgentPosix
 import AgentWire
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The socket API (PROTOCOL B): line-delimited JSON-RPC 2.0 on a Unix stream socket,

@@ -2,7 +2,7 @@ import AgentCore
 import AgentPosix
 import AgentSystemd
 import AgentWire
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The composition root of `pushwoosh-agentd`: configuration, the core agent with its real
@@ -57,7 +57,8 @@ public final class Daemon {
         s.device = c.device
         s.initialUserId = c.initialUserId
         var info = DeviceInfo()
-        info.timezoneOffset = TimeZone.current.secondsFromGMT()
+        var now = time(nil), local = tm()
+        if localtime_r(&now, &local) != nil { info.timezoneOffset = local.tm_gmtoff }  // A.2 `timezone`
         var uts = utsname()
         if uname(&uts) == 0 {
             info.osVersion = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }

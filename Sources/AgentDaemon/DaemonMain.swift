@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (PROTOCOL C).
 public enum DaemonMain {
@@ -8,7 +9,7 @@ public enum DaemonMain {
         do {
             command = try DaemonCommandLine.parse(arguments)
         } catch {
-            FileHandle.standardError.write(Data("pushwoosh-agentd: \(error)\n\(DaemonCommandLine.usage)\n".utf8))
+            writeStandardError("pushwoosh-agentd: \(error)\n\(DaemonCommandLine.usage)\n")
             return 2
         }
         switch command {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// One line per event to standard error: a constant message, then the facts as
@@ -42,8 +42,21 @@ public struct Log: Sendable {
         guard value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) || value.isEmpty else {
             return value
         }
-        let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
-        return "\"\(escaped)\""
+        var escaped = "\""
+        for character in value {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n", "\r\n": escaped += "\\n"
+            default: escaped.append(character)
+            }
+        }
+        return escaped + "\""
     }
+}
+
+/// Writes `text` to standard error in one `write(2)` (usage errors before the log exists).
+func writeStandardError(_ text: String) {
+    var bytes = Array(text.utf8)
+    bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
 }

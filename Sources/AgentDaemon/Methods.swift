@@ -1,6 +1,6 @@
 import AgentCore
 import AgentWire
-import Foundation
+import FoundationEssentials
 
 /// The socket methods of PROTOCOL B.1 and B.2, mapped onto the core.
 enum Methods {

@@ -1,6 +1,6 @@
 import AgentCore
 import AgentWire
-import Foundation
+import FoundationEssentials
 
 /// How the agent describes itself: the `status` method's result (PROTOCOL B.2) and the
 /// `STATUS=` line for systemd (PROTOCOL C).

@@ -1,5 +1,5 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// `PersistentState` in one file, written transactionally (ST-6, STYLE rule 8): a
@@ -28,11 +28,12 @@ public final class FileStateStore: StateStore {
     }
 
     public func load() throws -> StoreLoad {
-        let data: Data
+        let data: [UInt8]
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-            return StoreLoad(state: nil)
+            data = try readWholeFile(path)
+        } catch {
+            if error.errno == ENOENT { return StoreLoad(state: nil) }
+            throw error
         }
         do {
             return StoreLoad(state: try Self.decode(data))
@@ -61,8 +62,7 @@ public final class FileStateStore: StateStore {
         return Array(header.utf8) + body
     }
 
-    static func decode(_ data: Data) throws -> PersistentState {
-        let bytes = [UInt8](data)
+    static func decode(_ bytes: [UInt8]) throws -> PersistentState {
         guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")), newline < 128 else {
             throw FormatError(description: "no header")
         }

@@ -102,3 +102,19 @@ public func monotonicSeconds() -> Double {
 public func ignoreSIGPIPE() {
     _ = signal(SIGPIPE, SIG_IGN)
 }
+
+/// The whole content of the file at `path` (`open`, `read` until end of file, `close`).
+/// Errors name the call and the path, e.g. `open /etc/x: No such file or directory (errno 2)`.
+public func readWholeFile(_ path: String) throws(PosixError) -> [UInt8] {
+    let fd = try retryingEINTR("open", path: path) { open(path, O_RDONLY | O_CLOEXEC) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let n = try retryingEINTR("read", path: path) {
+            chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        }
+        if n == 0 { return bytes }
+        bytes.append(contentsOf: chunk[..<n])
+    }
+}

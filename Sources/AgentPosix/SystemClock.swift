@@ -1,5 +1,5 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
 
 /// The real clocks: CLOCK_MONOTONIC for scheduling (the same base as `EventLoop`), the
 /// system's wall clock for the 24-hour validity of stored flags (ST-1).

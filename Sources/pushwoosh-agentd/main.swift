@@ -1,4 +1,5 @@
 import AgentDaemon
-import Foundation
+import FoundationEssentials
+import Glibc
 
 exit(DaemonMain.run(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment))

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 // The stored form of `PersistentState`, read and written with `JSONReader`/`JSONWriter`
 // (JSONDecoder cost half of the start-up time with 1,000 stored flags). Times are Unix

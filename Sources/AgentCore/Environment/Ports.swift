@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 // The small protocols through which time, disk, randomness and events reach the core
 // (STYLE rule 1). Real implementations live in AgentPosix; deterministic doubles in

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One flag as the server evaluated it for this device and user (FF-1, FF-4).
 public struct FeatureFlag: Sendable, Equatable, Codable {

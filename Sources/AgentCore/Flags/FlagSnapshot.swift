@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A complete (or, in memory only, partial) flags response, bound to the application
 /// code and User ID it was requested for (ST-1, ST-2, ST-5).

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 // Small state machines the agent composes. Each is a struct, given `now`, with no side
 // effects (STYLE rule 2).
@@ -72,7 +72,7 @@ struct RetryPolicy: Sendable {
     /// The delay before retry number `failures` (1-based); `unit` in [0, 1) is the jitter draw.
     func delay(failures: Int, retryAfter: Seconds?, unit: Double) -> Seconds {
         let exponent = Double(min(max(failures - 1, 0), 20))
-        let base = min(cap, floor * pow(2, exponent))
+        let base = min(cap, floor * Double(1 << Int(exponent)))
         // Full jitter in the upper half keeps devices apart without ever going below the floor.
         let jittered = max(floor, base * (0.5 + 0.5 * unit))
         if let retryAfter { return max(jittered, retryAfter) }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A JSON value whose kind is decided from the parsed structure, never by
 /// casting: a Boolean is never a Number and a Number never a Boolean

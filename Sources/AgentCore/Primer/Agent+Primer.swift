@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension Agent {
     /// PR-1..PR-5: presents the push primer to the simulated user and acts on `answer`.

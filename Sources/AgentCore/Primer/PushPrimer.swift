@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 // The push primer (SPEC §7, PR-1..PR-5), pure: the configuration and its validation, the
 // decision to show or suppress, the outcome of the simulated user's answer, and the

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One HTTP POST to the Pushwoosh server (PROTOCOL A.1).
 public struct HTTPRequest: Sendable, Equatable {

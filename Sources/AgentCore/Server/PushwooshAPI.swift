@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The Pushwoosh device API, `json/1.3` (PROTOCOL A): request bodies, the envelope and
 /// the success rule, error classification (RF-7) and the `getFeatureFlags` response
@@ -23,7 +23,7 @@ public enum PushwooshAPI {
     /// Normalises a configured server URL (A.1): trims whitespace, requires `http://` or
     /// `https://` with a host, adds a trailing `/`. Nil when it is not usable.
     public static func normalizedServerURL(_ raw: String) -> String? {
-        let trimmed = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = raw.trimmingWhitespace()
         guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased(),
               scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
         else { return nil }
@@ -142,7 +142,7 @@ public enum PushwooshAPI {
 
     /// `Retry-After` as delta-seconds (HTTP dates are not expected from this API), at most a day.
     static func parseRetryAfter(_ raw: String) -> Seconds? {
-        guard let n = Double(raw.trimmingCharacters(in: .whitespaces)), n >= 0, n.isFinite else { return nil }
+        guard let n = Double(raw.trimmingWhitespace()), n >= 0, n.isFinite else { return nil }
         return min(n, maximumRetryAfter)
     }
 
