@@ -1,18 +1,20 @@
 import Glibc
-import Synchronization
+import Synchronization  // Atomic only
 
-/// One thread's epoll loop: file-descriptor readiness, monotonic timers,
-/// work posted from other threads, and work deferred to the end of the
-/// current iteration (used to flush each connection's output once).
+/// One thread's epoll loop: file-descriptor readiness, monotonic timers, and
+/// work deferred to the end of the current iteration (used to flush each
+/// connection's output once). Everything the daemon does arrives through it,
+/// HTTP included (libcurl's sockets and timer): there is no other thread, so
+/// nothing is ever handed over from one.
 ///
 /// Threading: `run()` is called on one thread, the loop thread. Everything
-/// except `post(_:)`, `stop()`, `wakeups` and `now` must be called on the
-/// loop thread, or before `run()` on the thread that will call it (that is
-/// how a daemon sets the loop up). Handlers run on the loop thread. This is
-/// the invariant behind `@unchecked Sendable`: the mutable state below
-/// (`registrations`, timers, the deferred queue) is only touched by the loop
-/// thread; the cross-thread state (`posted`, `stopRequested`, `wakeupCount`)
-/// is behind a `Mutex` or atomic. Debug builds check the thread.
+/// except `stop()`, `wakeups` and `now` must be called on the loop thread, or
+/// before `run()` on the thread that will call it (that is how a daemon sets
+/// the loop up). Handlers run on the loop thread. This is the invariant behind
+/// `@unchecked Sendable`: the mutable state below (`registrations`, timers,
+/// the deferred queue) is only touched by the loop thread; the cross-thread
+/// state (`stopRequested`, `wakeupCount`, `loopThread`) is atomic. Debug
+/// builds check the thread.
 ///
 /// Idle cost: `epoll_wait` blocks with the next timer's deadline as its
 /// timeout, or forever when there is none; the loop never wakes up
@@ -81,7 +83,6 @@ public final class EventLoop: @unchecked Sendable {
     private var cachedNow: Double
 
     // Cross-thread state.
-    private let posted = Mutex<[@Sendable () -> Void]>([])
     private let stopRequested = Atomic<Bool>(false)
     private let wakeupCount = Atomic<Int>(0)
     /// `pthread_self()` of the thread in `run()`, 0 when not running.
@@ -178,15 +179,6 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Work
 
-    /// Runs `work` on the loop thread soon. Any thread; wakes the loop.
-    public func post(_ work: @escaping @Sendable () -> Void) {
-        let wasEmpty = posted.withLock { queue in
-            queue.append(work)
-            return queue.count == 1
-        }
-        if wasEmpty { wake() }
-    }
-
     /// Runs `work` on the loop thread at the end of the current iteration,
     /// after every handler of this iteration has run (e.g. to flush output
     /// that several handlers queued). Loop thread only.
@@ -237,8 +229,6 @@ public final class EventLoop: @unchecked Sendable {
             try runOnce()
         }
         stopRequested.store(false, ordering: .relaxed)
-        // Work posted before stop() is still carried out.
-        runPosted()
         runDeferred()
     }
 
@@ -269,8 +259,7 @@ public final class EventLoop: @unchecked Sendable {
             let generation = UInt32(truncatingIfNeeded: data >> 32)
             let fd = Int32(bitPattern: UInt32(truncatingIfNeeded: data))
             if generation == 0 {
-                drainWake()
-                runPosted()
+                drainWake()  // stop() from another thread
                 continue
             }
             guard let registration = registrations[fd], registration.generation == generation else { continue }
@@ -299,18 +288,6 @@ public final class EventLoop: @unchecked Sendable {
     private func drainWake() {
         var value: UInt64 = 0
         _ = withUnsafeMutableBytes(of: &value) { Glibc.read(wakeFD.rawValue, $0.baseAddress, 8) }
-    }
-
-    private func runPosted() {
-        while true {
-            let batch = posted.withLock { queue in
-                let batch = queue
-                queue.removeAll(keepingCapacity: true)
-                return batch
-            }
-            if batch.isEmpty { return }
-            for work in batch { work() }
-        }
     }
 
     private func runDeferred() {

@@ -69,14 +69,14 @@ import Testing
         #expect(waitUntil { fired.value == 2 })
     }
 
-    @Test func postFromOtherThreadsWakesTheLoopAndRunsOnIt() throws {
+    @Test func inboxFromOtherThreadsWakesTheLoopAndRunsOnIt() throws {
         let thread = try LoopThread()
         defer { thread.stop() }
         let ran = Shared(0)
         let offThread = Shared(0)
         usleep(20_000)  // let the loop block in epoll_wait with no timers
         DispatchQueue.concurrentPerform(iterations: 200) { _ in
-            thread.loop.post { [loop = thread.loop] in
+            thread.inbox.post { [loop = thread.loop] in
                 if !loop.isOnLoopThread { offThread.update { $0 += 1 } }
                 ran.update { $0 += 1 }
             }
@@ -151,10 +151,10 @@ import Testing
         close(ours)
     }
 
-    @Test func stopEndsRunAndRunsWorkPostedBefore() throws {
+    @Test func stopEndsRunAfterWorkHandedOverBefore() throws {
         let thread = try LoopThread()
         let ran = Shared(false)
-        thread.loop.post { ran.update { $0 = true } }
+        thread.inbox.post { ran.update { $0 = true } }
         thread.stop()
         #expect(ran.value)
     }

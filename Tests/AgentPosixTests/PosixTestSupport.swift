@@ -21,11 +21,58 @@ final class TemporaryDirectory: Sendable {
 }
 
 /// A value shared between the test thread and the loop thread.
-final class Shared<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ value: Value) { storage = Mutex(value) }
-    var value: Value { storage.withLock { $0 } }
-    func update<R: Sendable>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
+/// (An NSLock, a pthread mutex underneath, so that ThreadSanitizer sees the ordering.)
+final class Shared<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var storage: Value
+    init(_ value: Value) { storage = value }
+    var value: Value { lock.withLock { storage } }
+    func update<R: Sendable>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&storage) } }
+}
+
+/// Work handed from a test thread to the loop thread: a queue behind a lock, and a pipe
+/// registered on the loop that wakes it. (The daemon has no cross-thread work at all; only
+/// tests that drive a loop from outside need this.)
+final class LoopInbox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var queue: [@Sendable () -> Void] = []
+    private let readFD: Int32
+    private let writeFD: Int32
+
+    /// Registers on `loop`; call before the loop runs, on the thread that will run it.
+    init(loop: EventLoop) throws {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw TestFailure("pipe: errno \(errno)") }
+        readFD = fds[0]
+        writeFD = fds[1]
+        for fd in fds { _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+        try loop.register(readFD, interest: .read) { [self] _ in drain() }
+    }
+
+    deinit {
+        close(readFD)
+        close(writeFD)
+    }
+
+    /// Any thread: `work` runs on the loop thread soon.
+    func post(_ work: @escaping @Sendable () -> Void) {
+        lock.withLock { queue.append(work) }
+        var byte: UInt8 = 1
+        _ = write(writeFD, &byte, 1)  // EAGAIN: the pipe is full, the loop will wake anyway
+    }
+
+    private func drain() {
+        var scratch = [UInt8](repeating: 0, count: 256)
+        while read(readFD, &scratch, scratch.count) > 0 {}
+        while true {
+            let batch: [@Sendable () -> Void] = lock.withLock {
+                defer { queue.removeAll() }
+                return queue
+            }
+            if batch.isEmpty { return }
+            for work in batch { work() }
+        }
+    }
 }
 
 /// Holds loop-thread objects (listeners, connections) for the duration of a
@@ -41,9 +88,12 @@ final class LoopThread: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let failure = Shared<String?>(nil)
 
+    let inbox: LoopInbox
+
     init() throws {
         let loop = try EventLoop()
         self.loop = loop
+        inbox = try LoopInbox(loop: loop)
         let finished = self.finished
         let failure = self.failure
         let thread = Thread {
@@ -63,7 +113,7 @@ final class LoopThread: Sendable {
         let result = Shared<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let box = self.box
-        loop.post { [loop] in
+        inbox.post { [loop] in
             let outcome = Result { try body(loop, box) }
             result.update { $0 = outcome }
             done.signal()
@@ -76,8 +126,10 @@ final class LoopThread: Sendable {
     /// loop-thread objects on the loop thread first.
     func stop() {
         let box = self.box
-        loop.post { box.objects.removeAll() }
-        loop.stop()
+        inbox.post { [loop] in
+            box.objects.removeAll()
+            loop.stop()
+        }
         _ = finished.wait(timeout: .now() + 10)
     }
 
