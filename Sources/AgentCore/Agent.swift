@@ -237,8 +237,11 @@ public final class Agent {
         lastFlagsRequestAt = clock.monotonic
         retryDeadline = nil
         schedulePeriodic()
+        // A.1: the N-th automatic retry after N failures says so in `X-Retry-Count`.
+        let retryCount = trigger == .retry ? consecutiveFailures : 0
         let request = PushwooshAPI.request(.getFeatureFlags, baseURL: baseURL, common: commonFields,
-                                           apiToken: settings.server.apiToken, timeout: settings.server.requestTimeout)
+                                           apiToken: settings.server.apiToken, retryCount: retryCount,
+                                           timeout: settings.server.requestTimeout)
         transport.send(request) { [weak self] outcome in
             self?.flagsAnswered(outcome, generation: sentGeneration)
         }

@@ -198,6 +198,15 @@ import Testing
         #expect(gaps.allSatisfy { $0 >= 60 })
         #expect(gaps.allSatisfy { $0 <= 3600 * 1.1 })
         #expect(gaps.prefix(3).last! > gaps.first!)  // growing
+        // A.1: the N-th retry carries `X-Retry-Count: N`; the first (successful) request and
+        // the failed hourly one carry none.
+        let counts = loop.flagRequests.map { $0.request.header("X-Retry-Count") }
+        #expect(counts == [nil, nil] + (1..<counts.count - 1).map { String($0) }, "\(counts)")
+        // A success ends the count: the next hourly request carries none.
+        loop.serve([checkout])
+        loop.run(for: 3600 * 1.2)
+        #expect(loop.agent.status().state == .ready)
+        #expect(loop.flagRequests.last!.request.header("X-Retry-Count") == nil)
     }
 
     @Test func retryAfterIsHonoured() {
