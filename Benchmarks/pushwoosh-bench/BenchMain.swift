@@ -143,6 +143,8 @@ final class Bench {
         self.options = options
         self.directory = directory
         agentd = options.binDirectory + "/pushwoosh-agentd"
+        var info = stat()
+        if stat(agentd, &info) == 0 { report.agentBinaryBytes = Int(info.st_size) }
         emulatorBinary = options.binDirectory + "/pushwoosh-emulator"
         for binary in [agentd, emulatorBinary] where access(binary, X_OK) != 0 {
             throw BenchError("\(binary) not found: build with `swift build -c release` or pass --bin")
@@ -415,6 +417,10 @@ final class Bench {
         report.rssAnswers = answers
         report.rssConnectedKiB = ProcStats.status(pid: agent.pid, field: "VmRSS")
         report.rssPeakKiB = ProcStats.status(pid: agent.pid, field: "VmHWM")
+        report.pssKiB = ProcStats.smaps(pid: agent.pid, field: "Pss")
+        report.privateKiB = (ProcStats.smaps(pid: agent.pid, field: "Private_Dirty") ?? 0)
+            + (ProcStats.smaps(pid: agent.pid, field: "Private_Clean") ?? 0)
+        report.sharedCleanKiB = ProcStats.smaps(pid: agent.pid, field: "Shared_Clean")
         log("peak RSS \(report.rssPeakKiB ?? -1) KiB with \(fds.count) clients (\(answers) answers); idle before: \(report.rssIdleKiB ?? -1) KiB")
     }
 

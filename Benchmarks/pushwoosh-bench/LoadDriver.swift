@@ -298,7 +298,17 @@ enum ProcStats {
 
     /// A `Vm*` field of /proc/PID/status in KiB.
     static func status(pid: pid_t, field: String) -> Int? {
-        guard let text = readText("/proc/\(pid)/status") else { return nil }
+        Self.field(field, in: "/proc/\(pid)/status")
+    }
+
+    /// A field of /proc/PID/smaps_rollup in KiB (`Pss`, `Private_Dirty`, `Shared_Clean`…):
+    /// what the process costs beyond the library pages every agent on the host shares.
+    static func smaps(pid: pid_t, field: String) -> Int? {
+        self.field(field, in: "/proc/\(pid)/smaps_rollup")
+    }
+
+    private static func field(_ field: String, in path: String) -> Int? {
+        guard let text = readText(path) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
             let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             if parts.count >= 2 { return Int(parts[1]) }

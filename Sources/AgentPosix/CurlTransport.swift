@@ -218,10 +218,12 @@ public final class CurlTransport: HTTPTransport {
         return .response(status: status, headers: transfer.responseHeaders, body: Data(transfer.body))
     }
 
-    /// "Timeout was reached: Operation timed out after 1000 milliseconds … (curl 28)".
+    /// libcurl's own account of this failure when it gave one (it names the host, port and
+    /// time), else the code's summary: "Operation timed out after 1000 milliseconds with 0
+    /// bytes received (curl 28)".
     static func describe(_ code: CURLcode, detail: String) -> String {
-        let summary = String(cString: curl_easy_strerror(code))
-        return (detail.isEmpty ? summary : "\(summary): \(detail)") + " (curl \(code.rawValue))"
+        let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail.trimmingWhitespace()
+        return "\(text) (curl \(code.rawValue))"
     }
 }
 
