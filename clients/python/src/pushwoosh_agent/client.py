@@ -390,6 +390,8 @@ class Subscription:
         self._queue: "queue.SimpleQueue[object]" = queue.SimpleQueue()
         self._conn: Optional[_Connection] = None
         self._closed = False
+        self._ended = False  # the queue holds the end marker (or the error) once, at its end
+        self._lock = threading.Lock()
 
     def open(self) -> "Subscription":
         """Subscribes (done by ``with``); returns self."""
@@ -422,7 +424,7 @@ class Subscription:
                         self._client._call_on(conn, "unsubscribe", {}, self._client.timeout)
                     except (AgentNotRunning, AgentTimeout, AgentError):
                         pass
-        self._queue.put(_END)
+        self._finish(_END)
 
     def __enter__(self) -> "Subscription":
         return self.open()
@@ -440,6 +442,11 @@ class Subscription:
         """The next update; raises :class:`AgentTimeout` when none arrives within ``timeout``
         seconds (None: wait as long as it takes), ``StopIteration`` once closed."""
         return self._take(timeout)
+
+    @property
+    def backlog(self) -> int:
+        """How many updates have arrived and not been read yet."""
+        return max(0, self._queue.qsize() - (1 if self._ended else 0))
 
     def drain(self) -> List[FlagsUpdate]:
         """The updates already received, without waiting."""
@@ -472,7 +479,14 @@ class Subscription:
             self._queue.put(update)
 
     def _end(self, error: BaseException) -> None:
-        self._queue.put(error)
+        self._finish(error)
+
+    def _finish(self, marker: object) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        self._queue.put(marker)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -421,6 +421,11 @@ class AgentProcess:
         self.stop()
         if self._notify_sock is not None:
             self._notify_stop.set()
+            try:  # wakes the receiver at once
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as waker:
+                    waker.sendto(b"", self.notify_path)
+            except OSError:
+                pass
             if self._notify_thread is not None:
                 self._notify_thread.join(2)
             self._notify_sock.close()
