@@ -256,3 +256,16 @@ def test_an_endless_answer_line_ends_the_connection(fake_agent: Callable[..., st
     with AgentClient(socket=path, timeout=20) as client:
         with pytest.raises(AgentNotRunning, match="longer than"):
             client.status()
+
+
+def test_a_peer_that_stops_reading_times_out_the_send(fake_agent: Callable[..., str]) -> None:
+    done = threading.Event()
+    path = fake_agent(lambda conn: done.wait(10))  # accepts, never reads
+    with AgentClient(socket=path, timeout=0.5) as client:
+        start = time.monotonic()
+        with pytest.raises(AgentTimeout) as caught:
+            client.get("k" * 900_000)  # more than the socket buffers hold: the send blocks
+        assert time.monotonic() - start < 2
+        assert caught.value.method == "get"
+        assert not client.connected  # half a line went out: that connection is done
+    done.set()

@@ -172,6 +172,7 @@ class _Connection:
     def __init__(self, path: str, timeout: Optional[float],
                  on_notification: Callable[["_Connection", str, Any], None]) -> None:
         self.path = path
+        self.timeout = timeout
         self._on_notification = on_notification
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
@@ -224,9 +225,13 @@ class _Connection:
         try:
             with self._send_lock:
                 self._sock.sendall(line)
+        except BlockingIOError:
+            # SO_SNDTIMEO expired: the agent stopped reading. Part of the line may be out, so
+            # the connection cannot carry another request; the next call connects again.
+            self.fail(f"a send to the agent timed out ({method})")
+            raise AgentTimeout(self.path, method, self.timeout or 0.0) from None
         except OSError as error:
-            reason = "send timed out" if isinstance(error, BlockingIOError) else \
-                f"lost the connection: {error.strerror or error}"
+            reason = f"lost the connection: {error.strerror or error}"
             self.fail(reason)
             raise AgentNotRunning(self.path, self.closed_reason or reason) from None
         return call
@@ -339,6 +344,8 @@ class _Connection:
     def _dispatch(self, message: Dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):
             ident = message["id"]
+            if isinstance(ident, float) and ident.is_integer():
+                ident = int(ident)
             with self._lock:
                 if ident is None and len(self._pending) == 1:
                     # The agent could not read a request (it answers those with id null):
