@@ -42,6 +42,22 @@ def test_eight_threads_share_one_client(pushwoosh_agent: AgentClient) -> None:
     assert pushwoosh_agent.connected
 
 
+def test_a_refresh_waiting_on_the_network_does_not_hold_up_reads(
+        pushwoosh_agent: AgentClient, pushwoosh_emulator: RunningEmulator) -> None:
+    pushwoosh_emulator.add_fault("getFeatureFlags", delay_ms=1000)
+    refreshed: List[float] = []
+    thread = threading.Thread(target=lambda: (pushwoosh_agent.refresh(), refreshed.append(time.monotonic())))
+    start = time.monotonic()
+    thread.start()
+    time.sleep(0.1)
+    for _ in range(50):  # pipelined behind the refresh on the same connection
+        assert pushwoosh_agent.is_enabled("new_checkout", False) is True
+    read_done = time.monotonic()
+    thread.join(5)
+    assert refreshed and refreshed[0] - start >= 0.9
+    assert read_done < refreshed[0], "the reads waited for the refresh"
+
+
 def _change(emulator: RunningEmulator, agent: AgentClient, i: int) -> None:
     emulator.put_flag(APP, {"key": f"f{i:03}"})
     agent.refresh()
