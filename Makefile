@@ -7,8 +7,10 @@ RELEASEFLAGS ?= --static-swift-stdlib
 PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
+# The Python client's virtual environment (scripts/make-venv, requirements-dev.txt).
+VENV       ?= $(CURDIR)/.build/venv
 
-.PHONY: deps build release test run install clean fault-test fuzz soak bench
+.PHONY: deps build release test run install clean fault-test fuzz soak bench python-venv python-test
 
 deps:
 	@scripts/install-deps
@@ -22,6 +24,17 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests $(SWIFTFLAGS)
 	$(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory python-test
+
+python-venv: deps
+	@scripts/make-venv "$(VENV)"
+
+# The Python client and pytest plugin (clients/python): mypy --strict, then its tests against
+# the debug binaries.
+python-test: python-venv
+	$(SWIFT) build $(SWIFTFLAGS)
+	cd clients/python && "$(VENV)/bin/python" -m mypy --strict
+	cd clients/python && "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider --pushwoosh-bin "$(DEBUG_BIN)"
 
 run: build
 	@scripts/run-demo "$(DEBUG_BIN)"

@@ -1,0 +1,64 @@
+"""Python client of pushwoosh-agentd and the Pushwoosh emulator, and a pytest plugin (PROTOCOL G).
+
+::
+
+    from pushwoosh_agent import AgentClient
+
+    with AgentClient() as agent:                # the socket pushwoosh-agentctl would use
+        if agent.is_enabled("new_checkout", False):
+            color = agent.property("new_checkout", "button_color", "string", "blue")
+
+Standard library only; safe to share between threads.
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .client import (
+    DEFAULT_SOCKET_PATH,
+    AgentClient,
+    Flag,
+    FlagsUpdate,
+    PrimerResult,
+    PushRegistration,
+    Subscription,
+    default_socket_path,
+    instance_socket_path,
+    resolve_socket_path,
+)
+from .emulator import EmulatorClient
+from .errors import (
+    AgentError,
+    AgentNotRunning,
+    AgentTimeout,
+    EmulatorError,
+    MethodNotFound,
+    PermissionDenied,
+    ProtocolError,
+    PushwooshError,
+    RefreshError,
+)
+
+__all__ = [
+    "__version__",
+    "AgentClient",
+    "Subscription",
+    "Flag",
+    "FlagsUpdate",
+    "PushRegistration",
+    "PrimerResult",
+    "EmulatorClient",
+    "PushwooshError",
+    "AgentNotRunning",
+    "AgentTimeout",
+    "AgentError",
+    "PermissionDenied",
+    "MethodNotFound",
+    "ProtocolError",
+    "RefreshError",
+    "EmulatorError",
+    "DEFAULT_SOCKET_PATH",
+    "default_socket_path",
+    "instance_socket_path",
+    "resolve_socket_path",
+]

@@ -1,0 +1,142 @@
+"""The exceptions of :mod:`pushwoosh_agent`.
+
+Every exception raised on purpose by this package derives from
+:class:`PushwooshError`::
+
+    PushwooshError
+    ├── AgentNotRunning      no agent on the socket, or it went away mid-call
+    ├── AgentTimeout         no answer in time (also a TimeoutError)
+    ├── ProtocolError        the agent's answer could not be read
+    ├── AgentError           a JSON-RPC error answer: code, message, data
+    │   ├── PermissionDenied -32001: the caller may not call the method
+    │   └── MethodNotFound   -32601: the agent does not know the method
+    ├── RefreshError         refresh() completed with an SDK error
+    └── EmulatorError        the emulator's admin API answered an error
+
+Arguments that cannot be sent at all (not JSON-serialisable, a lone
+surrogate, a request over the agent's 1 MiB line limit) raise ``TypeError``
+or ``ValueError`` before anything is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "PushwooshError",
+    "AgentNotRunning",
+    "AgentTimeout",
+    "ProtocolError",
+    "AgentError",
+    "PermissionDenied",
+    "MethodNotFound",
+    "RefreshError",
+    "EmulatorError",
+    "PERMISSION_DENIED",
+    "METHOD_NOT_FOUND",
+    "INVALID_PARAMS",
+]
+
+#: JSON-RPC error codes of the agent (PROTOCOL B, B.3).
+PERMISSION_DENIED = -32001
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+
+
+class PushwooshError(Exception):
+    """Base class of every exception this package raises on purpose."""
+
+
+class AgentNotRunning(PushwooshError):
+    """No agent answers on ``socket_path``.
+
+    Raised when connecting fails (no socket, connection refused) and when the
+    agent closes the connection or dies while calls are pending: every pending
+    call fails at once with this exception.
+    """
+
+    def __init__(self, socket_path: str, reason: str) -> None:
+        self.socket_path = socket_path
+        self.reason = reason
+        super().__init__(f"pushwoosh-agentd is not running on {socket_path}: {reason}")
+
+
+class AgentTimeout(PushwooshError, TimeoutError):
+    """The agent did not answer ``method`` within ``timeout`` seconds.
+
+    Also a :class:`TimeoutError`. The connection stays usable: a late answer
+    is dropped.
+    """
+
+    def __init__(self, socket_path: str, method: str, timeout: float) -> None:
+        self.socket_path = socket_path
+        self.method = method
+        self.timeout = timeout
+        super().__init__(f"no answer from pushwoosh-agentd on {socket_path} to '{method}' within {timeout:g} s")
+
+    def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
+        return str(self.args[0]) if self.args else ""
+
+
+class ProtocolError(PushwooshError):
+    """The agent sent something this client cannot read (not JSON-RPC, wrong shape, too long)."""
+
+
+class AgentError(PushwooshError):
+    """A JSON-RPC error answer (PROTOCOL B): ``code``, ``message`` and ``data``."""
+
+    def __init__(self, code: int, message: str, data: Any = None, method: Optional[str] = None) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        self.method = method
+        text = f"{code}: {message}"
+        if method is not None:
+            text = f"{method}: {text}"
+        super().__init__(text)
+
+
+class PermissionDenied(AgentError):
+    """Error -32001 (PROTOCOL B.3): ``method`` needs root, the agent's user or ControlGroup.
+
+    Also raised with code -32001 and ``method`` None when the socket itself
+    refuses the connection (EACCES: the caller is not in the socket's group).
+    """
+
+
+class MethodNotFound(AgentError):
+    """Error -32601: the agent does not know ``method`` (an older agent)."""
+
+
+class RefreshError(PushwooshError):
+    """``refresh()`` completed with an error (SPEC RF-7).
+
+    ``code`` is the SDK's: the HTTP status, ``0`` when no HTTP response arrived
+    or no request was sent, ``200`` when the answer could not be used.
+    ``domain`` is ``PWFeatureFlagsErrorDomain``.
+    """
+
+    def __init__(self, code: int, domain: str, message: str) -> None:
+        self.code = code
+        self.domain = domain
+        self.message = message
+        super().__init__(f"refresh failed: {domain} {code}: {message}")
+
+
+class EmulatorError(PushwooshError):
+    """The emulator's admin API answered ``status`` (400: the definition is wrong).
+
+    ``message`` is the emulator's own (``"error"`` in its answer), ``path``
+    where in the JSON it found the problem (or None), ``body`` the whole answer.
+    """
+
+    def __init__(self, method: str, url: str, status: int, message: str,
+                 path: Optional[str] = None, body: Any = None) -> None:
+        self.method = method
+        self.url = url
+        self.status = status
+        self.message = message
+        self.path = path
+        self.body = body
+        where = f" (at {path})" if path else ""
+        super().__init__(f"{method} {url}: HTTP {status}: {message}{where}")

@@ -1,0 +1,208 @@
+"""The pytest plugin (entry point ``pytest11``): the real emulator and agent as fixtures.
+
+Fixtures (each test gets its own processes in its own temporary directory):
+
+``pushwoosh_emulator``
+    a running ``pushwoosh-emulator`` on a free loopback port with the example
+    application ``ABCDE-12345`` (``config/flags.example.json``); an
+    :class:`~pushwoosh_agent.EmulatorClient` with ``.server_url``,
+    ``.process`` and ``.log_path``.
+``pushwoosh_agent``
+    an :class:`~pushwoosh_agent.AgentClient` connected to a running
+    ``pushwoosh-agentd`` that talks to that emulator, started and ready
+    (``READY=1`` received on a real ``NOTIFY_SOCKET``) and, unless told
+    otherwise, done with its first flags request.
+``pushwoosh_agent_process``
+    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it: socket,
+    state directory, log, notifications, ``kill()``, ``restart()``.
+``pushwoosh_restart_agent``
+    ``restart(kill=True)``: kill -9 (or SIGTERM) and start again on the same
+    state directory; returns the client, which reconnects on its next call.
+
+Markers::
+
+    @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False)
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t")
+
+``pushwoosh_agent`` takes every setting of
+:data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
+file's own key names), plus ``extra_config`` (text appended to the file),
+``client_timeout`` (the client's timeout, default 10 s) and
+``wait_for_flags`` (default True). The fixture sets
+``DisableThrottle=yes`` and ``RequestTimeout=5s`` unless the marker says
+otherwise.
+
+Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
+``PATH``. The processes are stopped with SIGTERM at the end; when a test
+fails, the agent's and the emulator's logs are added to its report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+from .client import AgentClient
+from .emulator import EmulatorClient
+from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
+    short_temp_dir, tail
+
+_LOGS = pytest.StashKey[List[Tuple[str, str]]]()
+
+#: What the fixture configures unless a marker says otherwise.
+AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pushwoosh", "pushwoosh-agent fixtures")
+    group.addoption("--pushwoosh-bin", metavar="DIR", default=os.environ.get("PUSHWOOSH_BIN") or None,
+                    help="directory with pushwoosh-agentd and pushwoosh-emulator (default: $PUSHWOOSH_BIN, "
+                         "else PATH)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
+                   "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
+    config.addinivalue_line(
+        "markers", "pushwoosh_emulator(apps=..., require_token=None): applications the pushwoosh_emulator "
+                   "fixture loads (a definition, a list, a path, or None)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed:
+        for title, path in item.stash.get(_LOGS, []):
+            report.sections.append((f"{title} ({report.when})", tail(path)))
+
+
+def _register_log(node: pytest.Item, title: str, path: str) -> None:
+    logs = node.stash.setdefault(_LOGS, [])
+    if (title, path) not in logs:
+        logs.append((title, path))
+
+
+def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
+    merged: Dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(name))):  # the closest marker wins
+        if marker.args:
+            raise pytest.UsageError(f"@pytest.mark.{name} takes keyword arguments only")
+        merged.update(marker.kwargs)
+    return merged
+
+
+class RunningEmulator(EmulatorClient):
+    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
+
+    def __init__(self, process: EmulatorProcess) -> None:
+        super().__init__(process.base_url)
+        self.process = process
+        self.log_path = process.log_path
+        #: The example application's code.
+        self.app_code = "ABCDE-12345"
+
+    def log(self) -> str:
+        """The emulator's log so far."""
+        return tail(self.log_path, 1 << 30)
+
+
+@pytest.fixture(scope="session")
+def pushwoosh_bin(pytestconfig: pytest.Config) -> Optional[str]:
+    """``--pushwoosh-bin`` (absolute), or None for PATH."""
+    value = pytestconfig.getoption("--pushwoosh-bin")
+    return os.path.abspath(value) if value else None
+
+
+@pytest.fixture
+def pushwoosh_tmp_dir() -> Iterator[str]:
+    """A short temporary directory (socket paths must fit in 107 bytes), removed afterwards."""
+    path = short_temp_dir()
+    os.chmod(path, 0o755)  # lets a test's unprivileged client reach a socket with a permissive mode
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
+                       pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
+    """A running ``pushwoosh-emulator`` (see the module's documentation)."""
+    options = _marker_kwargs(request, "pushwoosh_emulator")
+    unknown = set(options) - {"apps", "require_token"}
+    if unknown:
+        raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
+    try:
+        binary = find_binary("pushwoosh-emulator", pushwoosh_bin)
+    except StartError as error:
+        pytest.fail(str(error), pytrace=False)
+    process = EmulatorProcess(pushwoosh_tmp_dir, apps=options.get("apps", EXAMPLE_APP_PATH), binary=binary,
+                              require_token=options.get("require_token"))
+    _register_log(request.node, "pushwoosh-emulator log", process.log_path)
+    try:
+        process.start()
+    except StartError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield RunningEmulator(process)
+    finally:
+        process.stop()
+
+
+def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    status: Dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = agent.client.status()
+        if status.get("lastRefreshAt") is not None or status.get("state") != "notReady":
+            return
+        time.sleep(0.01)
+    pytest.fail(f"pushwoosh-agentd made no flags request within {timeout:g} s (status {status})", pytrace=False)
+
+
+@pytest.fixture
+def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
+                            pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> Iterator[AgentProcess]:
+    """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
+    options = dict(AGENT_FIXTURE_DEFAULTS)
+    options.update(_marker_kwargs(request, "pushwoosh_agent"))
+    extra = str(options.pop("extra_config", ""))
+    client_timeout = float(options.pop("client_timeout", 10.0))
+    wait_for_flags = bool(options.pop("wait_for_flags", True))
+    try:
+        binary = find_binary("pushwoosh-agentd", pushwoosh_bin)
+        agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url, settings=options,
+                             extra_config=extra, binary=binary, client_timeout=client_timeout)
+    except (StartError, ValueError) as error:
+        pytest.fail(str(error), pytrace=False)
+    _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
+    try:
+        try:
+            agent.start()
+        except StartError as error:
+            pytest.fail(str(error), pytrace=False)
+        if wait_for_flags:
+            _wait_for_first_refresh(agent)
+        yield agent
+    finally:
+        agent.close()
+
+
+@pytest.fixture
+def pushwoosh_agent(pushwoosh_agent_process: AgentProcess) -> AgentClient:
+    """An :class:`AgentClient` of the running agent (see the module's documentation)."""
+    return pushwoosh_agent_process.client
+
+
+@pytest.fixture
+def pushwoosh_restart_agent(pushwoosh_agent_process: AgentProcess) -> Callable[..., AgentClient]:
+    """``restart(kill=True)``: kills the agent (SIGKILL; ``kill=False``: SIGTERM), starts it on the
+    same state directory and socket, waits for ``READY=1``; returns the client."""
+    return pushwoosh_agent_process.restart
+
+
+__all__ = ["RunningEmulator", "AGENT_FIXTURE_DEFAULTS"]

@@ -1,0 +1,139 @@
+"""The pytest plugin itself, socket resolution, and the package's data."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import REPO
+from pushwoosh_agent import AgentClient, AgentNotRunning, default_socket_path, instance_socket_path
+from pushwoosh_agent.processes import EXAMPLE_APP_PATH, AgentProcess, agent_config
+
+
+@pytest.mark.pushwoosh_agent(refresh_interval="20s", throttle_window=90, stored_flags_lifetime="2h",
+                             InitialAppState="active", disable_throttle=False, extra_config="# the end")
+def test_marker_settings_reach_the_config_file(pushwoosh_agent_process: AgentProcess) -> None:
+    with open(pushwoosh_agent_process.config_path, encoding="utf-8") as f:
+        text = f.read()
+    for line in ["RefreshInterval=20s", "ThrottleWindow=90", "StoredFlagsLifetime=2h", "InitialAppState=active",
+                 "DisableThrottle=no", "RequestTimeout=5s", "ApplicationCode=ABCDE-12345",
+                 f"Socket={pushwoosh_agent_process.socket_path}", f"StateDirectory={pushwoosh_agent_process.state_dir}",
+                 "# the end"]:
+        assert line in text.splitlines(), line
+    status = pushwoosh_agent_process.client.status()
+    last = dt.datetime.fromisoformat(status["lastRefreshAt"].replace("Z", "+00:00"))
+    following = dt.datetime.fromisoformat(status["nextRefreshAt"].replace("Z", "+00:00"))
+    assert 15 <= (following - last).total_seconds() <= 25  # 20 s, offset by at most 10 % (RF-12)
+
+
+def test_ready_status_and_stopping_arrive_on_notify_socket(pushwoosh_agent_process: AgentProcess) -> None:
+    agent = pushwoosh_agent_process
+    assert any("READY=1" in n for n in agent.notifications)
+    assert agent.wait_for_notification("STATUS=") is not None
+    count = len(agent.notifications)
+    assert agent.stop() == 0
+    assert agent.wait_for_notification("STOPPING=1", after=count, timeout=2) is not None
+
+
+def test_the_default_socket_follows_agentctl(monkeypatch: pytest.MonkeyPatch,
+                                             pushwoosh_agent_process: AgentProcess) -> None:
+    assert default_socket_path({}) == "/run/pushwoosh-agent/agent.sock"
+    assert default_socket_path({"RUNTIME_DIRECTORY": "/run/x:/run/y"}) == "/run/x/agent.sock"
+    assert default_socket_path({"RUNTIME_DIRECTORY": "/run/x/"}) == "/run/x/agent.sock"
+    assert default_socket_path({"PUSHWOOSH_AGENT_SOCKET": "/s", "RUNTIME_DIRECTORY": "/run/x"}) == "/s"
+    assert default_socket_path({"PUSHWOOSH_AGENT_SOCKET": "", "RUNTIME_DIRECTORY": ""}) == \
+        "/run/pushwoosh-agent/agent.sock"
+    monkeypatch.setenv("PUSHWOOSH_AGENT_SOCKET", pushwoosh_agent_process.socket_path)
+    with AgentClient() as client:
+        assert client.socket_path == pushwoosh_agent_process.socket_path
+        assert client.status()["state"] == "ready"
+
+
+def test_instance_sockets() -> None:
+    assert instance_socket_path("kiosk-7") == "/run/pushwoosh-agent/kiosk-7/agent.sock"
+    for bad in ["", "a/b", "..", "."]:
+        with pytest.raises(ValueError):
+            instance_socket_path(bad)
+    with pytest.raises(AgentNotRunning) as caught:
+        AgentClient(instance="no-such-instance-here")
+    assert caught.value.socket_path == "/run/pushwoosh-agent/no-such-instance-here/agent.sock"
+
+
+def test_agent_config_values() -> None:
+    text = agent_config({"disable_throttle": True, "request_timeout": 1.5, "max_connections": 3,
+                         "refresh_interval": 2.0, "user_id": None, "SessionTimeout": "1min"})
+    assert text.splitlines()[1:] == ["", "[Agent]", "RequestTimeout=1500ms", "MaxConnections=3", "",
+                                     "[FeatureFlags]", "DisableThrottle=yes", "RefreshInterval=2",
+                                     "SessionTimeout=1min"]
+    with pytest.raises(ValueError, match="refresh_intervall"):
+        agent_config({"refresh_intervall": "5s"})
+    with pytest.raises(ValueError):
+        agent_config({"user_id": "a\n[Agent]"})
+
+
+def test_the_packaged_example_app_is_the_repositorys() -> None:
+    with open(EXAMPLE_APP_PATH, encoding="utf-8") as packaged, \
+            open(os.path.join(REPO, "config", "flags.example.json"), encoding="utf-8") as original:
+        assert json.load(packaged) == json.load(original)
+
+
+# --- The plugin as a user runs it -----------------------------------------------------------
+
+
+def _bin_args(config: pytest.Config) -> list:  # type: ignore[type-arg]
+    value = config.getoption("--pushwoosh-bin")
+    return ["--pushwoosh-bin", value] if value else []
+
+
+INNER = '''
+import pytest
+
+@pytest.mark.pushwoosh_agent(user_id="zed")
+def test_fails(pushwoosh_agent):
+    assert pushwoosh_agent.status()["userId"] == "zed"
+    assert pushwoosh_agent.is_enabled("new_checkout", False) == "deliberately wrong"
+
+def test_passes(pushwoosh_agent, pushwoosh_emulator):
+    assert pushwoosh_agent.status()["state"] == "ready"
+'''
+
+
+def test_a_failing_test_gets_both_logs_in_its_report(pytester: pytest.Pytester,
+                                                     pytestconfig: pytest.Config) -> None:
+    pytester.makepyfile(INNER)
+    result = pytester.runpytest_subprocess(*_bin_args(pytestconfig), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    assert "deliberately wrong" in output
+    assert output.count("pushwoosh-agentd log (call)") == 1  # only the failing test's
+    assert output.count("pushwoosh-emulator log (call)") == 1
+    assert "pushwoosh-agentd[info]: ready socket=" in output
+    assert "listening on 127.0.0.1:" in output
+
+
+def test_a_missing_binary_and_a_bad_marker_are_reported(pytester: pytest.Pytester,
+                                                        pytestconfig: pytest.Config, tmp_path: str) -> None:
+    pytester.makepyfile('''
+import pytest
+
+def test_agent(pushwoosh_agent):
+    pass
+
+@pytest.mark.pushwoosh_agent(refresh_intervall="5s")
+def test_typo(pushwoosh_agent):
+    pass
+''')
+    empty = pytester.mkdir("empty-bin")
+    result = pytester.runpytest_subprocess("--pushwoosh-bin", str(empty), "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    assert "pushwoosh-emulator not found in" in result.stdout.str()
+    if shutil.which("pushwoosh-agentd") is None:  # and with PATH (where it is not installed)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "test_agent")
+        assert "not on PATH" in result.stdout.str()
+    result = pytester.runpytest_subprocess(*_bin_args(pytestconfig), "-p", "no:cacheprovider", "-k", "typo")
+    result.assert_outcomes(errors=1)
+    assert "unknown agent setting 'refresh_intervall'" in result.stdout.str()
