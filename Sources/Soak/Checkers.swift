@@ -235,13 +235,6 @@ public struct ScheduleChecker: Sendable {
         self.grace = grace
     }
 
-    /// `call` repeats `previous` on a fresh connection: the previous one was dropped and this
-    /// one follows within half a second (libcurl retries once when a reused connection dies
-    /// before any byte of the answer).
-    static func isTransportRetry(_ call: DeviceCall, after previous: DeviceCall) -> Bool {
-        previous.status == nil && call.time - previous.time < 0.5 && call.method == previous.method
-    }
-
     /// Intervals in which the process is up and the app active, from the runner's actions.
     public static func activeIntervals(_ actions: [AgentAction], until horizon: Time) -> [(Time, Time)] {
         struct Edge { var time: Time; var alive: Bool?; var active: Bool? }
@@ -322,11 +315,7 @@ public struct ScheduleChecker: Sendable {
             for i in firstStorm..<calls.count {
                 let r = calls[i]
                 stormChecks += 1
-                // libcurl sends a request once more, at once, when the reused connection it
-                // went out on closed without an answer (a `drop` fault): one request, not two.
-                let inWindow = calls[...i].indices.filter { j in
-                    calls[j].time > r.time - window && !(j > 0 && Self.isTransportRetry(calls[j], after: calls[j - 1]))
-                }.map { calls[$0] }
+                let inWindow = calls[...i].filter { $0.time > r.time - window }
                 let explained = triggered(from: r.time - window - grace, to: r.time)
                 if inWindow.count > 1 + explained.count {
                     var e = inWindow.map { "request: " + describe($0) }

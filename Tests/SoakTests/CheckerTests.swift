@@ -178,21 +178,6 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
         #expect(d.check(agent: 0, calls: storm, actions: asked, faults: [], horizon: 20).isEmpty)
     }
 
-    // libcurl's one retry of a request whose reused connection was dropped is that same
-    // request; a third request in the window, or a retry that is not at once, is a storm.
-    @Test func aTransportRetryAfterADropIsOneRequest() {
-        // The start explains one request besides the scheduled one: three in the window is a storm.
-        var c = ScheduleChecker(timings: timings)
-        let retried = [call(1), call(17), call(17.5, status: nil, fault: "drop"), call(17.501)]
-        #expect(c.check(agent: 0, calls: retried, actions: up, faults: [], horizon: 18).isEmpty)
-        var d = ScheduleChecker(timings: timings)
-        let late = [call(1), call(17), call(17.5, status: nil, fault: "drop"), call(18.5)]
-        #expect(d.check(agent: 0, calls: late, actions: up, faults: [], horizon: 19).contains { $0.invariant == "storm" })
-        var e = ScheduleChecker(timings: timings)
-        let notDropped = [call(1), call(17), call(17.5, status: 500, fault: "http"), call(17.501)]
-        #expect(e.check(agent: 0, calls: notDropped, actions: up, faults: [], horizon: 18).contains { $0.invariant == "storm" })
-    }
-
     @Test func retryAfterIsHonoured() {
         let fault = ArmedFault(method: "getFeatureFlags", start: 0.5, end: 0.6, json: ["method": "getFeatureFlags", "http": 503, "retryAfter": 12])
         var c = ScheduleChecker(timings: timings)
