@@ -16,6 +16,11 @@ import Glibc
 /// reads them, `http`/`https` only, no redirects, and a response body of at most
 /// `maximumBodyBytes`.
 ///
+/// A request is sent once. libcurl would send it again, at once, when a reused keep-alive
+/// connection closes before any byte of the answer; the body is therefore fed through
+/// `CURLOPT_READFUNCTION` and the rewind such a resend needs is refused, so the agent sees the
+/// failure (as the SDK would) and its own retry rules, `X-Retry-Count` included, decide.
+///
 /// Loop thread only, like the loop's own registrations.
 public final class CurlTransport: HTTPTransport {
     /// A response body larger than this is abandoned ("no response"): 16 MiB is far above
@@ -74,7 +79,8 @@ public final class CurlTransport: HTTPTransport {
             finishSoon(completion, .noResponse(reason: "curl_easy_init failed: out of memory"))
             return
         }
-        let transfer = Transfer(easy: easy, completion: completion, maximumBodyBytes: maximumBodyBytes)
+        let transfer = Transfer(easy: easy, body: Array(request.body), completion: completion,
+                                maximumBodyBytes: maximumBodyBytes)
         let key = Unmanaged.passUnretained(transfer).toOpaque()
         var failed: CURLcode = CURLE_OK
         func set(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
@@ -87,13 +93,14 @@ public final class CurlTransport: HTTPTransport {
         if let userAgent { set(pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent)) }
         set(pw_curl_easy_setopt_long(easy, CURLOPT_POST, 1))
         set(pw_curl_easy_setopt_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)))
-        request.body.withUnsafeBytes { raw in
-            // COPYPOSTFIELDS copies: the body need not outlive this call. An empty body
-            // still needs a valid pointer.
-            var empty: UInt8 = 0
-            let pointer = raw.baseAddress ?? withUnsafeMutablePointer(to: &empty) { UnsafeRawPointer($0) }
-            set(pw_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: pointer)))
-        }
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, key))
+        set(pw_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION) { data, size, count, user in
+            Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().sendBody(into: data, size * count)
+        })
+        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, key))
+        set(pw_curl_easy_setopt_seek_callback(easy) { user, _, _ in
+            Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().refuseResend()
+        })
         for header in request.headers { transfer.appendHeader("\(header.name): \(header.value)") }
         transfer.appendHeader("Expect:")  // no 100-continue round trip for larger bodies
         set(pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(transfer.headerList)))
@@ -209,6 +216,9 @@ public final class CurlTransport: HTTPTransport {
         if transfer.bodyTooLarge {
             return .noResponse(reason: "response body over \(maximumBodyBytes) bytes")
         }
+        if transfer.resendRefused {
+            return .noResponse(reason: "the server closed the connection without an answer (not sent twice)")
+        }
         guard result == CURLE_OK else {
             return .noResponse(reason: Self.describe(result, detail: transfer.errorDetail))
         }
@@ -234,14 +244,19 @@ private final class Transfer {
     let easy: UnsafeMutableRawPointer
     let completion: (HTTPOutcome) -> Void
     let maximumBodyBytes: Int
+    let requestBody: [UInt8]
+    private var bodySent = 0
+    /// libcurl asked to rewind the body to send it again on a fresh connection: refused.
+    private(set) var resendRefused = false
     private(set) var headerList: UnsafeMutablePointer<curl_slist>?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     var body: [UInt8] = []
     var responseHeaders: [String: String] = [:]
     var bodyTooLarge = false
 
-    init(easy: UnsafeMutableRawPointer, completion: @escaping (HTTPOutcome) -> Void, maximumBodyBytes: Int) {
+    init(easy: UnsafeMutableRawPointer, body: [UInt8], completion: @escaping (HTTPOutcome) -> Void, maximumBodyBytes: Int) {
         self.easy = easy
+        requestBody = body
         self.completion = completion
         self.maximumBodyBytes = maximumBodyBytes
         errorBuffer.initialize(to: 0)
@@ -259,6 +274,24 @@ private final class Transfer {
         curl_slist_free_all(headerList)
         headerList = nil
         errorBuffer.deallocate()
+    }
+
+    /// CURLOPT_READFUNCTION: the next part of the request body.
+    func sendBody(into buffer: UnsafeMutablePointer<CChar>?, _ capacity: Int) -> Int {
+        guard let buffer else { return 0 }
+        let n = min(capacity, requestBody.count - bodySent)
+        guard n > 0 else { return 0 }
+        requestBody.withUnsafeBytes { raw in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: raw.baseAddress! + bodySent, byteCount: n)
+        }
+        bodySent += n
+        return n
+    }
+
+    /// CURLOPT_SEEKFUNCTION: only ever asked for to send the request a second time.
+    func refuseResend() -> Int32 {
+        resendRefused = true
+        return Int32(CURL_SEEKFUNC_FAIL)
     }
 
     /// CURLOPT_WRITEFUNCTION: returning less than `count` makes libcurl abort the transfer.

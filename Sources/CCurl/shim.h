@@ -39,3 +39,7 @@ static inline CURLMcode pw_curl_multi_setopt_timer_callback(CURLM *multi, pw_cur
 static inline CURLcode pw_curl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void *value) {
     return curl_easy_getinfo(easy, info, (char **)value);
 }
+typedef int (*pw_curl_seek_callback)(void *user, curl_off_t offset, int origin);
+static inline CURLcode pw_curl_easy_setopt_seek_callback(CURL *easy, pw_curl_seek_callback value) {
+    return curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, value);
+}

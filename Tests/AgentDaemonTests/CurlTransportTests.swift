@@ -122,6 +122,24 @@ import Testing
         #expect(!server.requests[1].lowercased().contains("authorization"))
     }
 
+    // A.1, RF-7: a request is sent once. When the reused connection closes without an answer,
+    // libcurl would send it again on a fresh one; the agent sees the failure instead.
+    @Test func aDroppedReusedConnectionIsAFailureNotAResend() throws {
+        let answered = Counter()
+        let server = try RawServer { _, connection in
+            guard answered.next() == 1 else { return .close }
+            let body = #"{"status_code":200,"status_message":"OK","response":{}}"#
+            connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body, [])
+            return .keepOpen
+        }
+        let answers = try exchange([request(to: server.url), request(to: server.url)])
+        guard case .response(200, _, _) = answers[0] else { Issue.record("first: \(answers[0])"); return }
+        #expect(failure(answers[1])?.code == 0)
+        #expect(reason(answers[1]) == "the server closed the connection without an answer (not sent twice)")
+        // (libcurl opens the fresh connection before it asks to rewind: nothing is sent on it.)
+        #expect(server.requests.count == 2, "the dropped request was sent again")
+    }
+
     // A reset in the middle of the body, a body over the limit, a server that never answers.
     @Test func brokenServersAreClearErrors() throws {
         let reset = try RawServer { _, connection in
@@ -277,4 +295,12 @@ final class RawServer: @unchecked Sendable {
             buffer.append(contentsOf: chunk[..<n])
         }
     }
+}
+
+/// A count shared by a test and its server threads.
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    /// Counts one more; returns the new count.
+    func next() -> Int { lock.withLock { value += 1; return value } }
 }
