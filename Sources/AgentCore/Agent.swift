@@ -175,6 +175,15 @@ public final class Agent {
         return Evaluation(value: value, provenance: found.provenance)
     }
 
+    /// The keys of the flags served now, sorted, and when they were received; nil when
+    /// none are valid (B.1 PROVIDER_NOT_READY). For bulk reads (PROTOCOL F.1).
+    public func servedFlagKeys() -> (keys: [String], receivedAt: Date)? {
+        validFlags().map { ($0.snapshot.flags.keys.sorted(), $0.snapshot.receivedAt) }
+    }
+
+    /// When the flags served now were received; nil when none are valid.
+    public var servedFlagsReceivedAt: Date? { validFlags()?.snapshot.receivedAt }
+
     /// The flags served now, after enforcing their lifetime (ST-3) at read time.
     private func validFlags() -> ServedFlags? {
         guard let current = served else { return nil }

@@ -42,6 +42,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var featureFlags: FeatureFlagSettings
     /// `[Device]`.
     public var device: DeviceSettings
+    /// `[HTTP]` (PROTOCOL F).
+    public var http = HTTPSettings()
     /// The file this came from, if any (for logs).
     public var sourceFile: String?
 
@@ -101,6 +103,8 @@ extension AgentConfiguration: CustomStringConvertible, CustomDebugStringConverti
         add("initialAppState", device.initialAppState.rawValue)
         add("notificationAuthorization", device.notificationAuthorization.rawValue)
         add("permissionPromptAnswer", device.permissionPromptAnswer.rawValue)
+        add("httpListen", http.listen?.description)
+        add("httpTokenFile", http.tokenFile)
         return parts.joined(separator: " ")
     }
 
@@ -196,6 +200,7 @@ private let knownKeys: [String: [String]] = [
               "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout"],
     "FeatureFlags": ["StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle"],
     "Device": ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer"],
+    "HTTP": ["Listen", "TokenFile"],
 ]
 
 /// The state of one parse, reached from libinih's C callbacks through `void *`.
@@ -252,7 +257,7 @@ private final class INIContext {
         guard let close = line.firstIndex(of: UInt8(ascii: "]")) else { return true }  // libinih reports it
         let name = String(decoding: line[(line.startIndex + 1)..<close], as: UTF8.self)
         if knownKeys[name] == nil {
-            fail("[\(name)]", "unknown section (expected [Agent], [FeatureFlags] or [Device])")
+            fail("[\(name)]", "unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
             return false
         }
         return true
@@ -274,7 +279,7 @@ private final class INIContext {
             return false
         }
         guard let keys = knownKeys[sectionName] else {
-            fail("[\(sectionName)]", "unknown section (expected [Agent], [FeatureFlags] or [Device])")
+            fail("[\(sectionName)]", "unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
             return false
         }
         guard keys.contains(key) else {
@@ -344,6 +349,8 @@ private struct RawValues {
     var initialAppState: AppState?
     var notificationAuthorization: NotificationAuthorization?
     var permissionPromptAnswer: PermissionPromptAnswer?
+    var httpListen: HTTPListenAddress?
+    var httpTokenFile: String?
 
     /// Empty values unset the key (a later line overrides an earlier one, as in systemd).
     mutating func set(_ key: String, _ value: String) throws(ValueError) {
@@ -370,6 +377,8 @@ private struct RawValues {
             notificationAuthorization = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, NotificationAuthorization.self) }
         case "PermissionPromptAnswer":
             permissionPromptAnswer = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, PermissionPromptAnswer.self) }
+        case "Listen": httpListen = try v.map { (s) throws(ValueError) in try HTTPListenAddress.parse(s) }
+        case "TokenFile": httpTokenFile = try v.map { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }
         default:
             preconditionFailure("key \(key) is in knownKeys but not handled")
         }
@@ -399,6 +408,8 @@ private struct RawValues {
         if let initialAppState { c.device.initialAppState = initialAppState }
         if let notificationAuthorization { c.device.notificationAuthorization = notificationAuthorization }
         if let permissionPromptAnswer { c.device.permissionPromptAnswer = permissionPromptAnswer }
+        c.http.listen = httpListen
+        c.http.tokenFile = httpTokenFile
         return c
     }
 }
