@@ -164,6 +164,7 @@ final class LoopHTTPServer {
     private func access(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                         uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
                         conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        loop.assertOnLoopThread()
         guard let raw = conCls.pointee else {
             conCls.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
             return MHD_Result.YES
