@@ -8,7 +8,7 @@ PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: deps build release test run install clean fault-test fuzz soak bench
+.PHONY: deps build release test ofrep-test run install clean fault-test fuzz soak bench
 
 deps:
 	@scripts/install-deps
@@ -22,6 +22,13 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests $(SWIFTFLAGS)
 	$(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory ofrep-test
+
+# PROTOCOL F with OpenFeature's own Python SDK and OFREP provider, prometheus-client and
+# promtool against the debug build (Tests/python; the venv is .build/venv, scripts/make-venv).
+ofrep-test: build
+	scripts/make-venv
+	PUSHWOOSH_BIN="$(DEBUG_BIN)" .build/venv/bin/python -m pytest -q -p no:cacheprovider Tests/python
 
 run: build
 	@scripts/run-demo "$(DEBUG_BIN)"
