@@ -16,6 +16,7 @@ from requests.adapters import HTTPAdapter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "apps.json")
+ROOT = os.path.dirname(os.path.dirname(HERE))
 APPLICATION = "OFREP-00001"
 USER = "alice"
 
@@ -34,8 +35,8 @@ def free_port():
 
 
 class Emulator:
-    def __init__(self):
-        self.process = subprocess.Popen([binary("pushwoosh-emulator"), "--listen", "127.0.0.1:0", "--apps", APPS],
+    def __init__(self, apps=APPS):
+        self.process = subprocess.Popen([binary("pushwoosh-emulator"), "--listen", "127.0.0.1:0", "--apps", apps],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.process.stdout.readline()
         self.port = int(line.strip().rsplit(":", 1)[1])
@@ -49,7 +50,7 @@ class Emulator:
 class Agent:
     """pushwoosh-agentd with [HTTP] Listen= (a loopback port, or a Unix socket path)."""
 
-    def __init__(self, server_url, listen=None, unix=False):
+    def __init__(self, server_url, unix=False, application=APPLICATION):
         self.dir = tempfile.TemporaryDirectory(prefix="pwagent-ofrep-")
         d = self.dir.name
         if unix:
@@ -58,7 +59,7 @@ class Agent:
             self.port = free_port()
             self.listen = f"127.0.0.1:{self.port}"
         with open(os.path.join(d, "agent.conf"), "w") as f:
-            f.write(f"[Agent]\nApplicationCode={APPLICATION}\nServerURL={server_url}\nUserId={USER}\n"
+            f.write(f"[Agent]\nApplicationCode={application}\nServerURL={server_url}\nUserId={USER}\n"
                     f"Socket={d}/agent.sock\nStateDirectory={d}/state\nRequestTimeout=5s\n"
                     f"[HTTP]\nListen={self.listen}\n")
         self.stderr = open(os.path.join(d, "stderr.log"), "w")
@@ -164,3 +165,14 @@ class UnixAdapter(HTTPAdapter):
 
     def get_connection(self, url, proxies=None):
         return self.pool
+
+
+@pytest.fixture(scope="session")
+def example_agent():
+    """The README's setting: config/flags.example.json, User ID alice."""
+    e = Emulator(os.path.join(ROOT, "config", "flags.example.json"))
+    a = Agent(e.server_url, application="ABCDE-12345")
+    a.wait()
+    yield a
+    a.stop()
+    e.stop()

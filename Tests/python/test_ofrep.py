@@ -1,6 +1,10 @@
 """PROTOCOL F with clients nobody here wrote: OpenFeature's Python SDK and OFREP provider
 (unmodified, from PyPI), prometheus-client's parser and promtool, against the real agent
 and emulator (the flags are Tests/python/apps.json, the User ID alice)."""
+import contextlib
+import io
+import os
+import re
 import shutil
 import subprocess
 import time
@@ -14,7 +18,7 @@ from openfeature.exception import ErrorCode
 from openfeature.flag_evaluation import Reason
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import USER, UnixAdapter
+from conftest import ROOT, USER, UnixAdapter
 
 
 def client_for(agent, domain):
@@ -121,3 +125,15 @@ def test_promtool(agent):
     _, text = agent.get("/metrics")
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stdout + result.stderr
+
+
+# The README's "Using OpenFeature" example, as written, against the agent it describes.
+def test_readme_example(example_agent):
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    section = readme.split("## Using OpenFeature", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    expected = re.search(r"# User ID alice, config/flags.example.json: (.*)", code).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code.replace("http://127.0.0.1:8016", example_agent.base_url), {})
+    assert out.getvalue().strip() == expected
