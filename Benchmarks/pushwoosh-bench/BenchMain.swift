@@ -83,7 +83,7 @@ struct BenchOptions {
             case "--emulator-seconds": o.emulatorSeconds = max(1, try number())
             case "--only":
                 o.only = Set(try value().split(separator: ",").map(String.init))
-                let known: Set<String> = ["socket", "ready", "rss", "idle", "emulator"]
+                let known: Set<String> = ["socket", "http", "ready", "rss", "idle", "emulator"]
                 guard o.only.isSubset(of: known) else { throw BenchError("--only: use some of \(known.sorted())") }
             case "--help", "-h":
                 print(usage)

@@ -80,7 +80,7 @@ final class HTTPService {
     /// The token: the file's content without trailing whitespace. Never logged.
     static func readToken(_ path: String?) throws(HTTPServiceError) -> [UInt8]? {
         guard let path else { return nil }
-        guard var bytes = ProcessMetrics.readProcFile(path) else {
+        guard var bytes = ProcessMetrics.readFile(path) else {
             throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
         }
         while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
