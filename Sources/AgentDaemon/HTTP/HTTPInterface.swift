@@ -28,6 +28,10 @@ final class HTTPInterface {
     }
 
     private func route(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        if request.bodyTooLarge {
+            return .json(413, Self.errorBody(nil, code: "GENERAL", details: "request body larger than \(HTTPSettings.maximumBodyBytes) bytes"),
+                         headers: [("Connection", "close")])
+        }
         if let token, !Self.authorized(request, token: token) {
             return .json(401, Self.errorBody(nil, code: "GENERAL", details: "missing or wrong token (Authorization: Bearer TOKEN or X-API-Key: TOKEN)"),
                          headers: [("WWW-Authenticate", "Bearer")])

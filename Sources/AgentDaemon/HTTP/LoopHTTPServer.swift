@@ -10,6 +10,8 @@ struct HTTPServerRequest {
     /// Header names lowercased, in arrival order.
     var headers: [(name: String, value: String)]
     var body: [UInt8]
+    /// The body was over `HTTPSettings.maximumBodyBytes` (and dropped): the answer is 413.
+    var bodyTooLarge = false
 
     func header(_ name: String) -> String? {
         headers.first { $0.name == name }?.value
@@ -186,16 +188,9 @@ final class LoopHTTPServer {
         var fullPath = String(cString: url)
         if let q = fullPath.firstIndex(of: "?") { fullPath = String(fullPath[..<q]) }
         let request = HTTPServerRequest(method: String(cString: method), path: fullPath,
-                                        headers: Self.headers(connection), body: pending.body)
+                                        headers: Self.headers(connection), body: pending.body, bodyTooLarge: pending.tooLarge)
         pending.body = []
-        let response: HTTPServerResponse
-        if pending.tooLarge {
-            response = .json(413, HTTPInterface.errorBody(nil, code: "GENERAL", details: "request body larger than \(HTTPSettings.maximumBodyBytes) bytes"),
-                             headers: [("Connection", "close")])
-        } else {
-            response = handler(request)
-        }
-        return send(response, on: connection)
+        return send(handler(request), on: connection)
     }
 
     /// Headers and body go out in one buffer (no Nagle stall between them).
