@@ -102,8 +102,12 @@ import Testing
     // Every bad input: 405 with Allow, 404, 400 PARSE_ERROR, 400 INVALID_CONTEXT naming both
     // ids, 413, and nothing that changes state (no route but reads).
     @Test func badInput() throws {
-        let (_, agent, endpoint) = try start(listen: "127.0.0.1:\(try freePort())")
+        let (emulator, agent, endpoint) = try start(listen: "127.0.0.1:\(try freePort())")
         let h = try HTTPClient(endpoint)
+        let c = try LineClient(path: agent.socketPath)
+        let statusBefore = c.call("status")["result"]
+        let serverCallsBefore = json(emulator.admin("GET", "/admin/requests").1)["count"]
+        #expect((serverCallsBefore?.numberValue ?? 0) > 0)
         var r = h.request("GET", Self.single + "new_checkout")
         #expect(r.status == 405)
         #expect(r.headers["allow"] == "POST")
@@ -132,6 +136,15 @@ import Testing
         #expect(r.status == 413)
         let fresh = try HTTPClient(endpoint)
         #expect(fresh.request("POST", Self.single + "new_checkout", body: String(repeating: " ", count: HTTPSettings.maximumBodyBytes)).status == 200)
+        // Reading never changes state nor reaches the network (FF-3).
+        for path in ["/ofrep/v1/evaluate/flags", Self.single + "new_checkout", "/readyz", "/metrics", "/healthz"] {
+            for method in ["GET", "POST"] { _ = fresh.request(method, path, body: "{}") }
+        }
+        #expect(json(emulator.admin("GET", "/admin/requests").1)["count"] == serverCallsBefore)
+        var statusAfter = c.call("status")["result"]?.objectValue ?? [:]
+        var before = statusBefore?.objectValue ?? [:]
+        for clockField in ["flagsAgeSeconds"] { statusAfter[clockField] = nil; before[clockField] = nil }
+        #expect(statusAfter == before)
         #expect(agent.process.isRunning)
     }
 
