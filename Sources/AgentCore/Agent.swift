@@ -175,10 +175,10 @@ public final class Agent {
         return Evaluation(value: value, provenance: found.provenance)
     }
 
-    /// The keys of the flags served now, sorted, and when they were received; nil when
-    /// none are valid (B.1 PROVIDER_NOT_READY). For bulk reads (PROTOCOL F.1).
-    public func servedFlagKeys() -> (keys: [String], receivedAt: Date)? {
-        validFlags().map { ($0.snapshot.flags.keys.sorted(), $0.snapshot.receivedAt) }
+    /// The keys of the flags served now, sorted; nil when none are valid (B.1
+    /// PROVIDER_NOT_READY). For bulk reads (PROTOCOL F.1), each key then read with `get`.
+    public func servedFlagKeys() -> [String]? {
+        validFlags().map { $0.snapshot.flags.keys.sorted() }
     }
 
     /// When the flags served now were received; nil when none are valid.

@@ -48,16 +48,12 @@ enum OFREP {
     static func bulk(body: [UInt8], agent: Agent) -> Answer {
         if let rejection = checkRequest(body, key: nil, agent: agent) { return rejection }
         guard let served = agent.servedFlagKeys() else { return notReady(nil) }
-        var items: [JSONValue] = []
-        var keys = Set(served.keys)
-        var properties: [(String, String, String)] = []
-        for key in served.keys {
+        var keys = Set(served)
+        for key in served {
             guard let flag = agent.get(key).value else { continue }
-            for name in flag.properties.keys where !keys.contains(key + "." + name) {
-                properties.append((key + "." + name, key, name))
-            }
+            for name in flag.properties.keys { keys.insert(key + "." + name) }  // an exact key wins in `evaluate`
         }
-        for (full, _, _) in properties { keys.insert(full) }
+        var items: [JSONValue] = []
         for key in keys.sorted() {
             let answer = evaluate(key, agent: agent)
             if answer.status == 200 { items.append(answer.body) }
