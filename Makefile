@@ -7,10 +7,11 @@ RELEASEFLAGS ?= --static-swift-stdlib
 PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
-# The Python client's virtual environment (scripts/make-venv, requirements-dev.txt).
+# The Python virtual environment of the Python client's and the OpenFeature tests
+# (scripts/make-venv, requirements-dev.txt).
 VENV       ?= $(CURDIR)/.build/venv
 
-.PHONY: deps build release test run install clean fault-test fuzz soak bench python-venv python-test
+.PHONY: deps build release test run install clean fault-test fuzz soak bench python-venv python-test ofrep-test
 
 deps:
 	@scripts/install-deps
@@ -25,6 +26,7 @@ test: deps
 	$(SWIFT) build --build-tests $(SWIFTFLAGS)
 	$(SWIFT) test --skip-build
 	$(MAKE) --no-print-directory python-test
+	$(MAKE) --no-print-directory ofrep-test
 
 python-venv: deps
 	@scripts/make-venv "$(VENV)"
@@ -35,6 +37,12 @@ python-test: python-venv
 	$(SWIFT) build $(SWIFTFLAGS)
 	cd clients/python && "$(VENV)/bin/python" -m mypy --strict
 	cd clients/python && "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider --pushwoosh-bin "$(DEBUG_BIN)"
+
+# PROTOCOL F with OpenFeature's own Python SDK and OFREP provider, prometheus-client and
+# promtool against the debug build (Tests/python, in the same venv).
+ofrep-test: python-venv
+	$(SWIFT) build $(SWIFTFLAGS)
+	PUSHWOOSH_BIN="$(DEBUG_BIN)" "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider Tests/python
 
 run: build
 	@scripts/run-demo "$(DEBUG_BIN)"

@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
         .target(name: "AgentDaemon",
-                dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih"],
+                dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih", "CMicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
         .target(name: "AgentControl", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),

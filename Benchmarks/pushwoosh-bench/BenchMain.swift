@@ -18,7 +18,9 @@ struct BenchOptions {
     var idleSeconds = 60.0
     var emulatorSeconds = 5.0
     var emulatorConnections = 64
-    var only: Set<String> = ["socket", "ready", "rss", "idle", "emulator"]
+    var only: Set<String> = ["socket", "http", "ready", "rss", "idle", "emulator"]
+    var httpClientCounts = [1, 32]
+    var scrapes = 200
 
     static let usage = """
         usage: pushwoosh-bench [run] [options]      the whole benchmark (what `make bench` runs)
@@ -40,7 +42,7 @@ struct BenchOptions {
           --rss-clients N        clients connected for the peak RSS (default 256)
           --idle-seconds S       idle observation window (default 60)
           --emulator-seconds S   wrk duration against the emulator (default 5)
-          --only LIST            some of: socket,ready,rss,idle,emulator
+          --only LIST            some of: socket,http,ready,rss,idle,emulator
         """
 
     static func parse(_ args: [String]) throws -> BenchOptions {
@@ -81,7 +83,7 @@ struct BenchOptions {
             case "--emulator-seconds": o.emulatorSeconds = max(1, try number())
             case "--only":
                 o.only = Set(try value().split(separator: ",").map(String.init))
-                let known: Set<String> = ["socket", "ready", "rss", "idle", "emulator"]
+                let known: Set<String> = ["socket", "http", "ready", "rss", "idle", "emulator"]
                 guard o.only.isSubset(of: known) else { throw BenchError("--only: use some of \(known.sorted())") }
             case "--help", "-h":
                 print(usage)
@@ -165,7 +167,7 @@ final class Bench {
         report.machine = Machine.current()
         report.options = options
         let started = Clock.now()
-        let needsAgent = !options.only.isDisjoint(with: ["socket", "ready", "rss", "idle"])
+        let needsAgent = !options.only.isDisjoint(with: ["socket", "http", "ready", "rss", "idle"])
         if needsAgent {
             try startEmulator()
             try loadFlags()
@@ -230,6 +232,7 @@ final class Bench {
     }
 
     var socketPath: String { directory + "/agent.sock" }
+    var httpPath: String { directory + "/http.sock" }
     var notifyPath: String { directory + "/notify.sock" }
     var stateDirectory: String { directory + "/state" }
 
@@ -241,6 +244,8 @@ final class Bench {
             ServerURL=http://127.0.0.1:\(emulatorPort)/json/1.3/
             Socket=\(socketPath)
             StateDirectory=\(stateDirectory)
+            [HTTP]
+            Listen=\(httpPath)
 
             """
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -288,6 +293,7 @@ final class Bench {
         let status = try waitForFlags(source: "network")
         log("agent fetched \(Int(status["flagsCount"]?.numberValue ?? 0)) flags; state \(status["state"]?.stringValue ?? "?")")
         if options.only.contains("socket") { try measureSocket(agentPID: agent.pid) }
+        if options.only.contains("http") { try measureHTTP(agentPID: agent.pid) }
         let stopped = Children.stop(agent.pid)
         report.stopSeconds = stopped
         guard FileManager.default.fileExists(atPath: stateDirectory + "/state.json") else {
@@ -342,6 +348,61 @@ final class Bench {
                 }
             }
         }
+    }
+
+    // MARK: - 1b. The HTTP interface (PROTOCOL F)
+
+    /// OFREP single-flag evaluation on keep-alive connections against the socket's
+    /// `isEnabled` and against `/healthz` (the smallest answer of the same HTTP server on the
+    /// same loop), 1 request in flight per client, cells alternating; then the cost of one
+    /// `/metrics` scrape with the stored flags served.
+    private func measureHTTP(agentPID: pid_t) throws {
+        let id = "X-Request-Id: "
+        let targets: [(kind: String, prefix: String, suffix: String, http: Bool)] = [
+            ("socket isEnabled", #"{"jsonrpc":"2.0","id":"#, #","method":"isEnabled","params":{"key":"new_checkout","default":false}}"# + "\n", false),
+            ("OFREP evaluate", "POST /ofrep/v1/evaluate/flags/new_checkout HTTP/1.1\r\nHost: agent\r\n" + id,
+             "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", true),
+            ("HTTP /healthz", "GET /healthz HTTP/1.1\r\nHost: agent\r\n" + id, "\r\n\r\n", true),
+        ]
+        var lengths: [String: Int] = [:]
+        for t in targets where t.http {
+            let answer = try HTTPOverUnix.exchange(httpPath, Array((t.prefix + "1" + t.suffix).utf8))
+            guard answer.status == 200 else { throw BenchError("\(t.kind): HTTP \(answer.status) \(answer.text)") }
+            lengths[t.kind] = answer.bytes
+            report.sampleAnswers[t.kind] = answer.text
+        }
+        for clients in options.httpClientCounts {
+            for t in targets {
+                var cell = LoadCell(socket: t.http ? httpPath : socketPath, prefix: Array(t.prefix.utf8), suffix: Array(t.suffix.utf8),
+                                    clients: clients, depth: 1, warmup: options.warmup, duration: options.duration,
+                                    threads: options.clientThreads, serverPID: agentPID)
+                cell.answerBytes = lengths[t.kind] ?? 0
+                let result = try LoadDriver.run(cell)
+                report.http.append(HTTPRow(kind: t.kind, clients: clients, result: result))
+                log(String(format: "%@ clients=%d: %.0f req/s p50 %.1f µs p99 %.1f µs (agent CPU %.0f%%, %.1f µs per request)",
+                           t.kind, clients, result.requestsPerSecond, result.p50, result.p99, result.serverCPU, result.cpuPerRequest))
+                Clock.sleep(0.15)
+            }
+        }
+        // One /metrics scrape: sequential GETs on one keep-alive connection.
+        let connection = try HTTPOverUnix(httpPath)
+        let request = Array("GET /metrics HTTP/1.1\r\nHost: agent\r\n\r\n".utf8)
+        var times: [Double] = []
+        let cpu0 = ProcStats.cpuSeconds(pid: agentPID) ?? 0
+        var size = 0
+        for _ in 0..<options.scrapes {
+            let started = Clock.now()
+            let answer = try connection.exchange(request)
+            times.append(Clock.now() - started)
+            guard answer.status == 200 else { throw BenchError("/metrics: HTTP \(answer.status)") }
+            size = answer.bytes
+        }
+        let cpu1 = ProcStats.cpuSeconds(pid: agentPID) ?? 0
+        report.metricsScrape = MetricsScrape(count: options.scrapes, medianSeconds: median(times),
+                                             p99Seconds: times.sorted()[min(times.count - 1, Int(Double(times.count) * 0.99))],
+                                             cpuSecondsPerScrape: (cpu1 - cpu0) / Double(options.scrapes), bytes: size)
+        log(String(format: "/metrics: median %.0f µs, agent CPU %.0f µs per scrape, %d bytes",
+                   median(times) * 1e6, (cpu1 - cpu0) / Double(options.scrapes) * 1e6, size))
     }
 
     // MARK: - 2. Start to READY=1 with stored flags

@@ -17,6 +17,9 @@ struct LoadCell: Sendable {
     var threads: Int
     /// The server process, for its CPU time.
     var serverPID: pid_t
+    /// 0: answers end with `\n` (the socket API). Otherwise every answer is this many bytes
+    /// (HTTP/1.1 responses of one request, whose length does not change) and starts with "H".
+    var answerBytes = 0
 }
 
 struct LoadResult: Sendable {
@@ -114,6 +117,8 @@ enum LoadDriver {
         private var ringHead: [Int]
         private var ringCount: [Int]
         private var nextID: [Int]
+        /// Bytes of the answer being received, per connection (answerBytes > 0).
+        private var partial: [Int]
         private var output: [UInt8] = []
         private var latencies: [UInt32] = []
         private var answers = 0
@@ -126,6 +131,7 @@ enum LoadDriver {
             ringHead = Array(repeating: 0, count: fds.count)
             ringCount = Array(repeating: 0, count: fds.count)
             nextID = Array(repeating: 1, count: fds.count)
+            partial = Array(repeating: 0, count: fds.count)
             output.reserveCapacity(cell.depth * (cell.prefix.count + cell.suffix.count + 20))
             latencies.reserveCapacity(1 << 18)
         }
@@ -155,7 +161,7 @@ enum LoadDriver {
                     throw BenchError(n == 0 ? "server closed the connection" : "recv: \(String(cString: strerror(errno)))")
                 }
                 let now = Clock.nanoseconds()
-                let completed = received(0, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
+                let completed = try received(0, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
                 if now >= window.end { return }
                 if completed > 0 { try send(0, count: completed) }
             }
@@ -199,21 +205,33 @@ enum LoadDriver {
                         throw BenchError(n == 0 ? "server closed the connection" : "recv: \(String(cString: strerror(errno)))")
                     }
                     now = Clock.nanoseconds()
-                    let completed = received(index, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
+                    let completed = try received(index, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
                     if completed > 0, now < window.end { try send(index, count: completed) }
                 }
                 if now >= window.end { return }
             }
         }
 
-        /// Counts the answers (newlines) in `bytes`; returns how many completed.
-        private mutating func received(_ index: Int, _ bytes: UnsafeRawBufferPointer, at now: UInt64) -> Int {
+        /// Counts the answers (newlines, or fixed-size answers) in `bytes`; returns how many completed.
+        private mutating func received(_ index: Int, _ bytes: UnsafeRawBufferPointer, at now: UInt64) throws -> Int {
             guard let base = bytes.baseAddress else { return 0 }
             var completed = 0
             var offset = 0
             let inWindow = now >= window.start && now < window.end
-            while offset < bytes.count, let hit = memchr(base + offset, 0x0A, bytes.count - offset) {
-                offset = UnsafeRawPointer(hit) - base + 1
+            while offset < bytes.count {
+                if cell.answerBytes > 0 {
+                    if partial[index] == 0, bytes[offset] != UInt8(ascii: "H") {
+                        throw BenchError("an HTTP answer's length changed (expected \(cell.answerBytes) bytes each)")
+                    }
+                    let take = min(cell.answerBytes - partial[index], bytes.count - offset)
+                    partial[index] += take
+                    offset += take
+                    guard partial[index] == cell.answerBytes else { break }
+                    partial[index] = 0
+                } else {
+                    guard let hit = memchr(base + offset, 0x0A, bytes.count - offset) else { break }
+                    offset = UnsafeRawPointer(hit) - base + 1
+                }
                 completed += 1
                 let slot = index * cell.depth + ringHead[index]
                 ringHead[index] = (ringHead[index] + 1) % cell.depth

@@ -62,6 +62,8 @@ struct Report {
     var machine = Machine()
     var options: BenchOptions?
     var socket: [SocketRow] = []
+    var http: [HTTPRow] = []
+    var metricsScrape: MetricsScrape?
     var sampleAnswers: [String: String] = [:]
     var stopSeconds: Double?
     var readySeconds: [Double] = []
@@ -189,6 +191,8 @@ struct Report {
             }
         }
 
+        md += httpMarkdown
+
         if !readySeconds.isEmpty {
             let ms = readySeconds.map { $0 * 1000 }
             md += "\n## Start to READY=1\n\n"
@@ -283,6 +287,7 @@ struct Report {
         o["emulator"] = ["requestsPerSecond": number(emulatorRequestsPerSecond), "cpuPercent": number(emulatorCPU),
                          "p50": emulatorLatency["50%"].map(JSONValue.string) ?? .null,
                          "p99": emulatorLatency["99%"].map(JSONValue.string) ?? .null, "note": .string(emulatorNote)]
+        o["http"] = httpJSON
         o["totalSeconds"] = number(totalSeconds)
         return .object(o)
     }

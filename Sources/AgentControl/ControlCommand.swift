@@ -38,6 +38,7 @@ public enum ControlCommand: Sendable, Equatable {
     /// `presentPushPrimer`'s params, already in the socket API's names.
     case primer([String: JSONValue])
     case status
+    case metrics
     case watch
 
     /// The socket method and params this command sends.
@@ -57,6 +58,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .setAuthorization(let status): ("setNotificationAuthorization", ["status": .string(status.rawValue)])
         case .primer(let params): ("presentPushPrimer", params)
         case .status: ("status", [:])
+        case .metrics: ("metrics", [:])
         case .watch: ("subscribe", [:])
         }
     }
@@ -175,6 +177,8 @@ let commandTable: [CommandInfo] = [
                 flags: ["--no-fallback-to-settings", "--fallback-to-settings"]),
     CommandInfo(name: "status", synopsis: "status", summary: "show the agent's state, device and flags freshness",
                 details: "Method: status."),
+    CommandInfo(name: "metrics", synopsis: "metrics", summary: "print the Prometheus metrics (the text of the HTTP interface's /metrics)",
+                details: "Method: metrics."),
     CommandInfo(name: "watch", synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
                 details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),
 ]
@@ -416,6 +420,9 @@ public enum ControlArguments {
         case "status":
             _ = try positionals(s, [], info)
             return .status
+        case "metrics":
+            _ = try positionals(s, [], info)
+            return .metrics
         case "watch":
             _ = try positionals(s, [], info)
             return .watch

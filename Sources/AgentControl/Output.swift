@@ -64,6 +64,10 @@ public enum OutputFormatter {
             }
             return aligned(lines)
         case .status: return formatStatus(r)
+        case .metrics:
+            guard var text = r["text"]?.stringValue else { return JSONWriter.string(r) }
+            if text.hasSuffix("\n") { text.removeLast() }
+            return text
         case .watch: return JSONWriter.string(r)
         }
     }

@@ -175,6 +175,15 @@ public final class Agent {
         return Evaluation(value: value, provenance: found.provenance)
     }
 
+    /// The keys of the flags served now, sorted; nil when none are valid (B.1
+    /// PROVIDER_NOT_READY). For bulk reads (PROTOCOL F.1), each key then read with `get`.
+    public func servedFlagKeys() -> [String]? {
+        validFlags().map { $0.snapshot.flags.keys.sorted() }
+    }
+
+    /// When the flags served now were received; nil when none are valid.
+    public var servedFlagsReceivedAt: Date? { validFlags()?.snapshot.receivedAt }
+
     /// The flags served now, after enforcing their lifetime (ST-3) at read time.
     private func validFlags() -> ServedFlags? {
         guard let current = served else { return nil }

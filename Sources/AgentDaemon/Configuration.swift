@@ -44,6 +44,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var featureFlags: FeatureFlagSettings
     /// `[Device]`.
     public var device: DeviceSettings
+    /// `[HTTP]` (PROTOCOL F).
+    public var http = HTTPSettings()
     /// The file this came from, if any (for logs).
     public var sourceFile: String?
 
@@ -103,6 +105,8 @@ extension AgentConfiguration: CustomStringConvertible, CustomDebugStringConverti
         add("initialAppState", device.initialAppState.rawValue)
         add("notificationAuthorization", device.notificationAuthorization.rawValue)
         add("permissionPromptAnswer", device.permissionPromptAnswer.rawValue)
+        add("httpListen", http.listen?.description)
+        add("httpTokenFile", http.tokenFile)
         return parts.joined(separator: " ")
     }
 
@@ -195,6 +199,7 @@ private let knownKeys: [String: [String]] = [
               "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout"],
     "FeatureFlags": ["StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle"],
     "Device": ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer"],
+    "HTTP": ["Listen", "TokenFile"],
 ]
 
 /// The state of one parse, reached from libinih's C callbacks through `void *`.
@@ -251,7 +256,7 @@ private final class INIContext {
         guard let close = line.firstIndex(of: UInt8(ascii: "]")) else { return true }  // libinih reports it
         let name = String(decoding: line[(line.startIndex + 1)..<close], as: UTF8.self)
         if knownKeys[name] == nil {
-            fail("[\(name)]", "unknown section (expected [Agent], [FeatureFlags] or [Device])")
+            fail("[\(name)]", "unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
             return false
         }
         return true
@@ -273,7 +278,7 @@ private final class INIContext {
             return false
         }
         guard let keys = knownKeys[sectionName] else {
-            fail("[\(sectionName)]", "unknown section (expected [Agent], [FeatureFlags] or [Device])")
+            fail("[\(sectionName)]", "unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
             return false
         }
         guard keys.contains(key) else {
@@ -343,6 +348,8 @@ private struct RawValues {
     var initialAppState: AppState?
     var notificationAuthorization: NotificationAuthorization?
     var permissionPromptAnswer: PermissionPromptAnswer?
+    var httpListen: HTTPListenAddress?
+    var httpTokenFile: String?
 
     /// Empty values unset the key (a later line overrides an earlier one, as in systemd).
     mutating func set(_ key: String, _ value: String) throws(ValueError) {
@@ -369,6 +376,8 @@ private struct RawValues {
             notificationAuthorization = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, NotificationAuthorization.self) }
         case "PermissionPromptAnswer":
             permissionPromptAnswer = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, PermissionPromptAnswer.self) }
+        case "Listen": httpListen = try v.map { (s) throws(ValueError) in try HTTPListenAddress.parse(s) }
+        case "TokenFile": httpTokenFile = try v.map { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }
         default:
             preconditionFailure("key \(key) is in knownKeys but not handled")
         }
@@ -398,6 +407,8 @@ private struct RawValues {
         if let initialAppState { c.device.initialAppState = initialAppState }
         if let notificationAuthorization { c.device.notificationAuthorization = notificationAuthorization }
         if let permissionPromptAnswer { c.device.permissionPromptAnswer = permissionPromptAnswer }
+        c.http.listen = httpListen
+        c.http.tokenFile = httpTokenFile
         return c
     }
 }

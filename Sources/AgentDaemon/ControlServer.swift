@@ -10,7 +10,7 @@ import Glibc
 /// requests behind it.
 final class ControlServer {
     private let loop: EventLoop
-    private let host: AgentHost
+    let host: AgentHost
     private var settings: SocketSettings
     private let log: Log
     private let agentUID = getuid()
@@ -18,9 +18,14 @@ final class ControlServer {
     private var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
     private var scratch = JSONWriter(capacity: 512)
+    /// Counters for /metrics (PROTOCOL F.2), the `metrics` method's text, and the HTTP
+    /// interface's connections, which share `MaxConnections`.
+    var metrics: Metrics?
+    var metricsText: (() -> String)?
+    var otherConnections: () -> Int = { 0 }
 
     /// Methods anyone who can connect may call (B.3).
-    static let readMethods: Set<String> = ["get", "isEnabled", "property", "status", "subscribe", "unsubscribe"]
+    static let readMethods: Set<String> = ["get", "isEnabled", "property", "status", "subscribe", "unsubscribe", "metrics"]
 
     init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
         self.loop = loop
@@ -38,7 +43,8 @@ final class ControlServer {
     func accept(_ descriptor: consuming FileDescriptor) {
         let credentials = try? UnixSocket.peerCredentials(descriptor.rawValue)
         let connection = Connection(loop: loop, descriptor: descriptor)
-        guard clients.count < settings.maxConnections else {
+        guard clients.count + otherConnections() < settings.maxConnections else {
+            metrics?.socketConnectionsRefused += 1
             // B.3: at most MaxConnections; the client is told why before the close.
             connection.send(RPCEncoder.error(id: .null, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))")))
             try? connection.start()
@@ -46,6 +52,7 @@ final class ControlServer {
             log(.warning, "connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
             return
         }
+        metrics?.socketConnectionsAccepted += 1
         let client = Client(connection: connection, credentials: credentials, mayChangeState: mayChangeState(credentials))
         let id = ObjectIdentifier(client)
         clients[id] = client
@@ -89,6 +96,7 @@ final class ControlServer {
             case .line(let line):
                 handleLine(line, from: client)
             case .lineTooLong:
+                metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
                 client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
                 client.connection.closeAfterFlush()
                 log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
@@ -104,6 +112,7 @@ final class ControlServer {
         }
         switch RPCMessage.parse(line) {
         case .single(.failure(let rejection)):
+            metrics?.rpcError(rejection.error.code)
             client.connection.send(RPCEncoder.line(rejection.response))
         case .single(.success(let request)):
             client.pendingAnswers += 1
@@ -125,6 +134,7 @@ final class ControlServer {
             for (index, item) in items.enumerated() {
                 switch item {
                 case .failure(let rejection):
+                    metrics?.rpcError(rejection.error.code)
                     batch.set(index, rejection.response, then: finish)
                 case .success(let request):
                     dispatch(request, from: client) { outcome in
@@ -142,9 +152,11 @@ final class ControlServer {
         scratch.bytes.removeAll(keepingCapacity: true)
         switch request.method {
         case .isEnabled(let fallback):
+            metrics?.rpcRequest("isEnabled")
             let e = host.agent.isEnabled(request.key, default: fallback)
             RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &scratch)
         case .get:
+            metrics?.rpcRequest("get")
             let e = host.agent.get(request.key)
             RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
         }
@@ -157,7 +169,9 @@ final class ControlServer {
         if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
     }
 
-    private func dispatch(_ request: RPCRequest, from client: Client, _ done: @escaping (RPCOutcome) -> Void) {
+    private func dispatch(_ request: RPCRequest, from client: Client, _ answer: @escaping (RPCOutcome) -> Void) {
+        metrics?.rpcRequest(request.method)
+        let done = countingAnswer(request, answer)
         if !Self.readMethods.contains(request.method), !client.mayChangeState, Methods.known.contains(request.method) {
             log(.warning, "permission denied", ["method": request.method, "uid": client.credentials?.uid, "pid": client.credentials?.pid])
             done(.failure(.permissionDenied(method: request.method)))
@@ -172,6 +186,13 @@ final class ControlServer {
             subscribers[ObjectIdentifier(client)] = nil
             client.connection.setIdleTimeout(settings.idleTimeout)
             done(.success([:]))
+        case "metrics" where metricsText != nil:
+            do throws(RPCError) {
+                try request.params.rejectUnknown([])
+                done(.success(["text": .string(metricsText!())]))
+            } catch {
+                done(.failure(error))
+            }
         default:
             Methods.call(request, on: host, done)
         }

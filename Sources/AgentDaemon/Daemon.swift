@@ -20,13 +20,15 @@ public final class Daemon {
     private var listener: UnixListener!
     private var signals: SignalSource?
     private var lastStatusLine = ""
+    private let metrics = Metrics()
+    private var http: HTTPService?
 
     /// Prepares everything that can fail before the loop runs; errors name what is wrong.
     /// Must be called before any other thread exists (signals are blocked here).
     public init(options: DaemonOptions, environment: [String: String], log: Log = Log()) throws {
         try SignalSource.block([SIGHUP, SIGTERM, SIGINT])
         ignoreSIGPIPE()
-        let inherited = SystemdNotifier.listenFDs()  // before threads: it unsets LISTEN_*
+        let inherited = SystemdNotifier.namedListenFDs()  // before threads: it unsets LISTEN_*
         self.options = options
         self.environment = environment
         self.log = log
@@ -37,13 +39,22 @@ public final class Daemon {
         let store = try FileStateStore(directory: configuration.stateDirectory)
         let host = self.host
         let transport = RearmingTransport(
-            CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), host: host)
+            MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics),
+            host: host)
         let agent = Agent(settings: Self.agentSettings(configuration), clock: SystemClock(), transport: transport,
                           store: store, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
+        server.metrics = metrics
+        server.metricsText = { [unowned self] in self.metricsText() }
+        server.otherConnections = { [unowned self] in self.http?.connectionCount ?? 0 }
+        // PROTOCOL F: the socket named `http` is the HTTP interface's; any other is the socket API's.
+        let httpFD = inherited.first { $0.name == "http" }?.fd
+        if configuration.http.listen != nil || httpFD != nil {
+            http = try makeHTTPService(inheritedFD: httpFD)
+        }
 
-        if let fd = inherited.first {
+        if let fd = inherited.first(where: { $0.name != "http" })?.fd {
             listener = try UnixListener(adopting: fd)  // socket activation: systemd owns the path
         } else {
             listener = try UnixListener(path: configuration.socket.path, mode: mode_t(configuration.socket.mode),
@@ -76,6 +87,7 @@ public final class Daemon {
             try listener.start(on: loop, onError: { [log] error in log(.warning, "accept failed", ["error": error]) }) {
                 [unowned self] fd in self.server.accept(fd)
             }
+            try http?.start(connectionLimit: configuration.socket.maxConnections)
             signals = try SignalSource(loop: loop, signals: [SIGHUP, SIGTERM, SIGINT]) { [unowned self] signal in
                 self.handle(signal: signal)
             }
@@ -91,7 +103,7 @@ public final class Daemon {
         log(.info, "ready", [
             "socket": listener.path ?? "fd \(listener.fd) (socket activation)", "state_dir": configuration.stateDirectory,
             "application": configuration.server.applicationCode, "hwid": status.hwid, "flags": status.flagsCount,
-            "source": status.flagsSource.rawValue, "startup_ms": Int((monotonicSeconds() - started) * 1000),
+            "source": status.flagsSource.rawValue, "http": http?.address, "startup_ms": Int((monotonicSeconds() - started) * 1000),
         ])
         startWatchdog()
         do {
@@ -113,6 +125,7 @@ public final class Daemon {
             _ = notifier.stopping(status: "stopping")
             log(.info, "stopping", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
             server.closeAll()
+            http?.stop()
             listener.close()
             loop.stop()
         }
@@ -127,6 +140,8 @@ public final class Daemon {
             // Where the socket and state live cannot change without a restart.
             fresh.socket.path = configuration.socket.path
             fresh.stateDirectory = configuration.stateDirectory
+            fresh.http.listen = configuration.http.listen
+            try http?.reload(fresh.http)
             configuration = fresh
             server.update(settings: fresh.socket)
             host.agent.reload(Self.agentSettings(fresh))
@@ -164,6 +179,7 @@ public final class Daemon {
     // MARK: - Agent events
 
     private func handle(_ event: AgentEvent) {
+        metrics.record(event)
         switch event {
         case .flagsChanged(let reason, let keys):
             server?.broadcast(reason: reason, keys: keys)
@@ -185,5 +201,27 @@ public final class Daemon {
             log(.info, "server base URL changed", ["base_url": url])
         }
         if server != nil { updateStatus() }
+    }
+
+    // MARK: - HTTP interface and metrics (PROTOCOL F)
+
+    private func makeHTTPService(inheritedFD: Int32?) throws(HTTPServiceError) -> HTTPService {
+        var settings = configuration.http
+        if let seconds = environment["PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT"].flatMap({ UInt32($0) }) { settings.idleTimeout = seconds }
+        return try HTTPService(
+            loop: loop, host: host, metrics: metrics, settings: settings, socket: configuration.socket, inheritedFD: inheritedFD,
+            admit: { [unowned self] in
+                self.server.connectionCount + (self.http?.connectionCount ?? 0) < self.configuration.socket.maxConnections
+            },
+            onRefused: { [unowned self] in
+                self.metrics.httpConnectionsRefused += 1
+                self.log(.warning, "HTTP connection refused: too many connections", ["max": self.configuration.socket.maxConnections])
+            },
+            metricsText: { [unowned self] in self.metricsText() })
+    }
+
+    private func metricsText() -> String {
+        metrics.text(Metrics.Snapshot(status: host.agent.status(), version: StatusReport.version,
+                                      socketConnections: server.connectionCount, httpConnections: http?.connectionCount ?? 0))
     }
 }

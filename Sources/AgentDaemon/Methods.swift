@@ -7,7 +7,7 @@ enum Methods {
     static let known: Set<String> = [
         "get", "isEnabled", "property", "refresh", "logImpression", "subscribe", "unsubscribe",
         "setUserId", "setAppState", "registerForPushNotifications", "unregisterForPushNotifications",
-        "setNotificationAuthorization", "presentPushPrimer", "status",
+        "setNotificationAuthorization", "presentPushPrimer", "status", "metrics",
     ]
 
     static func call(_ request: RPCRequest, on host: AgentHost, _ done: @escaping (RPCOutcome) -> Void) {

@@ -139,7 +139,7 @@ private let protocolExample = """
         #expect(error("[Agent]\napplicationcode=A\n")
             == "/etc/pushwoosh-agent/agent.conf:2: applicationcode: unknown key in [Agent] (did you mean ApplicationCode?)")
         #expect(error("[Agent]\nApplicationCode=A\n# c\n\n[Extra]\n")
-            == "/etc/pushwoosh-agent/agent.conf:5: [Extra]: unknown section (expected [Agent], [FeatureFlags] or [Device])")
+            == "/etc/pushwoosh-agent/agent.conf:5: [Extra]: unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
         #expect(error("[Agent]\nApplicationCode=A\n[Extra]\nFoo=1\n")?.hasPrefix("/etc/pushwoosh-agent/agent.conf:3: [Extra]: unknown section") == true)
         #expect(error("ApplicationCode=A\n")
             == "/etc/pushwoosh-agent/agent.conf:1: ApplicationCode: key outside a section (expected it under [Agent])")

@@ -15,7 +15,7 @@ import Testing
     @Test func verifyAcceptsBothUnitsSilently() throws {
         let dir = try UnitCopy.make()
         defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.service, dir.socket], in: dir.path)
+        let result = try Analyzer.run(["verify", dir.service, dir.socket, dir.httpSocket], in: dir.path)
         #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
         // verify exits 0 on unknown keys and bad values: only silence is a pass.
         #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
@@ -29,7 +29,7 @@ import Testing
             service.replacingOccurrences(of: "[Service]\n", with: "[Service]\nHardenEverything=yes\n")
         })
         defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.service, dir.socket], in: dir.path)
+        let result = try Analyzer.run(["verify", dir.service, dir.socket, dir.httpSocket], in: dir.path)
         #expect(result.stderr.contains("HardenEverything"), "verify did not report the unknown key:\n\(result.output)")
     }
 
@@ -79,6 +79,13 @@ import Testing
                      "RemoveOnStop=yes", "WantedBy=sockets.target"] {
             #expect(socketKeys.contains(line), "pushwoosh-agent.socket lacks \(line)")
         }
+        // PROTOCOL F: the optional HTTP socket, told apart by its name, loopback only.
+        let http = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent-http.socket"), encoding: .utf8)
+        let httpKeys = Set(http.split(separator: "\n").map(String.init))
+        for line in ["FileDescriptorName=http", "ListenStream=127.0.0.1:8016", "Service=pushwoosh-agent.service"] {
+            #expect(httpKeys.contains(line), "pushwoosh-agent-http.socket lacks \(line)")
+        }
+        #expect(!socket.contains("FileDescriptorName=http"))
     }
 
     /// config/agent.conf documents every key of PROTOCOL C.1 and sets only
@@ -88,7 +95,7 @@ import Testing
         let keys = ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
                     "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout",
                     "StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle",
-                    "InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer"]
+                    "InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Listen", "TokenFile"]
         let lines = text.split(separator: "\n").map(String.init)
         for key in keys {
             #expect(lines.contains { $0.hasPrefix(key + "=") || $0.hasPrefix("#" + key + "=") },
@@ -114,6 +121,7 @@ struct UnitCopy {
     let path: String
     var service: String { path + "/pushwoosh-agent.service" }
     var socket: String { path + "/pushwoosh-agent.socket" }
+    var httpSocket: String { path + "/pushwoosh-agent-http.socket" }
 
     /// The package root: this file is Tests/SystemdUnitTests/SystemdUnitTests.swift.
     static var root: String {
@@ -133,6 +141,7 @@ struct UnitCopy {
         try edit(service.replacingOccurrences(of: installedBinary, with: standIn))
             .write(toFile: copy.service, atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: source("pushwoosh-agent.socket"), toPath: copy.socket)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent-http.socket"), toPath: copy.httpSocket)
         return copy
     }
 

@@ -1,0 +1,110 @@
+import AgentCore
+import Foundation
+import Glibc
+
+/// One cell of the HTTP interface's measurement (PROTOCOL F).
+struct HTTPRow {
+    var kind: String
+    var clients: Int
+    var result: LoadResult
+}
+
+struct MetricsScrape {
+    var count: Int
+    var medianSeconds: Double
+    var p99Seconds: Double
+    var cpuSecondsPerScrape: Double
+    var bytes: Int
+}
+
+/// A blocking HTTP/1.1 keep-alive connection over a Unix socket (answers with Content-Length).
+final class HTTPOverUnix {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(_ path: String) throws {
+        fd = try Sockets.connectUnix(path)
+        Sockets.setReceiveTimeout(fd, 5)
+    }
+
+    deinit { close(fd) }
+
+    static func exchange(_ path: String, _ request: [UInt8]) throws -> (status: Int, bytes: Int, text: String) {
+        try HTTPOverUnix(path).exchange(request)
+    }
+
+    /// Sends `request`, reads one answer: its status, its whole length in bytes, its text.
+    func exchange(_ request: [UInt8]) throws -> (status: Int, bytes: Int, text: String) {
+        try Sockets.sendAll(fd, request)
+        let separator: [UInt8] = [13, 10, 13, 10]
+        while buffer.firstRange(of: separator) == nil { try fill() }
+        let headEnd = buffer.firstRange(of: separator)!.upperBound
+        let head = String(decoding: buffer[..<headEnd], as: UTF8.self)
+        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+        var length = 0
+        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+            length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        while buffer.count < headEnd + length { try fill() }
+        let total = headEnd + length
+        let text = String(decoding: buffer[..<total], as: UTF8.self)
+        buffer.removeSubrange(..<total)
+        return (status, total, text)
+    }
+
+    private func fill() throws {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { throw BenchError("HTTP: connection closed or timed out") }
+        buffer.append(contentsOf: chunk[..<n])
+    }
+}
+
+extension Report {
+    func httpRow(_ kind: String, clients: Int) -> HTTPRow? {
+        http.first { $0.kind == kind && $0.clients == clients }
+    }
+
+    var httpMarkdown: String {
+        guard !http.isEmpty, let o = options else { return "" }
+        var md = "\n## HTTP interface: OFREP single-flag evaluation\n\n"
+        md += "The same agent and run: `POST /ofrep/v1/evaluate/flags/new_checkout` (libmicrohttpd on the agent's event loop, "
+        md += "Listen= on a Unix socket, keep-alive, 1 request in flight per client) against the socket's `isEnabled` for the same flag "
+        md += "and against `GET /healthz`, the smallest answer of the same HTTP server on the same loop. "
+        md += String(format: "%.1f s warm-up + %.1f s measured per cell, cells alternating.\n\n", o.warmup, o.duration)
+        md += "| clients | request | req/s | p50 / p99 µs | agent CPU | CPU µs per request | OFREP ÷ this (req/s) |\n"
+        md += "| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
+        for clients in o.httpClientCounts {
+            guard let ofrep = httpRow("OFREP evaluate", clients: clients) else { continue }
+            for kind in ["socket isEnabled", "OFREP evaluate", "HTTP /healthz"] {
+                guard let row = httpRow(kind, clients: clients) else { continue }
+                let r = row.result
+                md += String(format: "| %d | %@ | %.0f | %.0f / %.0f | %.0f %% | %.1f | %.0f %% |\n", clients, kind,
+                             r.requestsPerSecond, r.p50, r.p99, r.serverCPU, r.cpuPerRequest,
+                             ofrep.result.requestsPerSecond / max(r.requestsPerSecond, 1) * 100)
+            }
+        }
+        if let m = metricsScrape {
+            md += String(format: "\nOne `GET /metrics` scrape with %d flags served (%d sequential scrapes on one connection): median %.0f µs, p99 %.0f µs, agent CPU %.0f µs per scrape, %d bytes.\n",
+                         o.flagCount, m.count, m.medianSeconds * 1e6, m.p99Seconds * 1e6, m.cpuSecondsPerScrape * 1e6, m.bytes)
+        }
+        return md
+    }
+
+    var httpJSON: JSONValue {
+        func number(_ value: Double) -> JSONValue { .number((value * 1000).rounded() / 1000) }
+        var o: [String: JSONValue] = [
+            "cells": .array(http.map { r in
+                ["request": .string(r.kind), "clients": .number(Double(r.clients)), "requestsPerSecond": number(r.result.requestsPerSecond),
+                 "p50Microseconds": number(r.result.p50), "p99Microseconds": number(r.result.p99),
+                 "serverCPUPercent": number(r.result.serverCPU), "serverCPUMicrosecondsPerRequest": number(r.result.cpuPerRequest)]
+            }),
+        ]
+        if let m = metricsScrape {
+            o["metricsScrape"] = ["count": .number(Double(m.count)), "medianMicroseconds": number(m.medianSeconds * 1e6),
+                                  "p99Microseconds": number(m.p99Seconds * 1e6), "cpuMicroseconds": number(m.cpuSecondsPerScrape * 1e6),
+                                  "bytes": .number(Double(m.bytes))]
+        }
+        return .object(o)
+    }
+}

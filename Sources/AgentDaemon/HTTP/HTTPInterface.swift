@@ -1,0 +1,144 @@
+import AgentCore
+import FoundationEssentials
+
+/// The routes of PROTOCOL F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
+/// (F.2). Nothing here changes state: there is no route but the evaluations and the three
+/// GETs.
+final class HTTPInterface {
+    private let host: AgentHost
+    private let metrics: Metrics
+    private let metricsText: () -> String
+    /// The token requests must carry; nil: none needed.
+    var token: [UInt8]?
+
+    static let single = "/ofrep/v1/evaluate/flags/"
+    static let bulk = "/ofrep/v1/evaluate/flags"
+
+    init(host: AgentHost, metrics: Metrics, token: [UInt8]?, metricsText: @escaping () -> String) {
+        self.host = host
+        self.metrics = metrics
+        self.token = token
+        self.metricsText = metricsText
+    }
+
+    func respond(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        let response = route(request)
+        metrics.httpRequest(status: response.status)
+        return response
+    }
+
+    private func route(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        if request.bodyTooLarge {
+            return .json(413, Self.errorBody(nil, code: "GENERAL", details: "request body larger than \(HTTPSettings.maximumBodyBytes) bytes"),
+                         headers: [("Connection", "close")])
+        }
+        if let token, !Self.authorized(request, token: token) {
+            return .json(401, Self.errorBody(nil, code: "GENERAL", details: "missing or wrong token (Authorization: Bearer TOKEN or X-API-Key: TOKEN)"),
+                         headers: [("WWW-Authenticate", "Bearer")])
+        }
+        let path = request.path
+        switch path {
+        case "/healthz":
+            return only(["GET", "HEAD"], request) { .json(200, JSONValueBox(bytes: JSONWriter.encode(["status": "ok"]))) }
+        case "/readyz":
+            return only(["GET", "HEAD"], request) {
+                let status = host.agent.status()
+                let ready = status.state == .ready || status.state == .stale
+                return .json(ready ? 200 : 503, JSONValueBox(bytes: JSONWriter.encode(StatusReport.json(status))))
+            }
+        case "/metrics":
+            return only(["GET", "HEAD"], request) {
+                HTTPServerResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+                                   body: Array(metricsText().utf8))
+            }
+        case Self.bulk, Self.bulk + "/":
+            return only(["POST"], request) { bulk(request) }
+        default:
+            if path.hasPrefix(Self.single) {
+                let key = String(path.dropFirst(Self.single.count))
+                return only(["POST"], request) {
+                    let answer = OFREP.evaluate(key, body: request.body, agent: host.agent)
+                    host.rearm()  // a read may expire the flags (ST-3), which moves no timer later
+                    return .json(answer.status, JSONValueBox(bytes: JSONWriter.encode(answer.body)))
+                }
+            }
+            return .json(404, Self.errorBody(nil, code: "GENERAL", details: "no such path: \(path)"))
+        }
+    }
+
+    private func bulk(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        let answer = OFREP.bulk(body: request.body, agent: host.agent)
+        host.rearm()
+        let bytes = JSONWriter.encode(answer.body)
+        guard answer.status == 200 else { return .json(answer.status, JSONValueBox(bytes: bytes)) }
+        let etag = Self.etag(bytes)
+        if let match = request.header("if-none-match"), Self.matches(match, etag) {
+            return HTTPServerResponse(status: 304, headers: [("ETag", etag)])
+        }
+        return .json(200, JSONValueBox(bytes: bytes), headers: [("ETag", etag)])
+    }
+
+    private func only(_ methods: [String], _ request: HTTPServerRequest, _ body: () -> HTTPServerResponse) -> HTTPServerResponse {
+        guard methods.contains(request.method) else {
+            return .json(405, Self.errorBody(nil, code: "GENERAL", details: "method \(request.method) not allowed; use \(methods.joined(separator: " or "))"),
+                         headers: [("Allow", methods.joined(separator: ", "))])
+        }
+        return body()
+    }
+
+    // MARK: - Pieces
+
+    static func errorBody(_ key: String?, code: String, details: String) -> JSONValueBox {
+        JSONValueBox(bytes: JSONWriter.encode(OFREP.failure(key, code, details)))
+    }
+
+    /// A strong ETag: FNV-1a (64 bits) of the body, which holds no value that changes with
+    /// the clock, so it changes exactly when the served flags do.
+    static func etag(_ bytes: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return "\"" + String(repeating: "0", count: 16 - hex.count) + hex + "\""
+    }
+
+    /// `If-None-Match`: `*` or a list of tags (compared weakly, RFC 9110 13.1.2).
+    static func matches(_ header: String, _ etag: String) -> Bool {
+        for part in header.split(separator: ",") {
+            var tag = part.trimmedSpaces
+            if tag == "*" { return true }
+            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            if tag == etag { return true }
+        }
+        return false
+    }
+
+    /// `Authorization: Bearer TOKEN` or `X-API-Key: TOKEN`, compared in constant time.
+    static func authorized(_ request: HTTPServerRequest, token: [UInt8]) -> Bool {
+        var candidates: [String] = []
+        if let auth = request.header("authorization") {
+            let parts = auth.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { candidates.append(parts[1].trimmedSpaces) }
+        }
+        if let key = request.header("x-api-key") { candidates.append(key.trimmedSpaces) }
+        return candidates.contains { equalInConstantTime(Array($0.utf8), token) }
+    }
+
+    static func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for i in 0..<a.count { difference |= a[i] ^ b[i] }
+        return difference == 0
+    }
+}
+
+extension StringProtocol {
+    /// Without leading and trailing spaces and tabs.
+    var trimmedSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}

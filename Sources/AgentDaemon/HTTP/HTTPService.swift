@@ -1,0 +1,135 @@
+import AgentCore
+import AgentPosix
+import AgentSystemd
+import Glibc
+
+/// The optional HTTP interface (PROTOCOL F) as the daemon runs it: its listening socket
+/// (`Listen=`, or the socket systemd passed as `http`), the token, the loop-driven server
+/// and the routes.
+final class HTTPService {
+    private let server: LoopHTTPServer
+    let interface: HTTPInterface
+    private let settings: HTTPSettings
+    private var listenFD: Int32
+    /// For a `Listen=` path: the socket file, removed on stop.
+    private var unixListener: UnixListener?
+    /// Where it listens, for the log.
+    let address: String
+
+    var connectionCount: Int { server.connectionCount }
+
+    /// Binds `Listen=` (or adopts `inheritedFD`) and reads the token; serving starts with `start`.
+    init(loop: EventLoop, host: AgentHost, metrics: Metrics, settings: HTTPSettings, socket: SocketSettings,
+         inheritedFD: Int32?, admit: @escaping () -> Bool, onRefused: @escaping () -> Void,
+         metricsText: @escaping () -> String) throws(HTTPServiceError) {
+        self.settings = settings
+        let token = try Self.readToken(settings.tokenFile)
+        if let inheritedFD {
+            guard SystemdNotifier.isListeningStreamSocket(inheritedFD) else {
+                throw HTTPServiceError("the socket passed as \"http\" (fd \(inheritedFD)) is not a listening stream socket")
+            }
+            _ = fcntl(inheritedFD, F_SETFL, fcntl(inheritedFD, F_GETFL) | O_NONBLOCK)
+            listenFD = inheritedFD
+            address = "fd \(inheritedFD) (socket activation)"
+        } else {
+            switch settings.listen {
+            case nil:
+                throw HTTPServiceError("no Listen= address")
+            case .unix(let path):
+                let listener: UnixListener
+                do {
+                    listener = try UnixListener(path: path, mode: mode_t(socket.mode), group: socket.group)
+                } catch {
+                    throw HTTPServiceError("Listen=\(path): \(error)")
+                }
+                unixListener = listener
+                listenFD = fcntl(listener.fd, F_DUPFD_CLOEXEC, 3)  // libmicrohttpd closes its copy
+                address = path
+            case .ipv4Loopback(let port):
+                (listenFD, address) = try Self.bindLoopback(ipv6: false, port: port)
+            case .ipv6Loopback(let port):
+                (listenFD, address) = try Self.bindLoopback(ipv6: true, port: port)
+            }
+        }
+        interface = HTTPInterface(host: host, metrics: metrics, token: token, metricsText: metricsText)
+        let interface = self.interface
+        server = LoopHTTPServer(loop: loop, admit: admit, onRefused: onRefused) { interface.respond($0) }
+    }
+
+    func start(connectionLimit: Int) throws(HTTPServiceError) {
+        let fd = listenFD
+        listenFD = -1
+        try server.start(listenFD: fd, idleTimeout: settings.idleTimeout, connectionLimit: connectionLimit)
+    }
+
+    /// SIGHUP: the token file is read again (the address needs a restart).
+    func reload(_ fresh: HTTPSettings) throws(HTTPServiceError) {
+        interface.token = try Self.readToken(fresh.tokenFile)
+    }
+
+    func stop() {
+        server.stop()
+        if listenFD >= 0 { Glibc.close(listenFD) }
+        listenFD = -1
+        unixListener?.close()
+        unixListener = nil
+    }
+
+    // MARK: - Pieces
+
+    /// The token: the file's content without trailing whitespace. Never logged.
+    static func readToken(_ path: String?) throws(HTTPServiceError) -> [UInt8]? {
+        guard let path else { return nil }
+        guard var bytes = ProcessMetrics.readFile(path) else {
+            throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
+        }
+        while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw HTTPServiceError("TokenFile=\(path): the file is empty") }
+        return bytes
+    }
+
+    /// A listening TCP socket on 127.0.0.1 or ::1 (nonblocking, close-on-exec,
+    /// TCP_NODELAY inherited by accepted sockets).
+    static func bindLoopback(ipv6: Bool, port: UInt16) throws(HTTPServiceError) -> (Int32, String) {
+        let family = ipv6 ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let shown = ipv6 ? "[::1]:\(port)" : "127.0.0.1:\(port)"
+        guard fd >= 0 else { throw HTTPServiceError("Listen=\(shown): socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var bound: Int32
+        if ipv6 {
+            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
+            var addr = sockaddr_in6()
+            addr.sin6_family = sa_family_t(AF_INET6)
+            addr.sin6_port = port.bigEndian
+            addr.sin6_addr = in6addr_loopback
+            bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
+        } else {
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+        if bound == 0 { bound = listen(fd, 128) }
+        guard bound == 0 else {
+            let message = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw HTTPServiceError("Listen=\(shown): \(message)")
+        }
+        // The bound port (Listen=…:0 picks one).
+        var storage = sockaddr_in6()
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        let actual = UInt16(bigEndian: storage.sin6_port)  // sin_port and sin6_port share the offset
+        return (fd, ipv6 ? "[::1]:\(actual)" : "127.0.0.1:\(actual)")
+    }
+}
