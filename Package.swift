@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
         .target(name: "AgentDaemon",
-                dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih", "CMicroHTTPD"],
+                dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih", "MicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
         .target(name: "AgentControl", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
@@ -45,7 +45,9 @@ let package = Package(
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "Emulator", dependencies: ["EmulatorCore", "CMicroHTTPD"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
+        // What the agent's HTTP interface and the emulator share of libmicrohttpd.
+        .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner

@@ -1,5 +1,5 @@
 import AgentCore
-import CMicroHTTPD
+import MicroHTTPD
 import Dispatch
 import EmulatorCore
 import Foundation
@@ -264,32 +264,14 @@ public final class EmulatorServer: Sendable {
         return MHD_Result.YES
     }
 
-    /// The response is handed over in one buffer: libmicrohttpd writes
-    /// headers and body together (with TCP_NODELAY, no Nagle stalls).
     private func send(_ response: EmulatorResponse, on connection: OpaquePointer) -> MHD_Result {
-        let mhdResponse = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
-        }
-        guard let mhdResponse else { return MHD_Result.NO }
-        for h in response.headers { _ = MHD_add_response_header(mhdResponse, h.name, h.value) }
-        let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
-        MHD_destroy_response(mhdResponse)
-        return result
+        MicroHTTPD.respond(connection, status: response.status, headers: response.headers.map { ($0.name, $0.value) },
+                           body: response.body)
     }
 
     /// Headers or query arguments of the request, in order.
     private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HeaderField] {
-        var out: [HeaderField] = []
-        withUnsafeMutablePointer(to: &out) { ptr in
-            _ = MHD_get_connection_values(connection, kind, { cls, _, key, value in
-                guard let cls, let key else { return MHD_Result.YES }
-                let out = cls.assumingMemoryBound(to: [HeaderField].self)
-                out.pointee.append(HeaderField(String(cString: key), value.map { String(cString: $0) } ?? ""))
-                return MHD_Result.YES
-            }, ptr)
-        }
-        return out
+        MicroHTTPD.values(connection, kind).map { HeaderField($0.name, $0.value) }
     }
 }
 

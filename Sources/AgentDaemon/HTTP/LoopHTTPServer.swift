@@ -1,5 +1,5 @@
 import AgentPosix
-import CMicroHTTPD
+import MicroHTTPD
 import Glibc
 
 /// A request as the HTTP interface sees it: the body is complete.
@@ -193,30 +193,13 @@ final class LoopHTTPServer {
         return send(handler(request), on: connection)
     }
 
-    /// Headers and body go out in one buffer (no Nagle stall between them).
     private func send(_ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
-        let mhdResponse = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
-        }
-        guard let mhdResponse else { return MHD_Result.NO }
-        for h in response.headers { _ = MHD_add_response_header(mhdResponse, h.name, h.value) }
-        let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
-        MHD_destroy_response(mhdResponse)
-        return result
+        MicroHTTPD.respond(connection, status: response.status, headers: response.headers, body: response.body)
     }
 
+    /// Header fields with lowercase names.
     private static func headers(_ connection: OpaquePointer) -> [(name: String, value: String)] {
-        var out: [(name: String, value: String)] = []
-        withUnsafeMutablePointer(to: &out) { ptr in
-            _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, { cls, _, key, value in
-                guard let cls, let key else { return MHD_Result.YES }
-                let out = cls.assumingMemoryBound(to: [(name: String, value: String)].self)
-                out.pointee.append((String(cString: key).lowercased(), value.map { String(cString: $0) } ?? ""))
-                return MHD_Result.YES
-            }, ptr)
-        }
-        return out
+        MicroHTTPD.values(connection, MHD_ValueKind.HEADER_KIND).map { ($0.name.lowercased(), $0.value) }
     }
 }
 

@@ -1,0 +1,34 @@
+@_exported import CMicroHTTPD
+
+/// What the agent's HTTP interface and the emulator share of libmicrohttpd: sending a
+/// response in one buffer and reading a request's header fields or query arguments.
+public enum MicroHTTPD {
+    /// Queues `status`, `headers` and `body` on `connection`. The body is copied into one
+    /// buffer, so libmicrohttpd writes headers and body together (no Nagle stall between them).
+    public static func respond(_ connection: OpaquePointer, status: Int, headers: [(name: String, value: String)],
+                               body: [UInt8]) -> MHD_Result {
+        let response = body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+        }
+        guard let response else { return MHD_Result.NO }
+        for h in headers { _ = MHD_add_response_header(response, h.name, h.value) }
+        let result = MHD_queue_response(connection, UInt32(status), response)
+        MHD_destroy_response(response)
+        return result
+    }
+
+    /// The request's values of `kind` (header fields, query arguments), in order, names as sent.
+    public static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
+        var out: [(name: String, value: String)] = []
+        withUnsafeMutablePointer(to: &out) { pointer in
+            _ = MHD_get_connection_values(connection, kind, { context, _, key, value in
+                guard let context, let key else { return MHD_Result.YES }
+                let out = context.assumingMemoryBound(to: [(name: String, value: String)].self)
+                out.pointee.append((String(cString: key), value.map { String(cString: $0) } ?? ""))
+                return MHD_Result.YES
+            }, pointer)
+        }
+        return out
+    }
+}
