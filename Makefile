@@ -8,7 +8,7 @@ PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 
-.PHONY: deps build release test run install clean fault-test fuzz soak bench
+.PHONY: deps vm-deps build release test run install clean fault-test fuzz soak bench systemd-test
 
 deps:
 	@scripts/install-deps
@@ -31,6 +31,16 @@ install: release
 
 clean:
 	rm -rf .build
+
+vm-deps:
+	@scripts/install-vm-deps
+
+# The service under a real systemd 252 (issue 9): boots a QEMU VM (TCG, no network
+# device) whose PID 1 is this machine's systemd, installs the package in it and checks
+# the lifecycle, then reboots it and checks that state survived.
+# Needs root. Results in .build/systemd-test/results.txt; about 5 minutes.
+systemd-test: release vm-deps
+	scripts/systemd-test "$(BIN)"
 
 # Fault suite (issue 6): 1,000 SIGKILLs during refreshes and writes, then a full and a
 # read-only state directory (needs root for tmpfs mounts). About 5 minutes.
