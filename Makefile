@@ -45,7 +45,7 @@ deb: release vm-deps
 # The service under a real systemd 252 (issue 9): boots a QEMU VM (TCG, no network
 # device) whose PID 1 is this machine's systemd, installs the package in it and checks
 # the lifecycle, then reboots it and checks that state survived and purge is clean.
-# Needs root. Results in .build/systemd-test/results.txt; about 5–7 minutes.
+# Needs root. Results in .build/systemd-test/results.txt; about 7 minutes with the package build.
 systemd-test: release vm-deps
 	scripts/build-deb "$(BIN)" "$(DEB_DIR)"
 	scripts/systemd-test "$(BIN)" "$(DEB)"
