@@ -11,7 +11,7 @@ DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 # (scripts/make-venv, requirements-dev.txt).
 VENV       ?= $(CURDIR)/.build/venv
 
-.PHONY: deps build release test run install clean fault-test fuzz soak bench python-venv python-test ofrep-test
+.PHONY: deps vm-deps build release test run install clean fault-test fuzz soak bench deb systemd-test python-venv python-test ofrep-test
 
 deps:
 	@scripts/install-deps
@@ -52,6 +52,24 @@ install: release
 
 clean:
 	rm -rf .build
+
+vm-deps:
+	@scripts/install-vm-deps
+
+# The Debian package (issue 9): the static release build, staged by scripts/install,
+# built with dpkg-deb and checked with lintian. DEB_DIR/pushwoosh-agent_VERSION_amd64.deb.
+DEB_DIR ?= .build/deb
+DEB      = $(DEB_DIR)/pushwoosh-agent_$(shell sed -n '1s/^pushwoosh-agent (\(.*\)).*/\1/p' packaging/debian/changelog)_$(shell dpkg --print-architecture).deb
+deb: release vm-deps
+	scripts/build-deb "$(BIN)" "$(DEB_DIR)"
+
+# The service under a real systemd 252 (issue 9): boots a QEMU VM (TCG, no network
+# device) whose PID 1 is this machine's systemd, installs the package in it and checks
+# the lifecycle, then reboots it and checks that state survived and purge is clean.
+# Needs root. Results in .build/systemd-test/results.txt; about 7 minutes with the package build.
+systemd-test: release vm-deps
+	scripts/build-deb "$(BIN)" "$(DEB_DIR)"
+	scripts/systemd-test "$(BIN)" "$(DEB)"
 
 # Fault suite (issue 6): 1,000 SIGKILLs during refreshes and writes, then a full and a
 # read-only state directory (needs root for tmpfs mounts). About 5 minutes.

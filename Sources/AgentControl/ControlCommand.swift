@@ -185,24 +185,45 @@ let commandTable: [CommandInfo] = [
 
 public enum ControlArguments {
     public static let defaultTimeout: Double = 120
-    static let globalValued: Set<String> = ["--socket", "--timeout"]
+    static let globalValued: Set<String> = ["--socket", "--timeout", "--instance"]
     static let globalFlags: Set<String> = ["--json", "--help", "-h"]
 
     /// The default socket: `$PUSHWOOSH_AGENT_SOCKET`, else `$RUNTIME_DIRECTORY/agent.sock`,
     /// else `/run/pushwoosh-agent/agent.sock` (PROTOCOL C).
-    public static func defaultSocketPath(environment: [String: String]) -> String {
+    /// When neither names one: the socket unit's `/run/pushwoosh-agent/agent.sock` if it
+    /// exists, else `/run/pushwoosh-agentd/agent.sock` if that exists (the agent's own,
+    /// when pushwoosh-agent.service runs without its socket unit), else the first.
+    public static func defaultSocketPath(environment: [String: String],
+                                         exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
         if let s = environment["PUSHWOOSH_AGENT_SOCKET"], !s.isEmpty { return s }
         if let dirs = environment["RUNTIME_DIRECTORY"], let dir = dirs.split(separator: ":").first, !dir.isEmpty {
             return dir.hasSuffix("/") ? dir + "agent.sock" : dir + "/agent.sock"
         }
-        return "/run/pushwoosh-agent/agent.sock"
+        return firstExisting(["/run/pushwoosh-agent/agent.sock", "/run/pushwoosh-agentd/agent.sock"], exists)
+    }
+
+    /// `--instance NAME` (PROTOCOL E): `/run/pushwoosh-agent/NAME.sock`
+    /// (pushwoosh-agent@NAME.socket), else `/run/pushwoosh-agentd@NAME/agent.sock` if it
+    /// exists (pushwoosh-agent@NAME.service binding its own socket).
+    public static func instanceSocketPath(_ name: String, exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
+        firstExisting(["/run/pushwoosh-agent/\(name).sock", "/run/pushwoosh-agentd@\(name)/agent.sock"], exists)
+    }
+
+    private static func firstExisting(_ paths: [String], _ exists: (String) -> Bool) -> String {
+        paths.first(where: exists) ?? paths[0]
+    }
+
+    /// The names pushwoosh-agentd accepts for --instance: `[A-Za-z0-9_.-]`, not starting with `.`.
+    static func isInstanceName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64 && !name.hasPrefix(".")
+            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
     }
 
     public static var usage: String {
         let width = commandTable.map(\.name.count).max()! + 2
         let list = commandTable.map { "  " + $0.name.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
         return """
-            Usage: pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]
+            Usage: pushwoosh-agentctl [--socket PATH | --instance NAME] [--json] [--timeout SECONDS] COMMAND [ARGS]
 
             Talks to pushwoosh-agentd over its Unix socket.
 
@@ -211,7 +232,10 @@ public enum ControlArguments {
 
             Options (before or after the command):
               --socket PATH       the agent's socket (default $PUSHWOOSH_AGENT_SOCKET, else
-                                  $RUNTIME_DIRECTORY/agent.sock, else /run/pushwoosh-agent/agent.sock)
+                                  $RUNTIME_DIRECTORY/agent.sock, else /run/pushwoosh-agent/agent.sock,
+                                  else /run/pushwoosh-agentd/agent.sock if only that exists)
+              --instance NAME     talk to device NAME (pushwoosh-agent@NAME): its socket
+                                  /run/pushwoosh-agent/NAME.sock, else /run/pushwoosh-agentd@NAME/agent.sock
               --json              print the agent's raw result as JSON
               --timeout SECONDS   wait at most this long for an answer (default 120; 0: no limit)
               -h, --help          this help; 'pushwoosh-agentctl COMMAND --help' for a command
@@ -230,6 +254,7 @@ public enum ControlArguments {
     /// Parses the arguments (without the program name).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ControlRequest {
         var socketPath: String?
+        var instance: String?
         var json = false
         var timeout: Double? = defaultTimeout
 
@@ -242,7 +267,7 @@ public enum ControlArguments {
             if name == "--json" { json = true; i += 1; continue }
             if globalValued.contains(name) {
                 let value = try takeValue(name, inline, arguments, &i, command: nil)
-                try applyGlobal(name, value, &socketPath, &timeout, command: nil)
+                try applyGlobal(name, value, &socketPath, &instance, &timeout, command: nil)
                 i += 1
                 continue
             }
@@ -259,10 +284,14 @@ public enum ControlArguments {
         let scanned = try scan(arguments[i...], info: info)
         if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(help(for: info)) }
         if scanned.flags.contains("--json") { json = true }
-        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &timeout, command: info.name) } }
+        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name) } }
+        if socketPath != nil && instance != nil {
+            throw UsageError("--socket and --instance name the socket twice; give one", command: info.name)
+        }
 
         let command = try makeCommand(info, scanned)
-        return .run(ControlInvocation(socketPath: socketPath ?? defaultSocketPath(environment: environment),
+        let socket = socketPath ?? instance.map { instanceSocketPath($0) } ?? defaultSocketPath(environment: environment)
+        return .run(ControlInvocation(socketPath: socket,
                                       json: json, timeout: timeout, command: command))
     }
 
@@ -280,8 +309,14 @@ public enum ControlArguments {
     }
 
     private static func applyGlobal(_ name: String, _ value: String, _ socketPath: inout String?,
-                                    _ timeout: inout Double?, command: String?) throws(UsageError) {
+                                    _ instance: inout String?, _ timeout: inout Double?,
+                                    command: String?) throws(UsageError) {
         switch name {
+        case "--instance":
+            guard isInstanceName(value) else {
+                throw UsageError("invalid instance name \"\(value)\" (letters, digits, '-', '_', '.')", command: command)
+            }
+            instance = value
         case "--socket":
             guard !value.isEmpty else { throw UsageError("option --socket needs a path", command: command) }
             guard value.utf8.count <= 107 else { throw UsageError("socket path longer than 107 bytes", command: command) }

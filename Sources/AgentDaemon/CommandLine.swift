@@ -1,4 +1,5 @@
-// PROTOCOL C: `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]`.
+// PROTOCOL C: `pushwoosh-agentd [--config FILE] [--instance NAME] [--socket PATH] [--state-dir DIR]`
+// (--instance: PROTOCOL E, one device of several on a host).
 // A pure function of the arguments; the caller prints and exits (2 on a usage error).
 
 /// What the daemon's command line asks for.
@@ -13,23 +14,47 @@ public struct DaemonOptions: Sendable, Equatable {
     public var configFile: String = AgentConfiguration.defaultConfigFile
     public var socketPath: String?
     public var stateDirectory: String?
+    /// `--instance NAME` (PROTOCOL E): `NAME.conf` beside the configuration file
+    /// overrides its keys, and the default socket and state directory are the instance's.
+    public var instance: String?
 
     public init(configFile: String = AgentConfiguration.defaultConfigFile,
-                socketPath: String? = nil, stateDirectory: String? = nil) {
+                socketPath: String? = nil, stateDirectory: String? = nil, instance: String? = nil) {
         self.configFile = configFile
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
+        self.instance = instance
     }
 
-    /// Loads the configuration file and applies the command-line overrides.
+    /// `NAME.conf` in the configuration file's directory, for `--instance NAME`.
+    public var overrideFile: String? {
+        guard let instance else { return nil }
+        let directory = configFile.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+            .joined(separator: "/")
+        return (configFile.contains("/") ? directory : ".") + "/" + instance + ".conf"
+    }
+
+    /// Loads the configuration file (and the instance's override file, if it exists)
+    /// and applies the command-line overrides.
     public func loadConfiguration(environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
-        var configuration = try AgentConfiguration.load(file: configFile, environment: environment)
-        apply(to: &configuration)
+        var configuration = try AgentConfiguration.load(file: configFile, overrides: overrideFile.map { [$0] } ?? [],
+                                                        environment: environment)
+        apply(to: &configuration, environment: environment)
         return configuration
     }
 
-    /// Command-line options override the file (PROTOCOL C).
-    public func apply(to configuration: inout AgentConfiguration) {
+    /// Command-line options override the file (PROTOCOL C). Outside systemd (no
+    /// RUNTIME_DIRECTORY / STATE_DIRECTORY) an instance's defaults are
+    /// /run/pushwoosh-agent/NAME.sock and /var/lib/pushwoosh-agent@NAME.
+    public func apply(to configuration: inout AgentConfiguration, environment: [String: String] = [:]) {
+        if let instance {
+            if environment["RUNTIME_DIRECTORY"] == nil, configuration.socket.path == AgentConfiguration.defaultSocketPath {
+                configuration.socket.path = "/run/pushwoosh-agent/\(instance).sock"
+            }
+            if environment["STATE_DIRECTORY"] == nil, configuration.stateDirectory == AgentConfiguration.defaultStateDirectory {
+                configuration.stateDirectory = "/var/lib/pushwoosh-agent@\(instance)"
+            }
+        }
         if let socketPath { configuration.socket.path = socketPath }
         if let stateDirectory { configuration.stateDirectory = stateDirectory }
     }
@@ -44,13 +69,17 @@ public struct CommandLineError: Error, Sendable, Equatable, CustomStringConverti
 
 public enum DaemonCommandLine {
     public static let usage = """
-        Usage: pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]
+        Usage: pushwoosh-agentd [--config FILE] [--instance NAME] [--socket PATH] [--state-dir DIR]
 
         Runs the Pushwoosh agent in the foreground: the Pushwoosh SDK core, headless,
         serving feature flags as JSON-RPC 2.0 on a Unix socket. Logs go to standard error.
 
         Options:
           --config FILE     configuration file (default /etc/pushwoosh-agent/agent.conf)
+          --instance NAME   run device NAME of several (pushwoosh-agent@NAME.service):
+                            NAME.conf beside the configuration file, if it exists,
+                            overrides its keys; default socket /run/pushwoosh-agent/NAME.sock,
+                            state /var/lib/pushwoosh-agent@NAME (outside systemd)
           --socket PATH     socket to serve (overrides Socket=; default
                             $RUNTIME_DIRECTORY/agent.sock, else /run/pushwoosh-agent/agent.sock)
           --state-dir DIR   where flags and device state are kept (overrides StateDirectory=;
@@ -60,6 +89,13 @@ public enum DaemonCommandLine {
 
         Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.
         """
+
+    /// An instance name that is safe as a file name part: `[A-Za-z0-9_.-]`, 1–64
+    /// characters, not starting with `.` (so never `..` or a hidden file).
+    public static func isInstanceName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64 && !name.hasPrefix(".")
+            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
+    }
 
     /// Parses `arguments` (without the program name). `--opt VALUE` and `--opt=VALUE` both work.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> DaemonCommand {
@@ -91,6 +127,12 @@ public enum DaemonCommandLine {
                 return .version
             case "--config":
                 options.configFile = try value(for: name, inline: inline)
+            case "--instance":
+                let name = try value(for: name, inline: inline)
+                guard DaemonCommandLine.isInstanceName(name) else {
+                    throw CommandLineError("--instance: invalid name \"\(name)\" (letters, digits, '-', '_', '.'; not starting with '.')")
+                }
+                options.instance = name
             case "--socket":
                 let path = try value(for: name, inline: inline)
                 do {

@@ -149,6 +149,26 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 extension AgentConfiguration {
     /// Reads and parses `path`. A missing or unreadable file is an error naming it.
     public static func load(file path: String, environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
+        try load(file: path, overrides: [], environment: environment)
+    }
+
+    /// `file`, then each of `overrides` that exists, whose keys override the
+    /// earlier files' (PROTOCOL E: `agent.conf`, then `NAME.conf`). Errors name
+    /// the file and line they are in; ApplicationCode= may come from any of them.
+    public static func load(file path: String, overrides: [String],
+                            environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
+        var values = try readValues(file: path, into: RawValues())
+        var sources = [path]
+        for override in overrides where access(override, F_OK) == 0 {
+            values = try readValues(file: override, into: values)
+            sources.append(override)
+        }
+        var configuration = try values.build(file: path, environment: environment)
+        configuration.sourceFile = sources.joined(separator: ",")
+        return configuration
+    }
+
+    private static func readValues(file path: String, into values: RawValues) throws(ConfigurationError) -> RawValues {
         let bytes: [UInt8]
         do {
             bytes = try readWholeFile(path)
@@ -160,7 +180,7 @@ extension AgentConfiguration {
             }
             throw ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the configuration file: \(reason)")
         }
-        return try parse(bytes, file: path, environment: environment)
+        return try parseValues(bytes, file: path, into: values)
     }
 
     /// Parses configuration text; `file` names it in errors.
@@ -169,7 +189,13 @@ extension AgentConfiguration {
     }
 
     public static func parse(_ bytes: [UInt8], file: String, environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
+        try parseValues(bytes, file: file, into: RawValues()).build(file: file, environment: environment)
+    }
+
+    /// The keys of one file, laid over `initial` (a later file's key wins).
+    fileprivate static func parseValues(_ bytes: [UInt8], file: String, into initial: RawValues) throws(ConfigurationError) -> RawValues {
         let context = INIContext(file: file, bytes: bytes)
+        context.values = initial
         let unmanaged = Unmanaged.passRetained(context)
         defer { unmanaged.release() }
         let pointer = unmanaged.toOpaque()
@@ -189,7 +215,7 @@ extension AgentConfiguration {
                                      message: "syntax error: expected [Section], Key=Value or a comment")
         }
         if let error = context.error { throw error }
-        return try context.values.build(file: file, environment: environment)
+        return context.values
     }
 }
 
@@ -328,7 +354,7 @@ struct ValueError: Error {
 }
 
 /// Values as read, each validated on its own; `build` checks the whole.
-private struct RawValues {
+fileprivate struct RawValues {
     var applicationCode: String?
     var apiToken: String?
     var serverURL: String?

@@ -187,8 +187,10 @@ public final class Daemon {
         case .refreshSucceeded(let trigger, let count, let partial):
             log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])
         case .refreshFailed(let trigger, let error, let retryIn):
-            log(.warning, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
-                                             "retry_in_s": retryIn.map { Int(min($0, 1e12)) }])
+            // 401/403 stop the automatic refresh until a reload (RF-11): an error, not a warning.
+            let level: Log.Level = error.code == 401 || error.code == 403 ? .error : .warning
+            log(level, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
+                                          "retry_in_s": retryIn.map { Int(min($0, 1e12)) }])
         case .callFinished(let method, let error):
             if let error { log(.warning, "server call failed", ["method": method.rawValue, "code": error.code, "error": error.message]) }
         case .storeFailed(let message):

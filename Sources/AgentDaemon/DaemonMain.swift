@@ -4,7 +4,8 @@ import Glibc
 /// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (PROTOCOL C).
 public enum DaemonMain {
     public static func run(arguments: [String], environment: [String: String]) -> Int32 {
-        let log = Log(minimum: environment["PUSHWOOSH_AGENT_DEBUG"].map { $0.isEmpty ? .info : .debug } ?? .info)
+        let log = Log(minimum: environment["PUSHWOOSH_AGENT_DEBUG"].map { $0.isEmpty ? .info : .debug } ?? .info,
+                      journal: Log.isJournalStream(fd: 2, environment: environment))
         let command: DaemonCommand
         do {
             command = try DaemonCommandLine.parse(arguments)

@@ -172,4 +172,35 @@ private func usageError(_ args: [String]) -> String? {
         #expect(try requestJSON(["status"]) == p + #""status","params":{}}"#)
         #expect(try requestJSON(["watch"]) == p + #""subscribe","params":{}}"#)
     }
+
+    // MARK: --instance NAME (PROTOCOL E) and the default socket
+
+    @Test func instanceResolvesItsSocket() throws {
+        guard case .run(let invocation) = try ControlArguments.parse(["--instance", "qa1", "status"], environment: env) else {
+            Issue.record("help instead of a command"); return
+        }
+        // Neither socket exists on a build host: the socket unit's path.
+        #expect(invocation.socketPath == "/run/pushwoosh-agent/qa1.sock")
+        #expect(ControlArguments.instanceSocketPath("qa1", exists: { $0 == "/run/pushwoosh-agentd@qa1/agent.sock" })
+                == "/run/pushwoosh-agentd@qa1/agent.sock")
+        #expect(ControlArguments.instanceSocketPath("qa1", exists: { _ in true }) == "/run/pushwoosh-agent/qa1.sock")
+        guard case .run(let after) = try ControlArguments.parse(["get", "f", "--instance=b"], environment: env) else {
+            Issue.record("help instead of a command"); return
+        }
+        #expect(after.socketPath == "/run/pushwoosh-agent/b.sock")
+    }
+
+    @Test func instanceErrors() {
+        #expect(usageError(["--instance", "a", "--socket", "/tmp/s", "status"])?.contains("--socket and --instance") == true)
+        #expect(usageError(["--instance", "../etc", "status"])?.contains("invalid instance name") == true)
+        #expect(usageError(["status", "--instance"])?.contains("needs a value") == true)
+    }
+
+    @Test func defaultSocketFallsBackToTheAgentsOwn() {
+        #expect(ControlArguments.defaultSocketPath(environment: [:], exists: { _ in false }) == "/run/pushwoosh-agent/agent.sock")
+        #expect(ControlArguments.defaultSocketPath(environment: [:], exists: { $0 == "/run/pushwoosh-agentd/agent.sock" })
+                == "/run/pushwoosh-agentd/agent.sock")
+        #expect(ControlArguments.defaultSocketPath(environment: [:], exists: { _ in true }) == "/run/pushwoosh-agent/agent.sock")
+        #expect(ControlArguments.defaultSocketPath(environment: ["PUSHWOOSH_AGENT_SOCKET": "/x.sock"], exists: { _ in true }) == "/x.sock")
+    }
 }

@@ -342,4 +342,75 @@ private let protocolExample = """
         #expect(c.socket.path == "/tmp/o.sock")
         #expect(c.stateDirectory == "/srv/state")
     }
+
+    // MARK: PROTOCOL E: --instance NAME and NAME.conf
+
+    private func scratch(_ files: [String: String]) throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inst-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for (name, text) in files { try Data(text.utf8).write(to: dir.appendingPathComponent(name)) }
+        return dir
+    }
+
+    @Test func instanceFileOverridesKeys() throws {
+        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n[Device]\nInitialAppState=active\n",
+                               "qa1.conf": "[Agent]\nUserId=alice\n[Device]\nInitialAppState=background\n"])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let options = DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "qa1")
+        #expect(options.overrideFile == dir.appendingPathComponent("qa1.conf").path)
+        let c = try options.loadConfiguration(environment: [:])
+        #expect(c.server.applicationCode == "A")
+        #expect(c.initialUserId == "alice")
+        #expect(c.device.initialAppState == .background)
+        // Outside systemd the instance's own socket and state directory.
+        #expect(c.socket.path == "/run/pushwoosh-agent/qa1.sock")
+        #expect(c.stateDirectory == "/var/lib/pushwoosh-agent@qa1")
+        // Under systemd its directories win.
+        let s = try options.loadConfiguration(environment: ["RUNTIME_DIRECTORY": "/run/pushwoosh-agentd@qa1",
+                                                            "STATE_DIRECTORY": "/var/lib/pushwoosh-agent@qa1"])
+        #expect(s.socket.path == "/run/pushwoosh-agentd@qa1/agent.sock")
+    }
+
+    @Test func missingInstanceFileIsNoError() throws {
+        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n"])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let c = try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "qa2")
+            .loadConfiguration(environment: [:])
+        #expect(c.initialUserId == "base")
+    }
+
+    @Test func errorsNameTheFileTheyAreIn() throws {
+        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\n",
+                               "bad.conf": "# override\n[Agent]\nMaxConnections=lots\n",
+                               "worse.conf": "[Agent]\nColour=blue\n"])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let base = dir.appendingPathComponent("agent.conf").path
+        let bad = dir.appendingPathComponent("bad.conf").path
+        #expect(throws: ConfigurationError(file: bad, line: 3, key: "MaxConnections",
+                                           message: "invalid number \"lots\" (expected a whole number above 0)")) {
+            try DaemonOptions(configFile: base, instance: "bad").loadConfiguration(environment: [:])
+        }
+        do {
+            _ = try DaemonOptions(configFile: base, instance: "worse").loadConfiguration(environment: [:])
+            Issue.record("an unknown key in the override file was accepted")
+        } catch {
+            #expect(error.description.hasPrefix(dir.appendingPathComponent("worse.conf").path + ":2: Colour: unknown key"))
+        }
+        // An override may even supply the required key; without any, the base file is named.
+        let none = try scratch(["agent.conf": "[Agent]\nUserId=x\n", "x.conf": "[Agent]\nApplicationCode=B\n"])
+        defer { try? FileManager.default.removeItem(at: none) }
+        let nonePath = none.appendingPathComponent("agent.conf").path
+        #expect(try DaemonOptions(configFile: nonePath, instance: "x").loadConfiguration(environment: [:]).server.applicationCode == "B")
+        #expect(throws: ConfigurationError(file: nonePath, line: nil, key: "ApplicationCode", message: "required in [Agent], not set")) {
+            try DaemonOptions(configFile: nonePath, instance: "y").loadConfiguration(environment: [:])
+        }
+    }
+
+    @Test func instanceOptionParses() throws {
+        #expect(try DaemonCommandLine.parse(["--instance", "qa-1"]) == .run(DaemonOptions(instance: "qa-1")))
+        #expect(try DaemonCommandLine.parse(["--instance=a.b_c"]) == .run(DaemonOptions(instance: "a.b_c")))
+        for bad in ["../x", ".hidden", "a/b", "a b", ""] {
+            #expect(throws: CommandLineError.self) { try DaemonCommandLine.parse(["--instance", bad]) }
+        }
+    }
 }

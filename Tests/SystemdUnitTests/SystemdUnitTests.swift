@@ -63,14 +63,15 @@ import Testing
             "ExecStart=/usr/local/bin/pushwoosh-agentd --config /etc/pushwoosh-agent/agent.conf",
             "ExecReload=/bin/kill -HUP $MAINPID",
             "DynamicUser=yes", "StateDirectory=pushwoosh-agent", "StateDirectoryMode=0700",
-            "RuntimeDirectory=pushwoosh-agent", "ConfigurationDirectory=pushwoosh-agent",
+            "RuntimeDirectory=pushwoosh-agentd", "ConfigurationDirectory=pushwoosh-agent",
             "MemoryDenyWriteExecute=yes", "CapabilityBoundingSet=", "UMask=0077",
-            // A filtered call must fail, not kill: libdispatch's worker threads
-            // call setpriority(2) (in @resources) and shrug off EPERM.
-            "SystemCallErrorNumber=EPERM",
+            "SystemCallFilter=@system-service", "SystemCallFilter=~@privileged @resources",
         ] {
             #expect(serviceKeys.contains(line), "pushwoosh-agent.service lacks \(line)")
         }
+        // Issue 11: no libdispatch thread calls setpriority(2) any more, so a filtered call
+        // kills the agent instead of failing quietly with EPERM (the VM test runs it so).
+        #expect(!service.contains("SystemCallErrorNumber="))
         // Wants=, not Requires=: the service must also start without the socket unit.
         #expect(serviceKeys.contains("Wants=pushwoosh-agent.socket"))
         #expect(!service.contains("Requires=pushwoosh-agent.socket"))
@@ -86,6 +87,60 @@ import Testing
             #expect(httpKeys.contains(line), "pushwoosh-agent-http.socket lacks \(line)")
         }
         #expect(!socket.contains("FileDescriptorName=http"))
+    }
+
+    /// Issue 9: under systemd 252, a preserved RuntimeDirectory of a DynamicUser=
+    /// service moves to /run/private (0700), and a removed one unlinks a socket
+    /// inside it. So no unit preserves it and no socket unit listens inside one.
+    @Test func socketsLiveOutsideEveryRuntimeDirectory() throws {
+        for (service, socket) in [("pushwoosh-agent.service", "pushwoosh-agent.socket"),
+                                  ("pushwoosh-agent@.service", "pushwoosh-agent@.socket")] {
+            let serviceText = try String(contentsOfFile: UnitCopy.source(service), encoding: .utf8)
+            let socketText = try String(contentsOfFile: UnitCopy.source(socket), encoding: .utf8)
+            let serviceLines = serviceText.split(separator: "\n").map(String.init)
+            #expect(!serviceLines.contains { $0.hasPrefix("RuntimeDirectoryPreserve=") }, "\(service) preserves its RuntimeDirectory")
+            let runtime = try #require(serviceLines.first { $0.hasPrefix("RuntimeDirectory=") }).dropFirst("RuntimeDirectory=".count)
+            let listen = try #require(socketText.split(separator: "\n").first { $0.hasPrefix("ListenStream=") })
+                .dropFirst("ListenStream=".count)
+            #expect(listen.hasPrefix("/run/pushwoosh-agent/"), "\(socket) listens on \(listen)")
+            #expect(!listen.hasPrefix("/run/\(runtime)/"), "\(socket) listens inside \(service)'s RuntimeDirectory")
+        }
+    }
+
+    @Test func verifyAcceptsTheTemplateUnitsSilently() throws {
+        let dir = try UnitCopy.make()
+        defer { dir.remove() }
+        let result = try Analyzer.run(["verify", dir.instanceService, dir.instanceSocket], in: dir.path)
+        #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
+        #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
+        #expect(result.stderr.isEmpty, "verify printed on stderr:\n\(result.stderr)")
+    }
+
+    @Test func templateSecurityExposureIsAtMostTwo() throws {
+        let dir = try UnitCopy.make()
+        defer { dir.remove() }
+        let result = try Analyzer.run(["security", "--offline=yes", "--threshold=20", "--no-pager", dir.instanceService],
+                                      in: dir.path)
+        #expect(result.status == 0, "systemd-analyze security exited \(result.status)\n\(result.output)")
+        let exposure = try #require(Analyzer.exposure(in: result.stdout), "no exposure line in:\n\(result.output)")
+        #expect(exposure <= 2.0 && exposure > 0, "exposure \(exposure):\n\(result.stdout)")
+    }
+
+    /// PROTOCOL E: instance NAME is its own device, socket and configuration override.
+    @Test func templateUnitsMatchProtocolE() throws {
+        let service = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent@.service"), encoding: .utf8)
+        let socket = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent@.socket"), encoding: .utf8)
+        let serviceKeys = Set(service.split(separator: "\n").map(String.init))
+        for line in ["ExecStart=/usr/local/bin/pushwoosh-agentd --config /etc/pushwoosh-agent/agent.conf --instance %i",
+                     "StateDirectory=pushwoosh-agent@%i", "RuntimeDirectory=pushwoosh-agentd@%i",
+                     "Wants=pushwoosh-agent@%i.socket", "DynamicUser=yes", "Group=pushwoosh", "Type=notify"] {
+            #expect(serviceKeys.contains(line), "pushwoosh-agent@.service lacks \(line)")
+        }
+        let socketKeys = Set(socket.split(separator: "\n").map(String.init))
+        for line in ["ListenStream=/run/pushwoosh-agent/%i.sock", "Service=pushwoosh-agent@%i.service",
+                     "SocketGroup=pushwoosh", "SocketMode=0660"] {
+            #expect(socketKeys.contains(line), "pushwoosh-agent@.socket lacks \(line)")
+        }
     }
 
     /// config/agent.conf documents every key of PROTOCOL C.1 and sets only
@@ -122,6 +177,9 @@ struct UnitCopy {
     var service: String { path + "/pushwoosh-agent.service" }
     var socket: String { path + "/pushwoosh-agent.socket" }
     var httpSocket: String { path + "/pushwoosh-agent-http.socket" }
+    /// The template units, as instance "test" (verify needs an instance).
+    var instanceService: String { path + "/pushwoosh-agent@test.service" }
+    var instanceSocket: String { path + "/pushwoosh-agent@test.socket" }
 
     /// The package root: this file is Tests/SystemdUnitTests/SystemdUnitTests.swift.
     static var root: String {
@@ -142,6 +200,11 @@ struct UnitCopy {
             .write(toFile: copy.service, atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: source("pushwoosh-agent.socket"), toPath: copy.socket)
         try FileManager.default.copyItem(atPath: source("pushwoosh-agent-http.socket"), toPath: copy.httpSocket)
+        let template = try String(contentsOfFile: source("pushwoosh-agent@.service"), encoding: .utf8)
+        #expect(template.contains("\n" + installedBinary), "the template's ExecStart= no longer names \(installedBinary)")
+        try template.replacingOccurrences(of: installedBinary, with: standIn)
+            .write(toFile: copy.instanceService, atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent@.socket"), toPath: copy.instanceSocket)
         return copy
     }
 

@@ -54,13 +54,13 @@ def test_the_default_socket_follows_agentctl(monkeypatch: pytest.MonkeyPatch,
 
 
 def test_instance_sockets() -> None:
-    assert instance_socket_path("kiosk-7") == "/run/pushwoosh-agent/kiosk-7/agent.sock"
+    assert instance_socket_path("kiosk-7") == "/run/pushwoosh-agent/kiosk-7.sock"
     for bad in ["", "a/b", "..", "."]:
         with pytest.raises(ValueError):
             instance_socket_path(bad)
     with pytest.raises(AgentNotRunning) as caught:
         AgentClient(instance="no-such-instance-here")
-    assert caught.value.socket_path == "/run/pushwoosh-agent/no-such-instance-here/agent.sock"
+    assert caught.value.socket_path == "/run/pushwoosh-agent/no-such-instance-here.sock"
 
 
 def test_agent_config_values() -> None:

@@ -61,7 +61,8 @@ def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
 
     ``$PUSHWOOSH_AGENT_SOCKET`` when set, else ``$RUNTIME_DIRECTORY/agent.sock``
     (the first directory when systemd lists several), else
-    ``/run/pushwoosh-agent/agent.sock``.
+    ``/run/pushwoosh-agent/agent.sock`` (the socket unit's), else
+    ``/run/pushwoosh-agentd/agent.sock`` when only that exists (the service binding its own).
     """
     env = os.environ if environ is None else environ
     explicit = env.get("PUSHWOOSH_AGENT_SOCKET", "")
@@ -70,19 +71,23 @@ def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
     runtime = env.get("RUNTIME_DIRECTORY", "").split(":")[0]
     if runtime:
         return runtime.rstrip("/") + "/agent.sock" if runtime != "/" else "/agent.sock"
-    return DEFAULT_SOCKET_PATH
+    return _first_existing([DEFAULT_SOCKET_PATH, "/run/pushwoosh-agentd/agent.sock"])
 
 
 def instance_socket_path(name: str) -> str:
-    """The socket of instance NAME (``pushwoosh-agent@NAME.service``, PROTOCOL E).
-
-    Assumed to be ``/run/pushwoosh-agent/NAME/agent.sock`` (the unit's
-    ``RuntimeDirectory=pushwoosh-agent/%i``); this is the one place to change
-    should ``pushwoosh-agentctl --instance`` resolve it differently.
+    """The socket of instance NAME (``pushwoosh-agent@NAME``, PROTOCOL E), as
+    ``pushwoosh-agentctl --instance NAME`` finds it: ``/run/pushwoosh-agent/NAME.sock``
+    (``pushwoosh-agent@NAME.socket``), else ``/run/pushwoosh-agentd@NAME/agent.sock`` when
+    only that exists (the instance's service binding its own socket).
     """
     if not name or "/" in name or name in (".", "..") or "\0" in name:
         raise ValueError(f"not an instance name: {name!r}")
-    return f"{INSTANCE_RUNTIME_ROOT}/{name}/agent.sock"
+    return _first_existing([f"{INSTANCE_RUNTIME_ROOT}/{name}.sock", f"/run/pushwoosh-agentd@{name}/agent.sock"])
+
+
+def _first_existing(paths: List[str]) -> str:
+    """The first of ``paths`` that exists, else the first."""
+    return next((p for p in paths if os.path.exists(p)), paths[0])
 
 
 def resolve_socket_path(socket: Optional[str] = None, instance: Optional[str] = None,
