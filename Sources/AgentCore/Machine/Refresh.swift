@@ -92,6 +92,8 @@ extension AgentMachine {
         guard let finished = refresh.inFlight else {
             preconditionFailure("a flags answer (generation \(sentGeneration)) with no request in flight: \(refresh)")
         }
+        precondition(finished.generation == sentGeneration,
+                     "RF-9: the answer of generation \(sentGeneration) is not the request in flight: \(refresh)")
         refresh.inFlight = nil
         if sentGeneration != refresh.generation {
             // RF-4: an answer for the previous user (or application) is dropped; whoever
