@@ -27,7 +27,8 @@ public final class Agent {
     private let clock: any AgentClock
     private let transport: any HTTPTransport
     private let store: any StateStore
-    private let scheduler: any AgentScheduler
+    /// Unowned: the owner keeps its scheduler (which calls back into the agent) alive.
+    private unowned let scheduler: any AgentScheduler
     private let onEvent: (AgentEvent) -> Void
     private var waiters: [Waiter: (RefreshError?) -> Void] = [:]
     private var lastWaiter: UInt64 = 0
