@@ -42,7 +42,8 @@ public enum AgentAction: Sendable, Equatable {
 
 /// The Pushwoosh iOS SDK core, headless, as a value (SPEC §1–6): each event is a
 /// `mutating func` given `now` that returns the actions to perform; reads are pure.
-/// The rules live in one file per state machine: `Refresh.swift`, `Registrations.swift`,
+/// The rules live in one file per state machine: `Refresh.swift` (a value of its own,
+/// `RefreshMachine`, wired in by `RefreshActions.swift`), `Registrations.swift`,
 /// `Impressions.swift`, `Validity.swift`, `Session.swift`; reads in `Reads.swift`.
 public struct AgentMachine {
     public private(set) var settings: AgentSettings
@@ -54,12 +55,10 @@ public struct AgentMachine {
 
     var validity = Validity()
     var session = SessionMachine()
-    var refresh: RefreshState
+    var refresh: RefreshMachine
     var registrations = Registrations()
     var impressions = ImpressionLedger()
     var storage = Storage()
-    /// Orders events that may share a timestamp (RF-3: "sent before that registration").
-    var sequence: UInt64 = 0
 
     /// A failed save is retried after this.
     public static let saveRetryDelay: Seconds = 30
@@ -69,7 +68,7 @@ public struct AgentMachine {
         self.random = AnyRandom(base: random)
         self.now = now
         self.state = PersistentState(hwid: "")
-        self.refresh = RefreshState(flags: settings.flags)
+        self.refresh = RefreshMachine(flags: settings.flags)
     }
 
     /// Whether the state was saved, and whether an event must save it although it did not change.
@@ -146,20 +145,18 @@ public struct AgentMachine {
     public mutating func reload(_ newSettings: AgentSettings, now: Now) -> [AgentAction] {
         var out = begin(now)
         let codeChanged = newSettings.server.applicationCode != settings.server.applicationCode
-        let wasFatal = refresh.fatal
         settings = newSettings
-        refresh.configure(newSettings.flags)
-        refresh.fatal = false
+        let wasFatal = refresh.reconfigure(newSettings.flags)
         if codeChanged {
-            refresh.generation &+= 1
-            refresh.throttle.reset()
+            refresh.identityChanged(keepBackoff: true)
             impressions.reset()
             out += stopServing(.discarded)
         }
         if session.appState == .active, codeChanged || wasFatal {
             out += requestFlags(.reload)
         } else {
-            schedulePeriodic()
+            let world = refreshWorld
+            refresh.schedulePeriodic(world, &random)
         }
         return finish(out)
     }
@@ -168,8 +165,8 @@ public struct AgentMachine {
 
     /// The earliest monotonic time at which `fireDueTimers` has work, derived from the state.
     public var nextDeadline: Seconds? {
-        [refresh.periodicDeadline, refresh.retryDeadline, validity.deadline(lifetime: settings.flags.storedFlagsLifetime),
-         registrations.retryDeadline, storage.retryDeadline].compactMap { $0 }.min()
+        (refresh.deadlines + [validity.deadline(lifetime: settings.flags.storedFlagsLifetime),
+         registrations.retryDeadline, storage.retryDeadline]).compactMap { $0 }.min()
     }
 
     /// Runs every timer whose deadline has passed; the expiry timer's work (ST-3) is `begin`'s.
@@ -184,17 +181,7 @@ public struct AgentMachine {
             registrations.retryDeadline = nil
             out += sendRegisterDevice()  // SE-3
         }
-        if let d = refresh.retryDeadline, d <= t {
-            refresh.retryDeadline = nil
-            if session.appState == .active, !refresh.fatal { out += automaticRefresh(.retry) }  // RF-10
-        }
-        if let d = refresh.periodicDeadline, d <= t {
-            refresh.periodicDeadline = nil
-            if session.appState == .active, !refresh.fatal {
-                out += automaticRefresh(.periodic)  // RF-2; joins a request in flight (RF-9)
-                if refresh.periodicDeadline == nil { schedulePeriodic(after: t) }
-            }
-        }
+        out += refreshTimers()  // RF-2, RF-10
         return finish(out)
     }
 

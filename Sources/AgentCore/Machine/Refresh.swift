@@ -1,28 +1,52 @@
 import FoundationEssentials
 
-/// The refresh state machine's memory (SPEC §3): the request in flight and its generation,
-/// the RF-11 stop, the backoff and the two timers.
-struct RefreshState: Sendable {
+/// What the refresh machine is told about the rest of the agent at an event.
+struct RefreshWorld: Sendable {
+    var now: Now
+    /// SE-1: automatic refreshes run in the foreground only.
+    var active: Bool
+    /// RF-6: the throttle answers from stored flags only while they are valid.
+    var flagsValid: Bool
+    /// RF-8: flags may be requested from the base URL in effect.
+    var canRequest: Bool
+    /// RF-12: this device's stable share of the period.
+    var deviceOffset: Seconds
+}
+
+/// What the refresh machine asks for; `AgentMachine` turns it into actions.
+enum RefreshOutput: Sendable, Equatable {
+    /// A `getFeatureFlags` request, in `generation` (RF-4), with `X-Retry-Count` (A.1).
+    case send(generation: UInt64, retryCount: Int)
+    /// ST-1, LS-1: serve these flags (and adopt the `base_url` the server handed out, A.1).
+    case serve(PushwooshAPI.FlagsResponse, baseURL: String?)
+    case notify(AgentEvent)
+    case complete(Waiter, RefreshError?)
+}
+
+/// The refresh state machine (SPEC §3): triggers, the request in flight and its generation,
+/// the throttle, the backoff and Retry-After, the RF-11 stop, and its two timers.
+struct RefreshMachine: Sendable {
     /// RF-4: bumped when the User ID or the application changes; an answer for an older one is dropped.
-    var generation: UInt64 = 0
+    private(set) var generation: UInt64 = 0
     /// RF-9: at most one request, and who waits for it.
-    var inFlight: InFlight?
+    private(set) var inFlight: InFlight?
     /// RF-11: automatic refreshes stopped after 401/403.
-    var fatal = false
+    private(set) var fatal = false
     /// RF-10: no automatic request before this (a `Retry-After` from the server).
-    var retryAfterUntil: Seconds?
-    var consecutiveFailures = 0
-    var lastRefreshAt: Date?
-    var lastRefreshError: RefreshError?
-    var lastRequestAt: Seconds?
-    /// RF-3: the `AgentMachine.sequence` of the last request sent.
-    var lastRequestSequence: UInt64?
-    var throttle: RefreshThrottle
-    var retryPolicy: RetryPolicy
+    private var retryAfterUntil: Seconds?
+    private(set) var consecutiveFailures = 0
+    private(set) var lastRefreshAt: Date?
+    private(set) var lastRefreshError: RefreshError?
+    private var lastRequestAt: Seconds?
+    /// RF-3: how many requests were sent, so a registration can tell whether one followed it.
+    private(set) var requestsSent: UInt64 = 0
+    private var throttle: RefreshThrottle
+    private var retryPolicy: RetryPolicy
+    private var interval: Seconds
     /// RF-2: the next hourly request.
-    var periodicDeadline: Seconds?
+    private(set) var periodicDeadline: Seconds?
     /// RF-10: the next retry of a failed automatic request.
-    var retryDeadline: Seconds?
+    private(set) var retryDeadline: Seconds?
 
     struct InFlight: Sendable {
         var generation: UInt64
@@ -33,219 +57,177 @@ struct RefreshState: Sendable {
     init(flags: FeatureFlagSettings) {
         throttle = RefreshThrottle(window: flags.throttleWindow, disabled: flags.disableThrottle)
         retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
+        interval = flags.refreshInterval
     }
 
-    mutating func configure(_ flags: FeatureFlagSettings) {
+    var deadlines: [Seconds?] { [periodicDeadline, retryDeadline] }
+
+    // MARK: - Events
+
+    /// RF-5: a client's refresh; `waiter` completes once, with nil on success.
+    /// RF-6: answered from the stored flags inside the throttle window.
+    mutating func manual(_ waiter: Waiter, _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        fatal = false  // RF-11: a client's refresh lifts the stop.
+        if inFlight == nil, throttle.answersFromStore(now: world.now.monotonic, flagsValid: world.flagsValid) {
+            return [.complete(waiter, nil)]
+        }
+        return request(.manual, waiter: waiter, world, &random)
+    }
+
+    /// An automatic trigger (RF-1..RF-4, RF-10): deferred while a `Retry-After` holds, to
+    /// the moment it ends. RF-6: never throttled.
+    mutating func automatic(_ trigger: RefreshTrigger, _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        if let until = retryAfterUntil, world.now.monotonic < until, inFlight == nil {
+            retryDeadline = max(retryDeadline ?? until, until)
+            return []
+        }
+        return request(trigger, world, &random)
+    }
+
+    /// SE-1: the app moved to the foreground without a new session, or to the background.
+    mutating func appStateChanged(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator) {
+        if world.active {
+            schedulePeriodic(world, &random)
+        } else {
+            // RF-2 runs in the foreground only; a failed refresh is retried there too.
+            periodicDeadline = nil
+            retryDeadline = nil
+        }
+    }
+
+    /// RF-4, ST-2: a new User ID or application. Answers sent before are dropped (the
+    /// generation moves); the stop, the backoff and the throttle window start afresh.
+    mutating func identityChanged(keepBackoff: Bool) {
+        generation &+= 1
+        fatal = false  // RF-11
+        throttle.reset()
+        guard !keepBackoff else { return }
+        consecutiveFailures = 0
+        retryDeadline = nil
+        retryAfterUntil = nil
+    }
+
+    /// A configuration reload: new timings; RF-11's stop is lifted. Returns whether it was on.
+    mutating func reconfigure(_ flags: FeatureFlagSettings) -> Bool {
         throttle.window = flags.throttleWindow
         throttle.disabled = flags.disableThrottle
         retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
-    }
-}
-
-extension AgentMachine {
-    /// RF-5: refreshes on demand; `waiter` completes once, with nil on success.
-    /// RF-6: answered from the stored flags inside the throttle window.
-    public mutating func refresh(_ waiter: Waiter, now: Now) -> [AgentAction] {
-        var out = begin(now)
-        refresh.fatal = false  // RF-11: a client's refresh lifts the stop.
-        if refresh.inFlight == nil, refresh.throttle.answersFromStore(now: now.monotonic, flagsValid: validity.served != nil) {
-            out.append(.complete(waiter, nil))
-        } else {
-            out += requestFlags(.manual, waiter: waiter)
-        }
-        return finish(out)
+        interval = flags.refreshInterval
+        defer { fatal = false }
+        return fatal
     }
 
-    /// An automatic trigger (RF-1..RF-3, RF-10): deferred while a `Retry-After` holds, to
-    /// the moment it ends.
-    mutating func automaticRefresh(_ trigger: RefreshTrigger) -> [AgentAction] {
-        if let until = refresh.retryAfterUntil, now.monotonic < until, refresh.inFlight == nil {
-            refresh.retryDeadline = max(refresh.retryDeadline ?? until, until)
-            return []
+    /// The retry (RF-10) and hourly (RF-2) timers.
+    mutating func fireDueTimers(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        let now = world.now.monotonic
+        var out: [RefreshOutput] = []
+        if let d = retryDeadline, d <= now {
+            retryDeadline = nil
+            if world.active, !fatal { out += automatic(.retry, world, &random) }
         }
-        return requestFlags(trigger)
+        if let d = periodicDeadline, d <= now {
+            periodicDeadline = nil
+            if world.active, !fatal {
+                out += automatic(.periodic, world, &random)  // joins a request in flight (RF-9)
+                if periodicDeadline == nil { schedulePeriodic(world, &random, after: now) }
+            }
+        }
+        return out
     }
 
     /// RF-9: joins the request in flight, or sends one.
-    mutating func requestFlags(_ trigger: RefreshTrigger, waiter: Waiter? = nil) -> [AgentAction] {
-        if refresh.inFlight != nil {
-            if let waiter { refresh.inFlight?.waiters.append(waiter) }
+    mutating func request(_ trigger: RefreshTrigger, waiter: Waiter? = nil, _ world: RefreshWorld,
+                          _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        if inFlight != nil {
+            if let waiter { inFlight?.waiters.append(waiter) }
             return []
         }
-        guard PushwooshAPI.supportsFeatureFlags(baseURL: baseURL) else {
+        guard world.canRequest else {
             // RF-8: no request is ever sent; `refresh` fails with code 0.
             let error = RefreshError(code: 0, message: "server URL does not end with \(PushwooshAPI.flagsPathSuffix): feature flags are not requested")
             return waiter.map { [.complete($0, error)] } ?? []
         }
-        refresh.inFlight = RefreshState.InFlight(generation: refresh.generation, trigger: trigger, waiters: waiter.map { [$0] } ?? [])
-        sequence += 1
-        refresh.lastRequestSequence = sequence
-        refresh.lastRequestAt = now.monotonic
-        refresh.retryDeadline = nil
-        schedulePeriodic()
+        inFlight = InFlight(generation: generation, trigger: trigger, waiters: waiter.map { [$0] } ?? [])
+        requestsSent += 1
+        lastRequestAt = world.now.monotonic
+        retryDeadline = nil
+        schedulePeriodic(world, &random)
         // A.1: the N-th automatic retry after N failures says so in `X-Retry-Count`.
-        let retryCount = trigger == .retry ? refresh.consecutiveFailures : 0
-        return [.send(request(.getFeatureFlags, retryCount: retryCount), .flags(generation: refresh.generation))]
+        return [.send(generation: generation, retryCount: trigger == .retry ? consecutiveFailures : 0)]
     }
 
-    mutating func flagsAnswered(_ outcome: HTTPOutcome, generation sentGeneration: UInt64) -> [AgentAction] {
-        guard let finished = refresh.inFlight else {
-            preconditionFailure("a flags answer (generation \(sentGeneration)) with no request in flight: \(refresh)")
+    /// The answer to the request sent in `sentGeneration`, already parsed.
+    mutating func answered(_ result: Result<(PushwooshAPI.FlagsResponse, String?), PushwooshAPI.Failure>, generation sentGeneration: UInt64,
+                           _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        guard let finished = inFlight, finished.generation == sentGeneration else {
+            preconditionFailure("RF-9: an answer of generation \(sentGeneration) that is not the request in flight: \(self)")
         }
-        precondition(finished.generation == sentGeneration,
-                     "RF-9: the answer of generation \(sentGeneration) is not the request in flight: \(refresh)")
-        refresh.inFlight = nil
-        if sentGeneration != refresh.generation {
+        inFlight = nil
+        if sentGeneration != generation {
             // RF-4: an answer for the previous user (or application) is dropped; whoever
             // waited gets the answer of a request for the current one.
-            var out = requestFlags(.userChange)
-            if refresh.inFlight == nil {
-                let error = RefreshError(code: 0, message: "request not sent")
-                out += finished.waiters.map { .complete($0, error) }
+            var out = request(.userChange, world, &random)
+            if inFlight == nil {
+                out += finished.waiters.map { .complete($0, RefreshError(code: 0, message: "request not sent")) }
             } else {
-                refresh.inFlight?.waiters.append(contentsOf: finished.waiters)
+                inFlight?.waiters.append(contentsOf: finished.waiters)
             }
             return out
         }
-        let result = PushwooshAPI.classify(outcome).flatMap { success -> Result<(PushwooshAPI.FlagsResponse, String?), PushwooshAPI.Failure> in
-            PushwooshAPI.parseFlags(success.response).map { ($0, success.baseURL) }
-        }
-        var out: [AgentAction]
+        let now = world.now
+        lastRefreshAt = now.wall
+        var out: [RefreshOutput]
         let error: RefreshError?
         switch result {
-        case .success(let (response, newBaseURL)):
+        case .success(let (response, baseURL)):
             error = nil
-            out = applyFlags(response, trigger: finished.trigger)
-            out += adoptBaseURL(newBaseURL)
+            consecutiveFailures = 0
+            lastRefreshError = nil
+            retryDeadline = nil
+            retryAfterUntil = nil
+            // ST-5: only complete responses open a throttle window (RF-6).
+            if !response.partial { throttle.recordCompleteResponse(at: now.monotonic) }
+            out = [.notify(.refreshSucceeded(trigger: finished.trigger, flagCount: response.flags.count, partial: response.partial)),
+                   .serve(response, baseURL: baseURL)]
         case .failure(let failure):
-            error = RefreshError(code: failure.code, message: failure.message)
-            out = refreshFailed(failure, trigger: finished.trigger)
+            let failed = RefreshError(code: failure.code, message: failure.message)
+            error = failed
+            consecutiveFailures += 1
+            lastRefreshError = failed
+            var retryIn: Seconds?
+            if failure.isFatal {
+                fatal = true  // RF-11
+                periodicDeadline = nil
+                retryDeadline = nil
+            } else if world.active {
+                // RF-10: retry automatic refreshes with capped backoff and jitter.
+                let delay = retryPolicy.delay(failures: consecutiveFailures, retryAfter: failure.retryAfter,
+                                              unit: Double.random(in: 0..<1, using: &random))
+                retryDeadline = now.monotonic + delay
+                retryIn = delay
+            }
+            // RF-10: the server's Retry-After holds every automatic trigger, the hourly one too.
+            retryAfterUntil = failure.retryAfter.map { now.monotonic + $0 }
+            out = [.notify(.refreshFailed(trigger: finished.trigger, error: failed, retryIn: retryIn))]
         }
         return out + finished.waiters.map { .complete($0, error) }
     }
 
-    private mutating func applyFlags(_ response: PushwooshAPI.FlagsResponse, trigger: RefreshTrigger) -> [AgentAction] {
-        let previous = validity.served?.snapshot.flags ?? [:]
-        let snapshot = FlagSnapshot(flags: response.flags, receivedAt: now.wall, applicationCode: settings.server.applicationCode,
-                                    userId: userId, partial: response.partial)
-        validity.serve(snapshot, now: now)
-        refresh.consecutiveFailures = 0
-        refresh.lastRefreshAt = now.wall
-        refresh.lastRefreshError = nil
-        refresh.retryDeadline = nil
-        refresh.retryAfterUntil = nil
-        if !response.partial {
-            // ST-5: only complete responses are written, and only they open a throttle window (RF-6).
-            state.flags = snapshot
-            refresh.throttle.recordCompleteResponse(at: now.monotonic)
-        }
-        var out: [AgentAction] = [.notify(.refreshSucceeded(trigger: trigger, flagCount: response.flags.count, partial: response.partial))]
-        let changed = FlagSnapshot.changedKeys(from: previous, to: response.flags)
-        if !changed.isEmpty { out.append(.notify(.flagsChanged(reason: .refresh, keys: changed))) }  // LS-1
-        return out
-    }
-
-    private mutating func refreshFailed(_ failure: PushwooshAPI.Failure, trigger: RefreshTrigger) -> [AgentAction] {
-        refresh.consecutiveFailures += 1
-        refresh.lastRefreshAt = now.wall
-        let error = RefreshError(code: failure.code, message: failure.message)
-        refresh.lastRefreshError = error
-        var retryIn: Seconds?
-        if failure.isFatal {
-            refresh.fatal = true  // RF-11
-            refresh.periodicDeadline = nil
-            refresh.retryDeadline = nil
-        } else if session.appState == .active {
-            // RF-10: retry automatic refreshes with capped backoff and jitter.
-            let delay = refresh.retryPolicy.delay(failures: refresh.consecutiveFailures, retryAfter: failure.retryAfter,
-                                                  unit: Double.random(in: 0..<1, using: &random))
-            refresh.retryDeadline = now.monotonic + delay
-            retryIn = delay
-        }
-        // RF-10: the server's Retry-After holds every automatic trigger, the hourly one too.
-        refresh.retryAfterUntil = failure.retryAfter.map { now.monotonic + $0 }
-        return [.notify(.refreshFailed(trigger: trigger, error: error, retryIn: retryIn))]
-    }
-
-    /// A.1: switch only when no server URL is configured, and only from a success.
-    private mutating func adoptBaseURL(_ newBaseURL: String?) -> [AgentAction] {
-        guard settings.server.serverURL == nil, let newBaseURL, newBaseURL != state.baseURL else { return [] }
-        state.baseURL = newBaseURL
-        return [.notify(.baseURLChanged(newBaseURL))]
-    }
-
     /// RF-2, RF-12: the next hourly refresh, offset by a stable per-device amount plus a
     /// little jitter, together within 10% of the period.
-    mutating func schedulePeriodic(after floor: Seconds? = nil) {
-        guard session.appState == .active, !refresh.fatal else {
-            refresh.periodicDeadline = nil
+    mutating func schedulePeriodic(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator, after floor: Seconds? = nil) {
+        guard world.active, !fatal else {
+            periodicDeadline = nil
             return
         }
-        let interval = settings.flags.refreshInterval
-        let anchor = max(refresh.lastRequestAt ?? now.monotonic, floor ?? -.infinity)
-        let offset = Self.deviceOffset(hwid: state.hwid, period: interval)
+        let now = world.now.monotonic
+        let anchor = max(lastRequestAt ?? now, floor ?? -.infinity)
         let jitter = Double.random(in: 0..<1, using: &random) * interval * 0.02
-        refresh.periodicDeadline = max(now.monotonic, anchor + interval + offset + jitter)
+        periodicDeadline = max(now, anchor + interval + world.deviceOffset + jitter)
     }
 
     /// RF-12: a stable per-device share of the period, below 8% (jitter adds up to 2%).
-    public static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
+    static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
         Double(fnv1a(hwid) % 10_000) / 10_000 * period * 0.08
     }
-}
-
-/// RF-6: at most one `refresh` request per window while stored flags are valid.
-struct RefreshThrottle: Sendable {
-    var window: Seconds
-    var disabled: Bool
-    /// When the last complete successful response arrived. Partial responses do not
-    /// open a window (ST-5); failures do not either, so a client can retry at once.
-    private(set) var windowOpenedAt: Seconds?
-
-    init(window: Seconds, disabled: Bool) {
-        self.window = window
-        self.disabled = disabled
-    }
-
-    mutating func recordCompleteResponse(at now: Seconds) { windowOpenedAt = now }
-    mutating func reset() { windowOpenedAt = nil }
-
-    /// Whether a manual refresh at `now` may be answered from the stored flags.
-    func answersFromStore(now: Seconds, flagsValid: Bool) -> Bool {
-        guard !disabled, flagsValid, let opened = windowOpenedAt else { return false }
-        return now - opened < window
-    }
-}
-
-/// RF-10: capped exponential backoff with jitter for failed automatic refreshes.
-struct RetryPolicy: Sendable {
-    /// Never more often than this (a minute, or the refresh period when that is shorter).
-    var floor: Seconds
-    /// At most this: the next scheduled trigger comes by then anyway.
-    var cap: Seconds
-
-    init(refreshInterval: Seconds) {
-        floor = min(60, refreshInterval)
-        cap = max(floor, refreshInterval)
-    }
-
-    /// The delay before retry number `failures` (1-based); `unit` in [0, 1) is the jitter draw.
-    func delay(failures: Int, retryAfter: Seconds?, unit: Double) -> Seconds {
-        let exponent = Double(min(max(failures - 1, 0), 20))
-        let base = min(cap, floor * Double(1 << Int(exponent)))
-        // Full jitter in the upper half keeps devices apart without ever going below the floor.
-        let jittered = max(floor, base * (0.5 + 0.5 * unit))
-        if let retryAfter { return max(jittered, retryAfter) }
-        return jittered
-    }
-}
-
-/// Stable 64-bit FNV-1a, for per-device offsets (RF-12). Never Swift's seeded `hashValue`.
-func fnv1a(_ text: String) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in text.utf8 {
-        hash ^= UInt64(byte)
-        hash = hash &* 0x0000_0100_0000_01b3
-    }
-    return hash
 }

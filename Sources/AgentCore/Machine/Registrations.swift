@@ -9,10 +9,12 @@ struct Registrations: Sendable {
     var deviceAttempt = 0
     /// SE-3: when the failed `registerDevice` is sent again.
     var retryDeadline: Seconds?
-    /// RF-3: the `AgentMachine.sequence` of the last registration.
-    var pushSequence: UInt64 = 0
-    /// PR-4: the `pushSequence` of the chain the last accepted primer started.
-    var primerSequence: UInt64?
+    /// Counts registration chains (one per `registerForPushNotifications` that registers).
+    var chain: UInt64 = 0
+    /// RF-3: `RefreshMachine.requestsSent` when the last chain started.
+    var flagsRequestsAtRegistration: UInt64 = 0
+    /// PR-4: the `chain` the last accepted primer started.
+    var primerChain: UInt64?
 
     /// Delays before `registerDevice` retries (A.2, SDK).
     static let retryDelays: [Seconds] = [1, 5, 10]
@@ -30,12 +32,7 @@ extension AgentMachine {
         let changed = newUserId != userId
         if changed {
             state.userId = newUserId
-            refresh.generation &+= 1  // RF-4: an answer for the previous user is dropped
-            refresh.fatal = false  // RF-11
-            refresh.consecutiveFailures = 0
-            refresh.retryDeadline = nil
-            refresh.retryAfterUntil = nil
-            refresh.throttle.reset()
+            refresh.identityChanged(keepBackoff: false)  // RF-4: an answer for the previous user is dropped; RF-11
             impressions.reset()  // IM-3: the new user's first exposure is never suppressed.
             out += stopServing(.discarded)  // ST-2
         }
@@ -83,8 +80,8 @@ extension AgentMachine {
         state.push = PersistentState.PushRegistration(token: token, notificationTypes: types, registeredAt: nil)
         registrations.deviceAttempt = 0
         registrations.retryDeadline = nil
-        sequence += 1
-        registrations.pushSequence = sequence
+        registrations.chain += 1
+        registrations.flagsRequestsAtRegistration = refresh.requestsSent
         return (true, token, sendRegisterDevice())
     }
 
@@ -124,7 +121,7 @@ extension AgentMachine {
             state.push?.registeredAt = now.wall
             var out: [AgentAction] = [.notify(.callFinished(method: .registerDevice, error: nil))]
             // RF-3: refresh when the previous flags request was sent before the registration.
-            if session.appState == .active, (refresh.lastRequestSequence ?? 0) < registrations.pushSequence {
+            if session.appState == .active, refresh.requestsSent == registrations.flagsRequestsAtRegistration {
                 out += automaticRefresh(.pushRegistration)
             }
             return out

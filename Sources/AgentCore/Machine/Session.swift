@@ -46,13 +46,13 @@ extension AgentMachine {
         let started = session.transition(to: newState, now: now.monotonic, sessionTimeout: settings.flags.sessionTimeout)
         switch session.appState {
         case .background:
-            // RF-2 runs in the foreground only; a failed refresh is retried there too.
-            refresh.periodicDeadline = nil
-            refresh.retryDeadline = nil
+            let world = refreshWorld
+            refresh.appStateChanged(world, &random)  // RF-2: in the foreground only
             return (started, [])
         case .active:
             guard started else {
-                schedulePeriodic()
+                let world = refreshWorld
+                refresh.appStateChanged(world, &random)
                 return (false, [])
             }
             impressions.reset()  // IM-3: per session.

@@ -27,7 +27,7 @@ extension AgentMachine {
         let outcome = PushPrimer.outcome(authorization: authorization, answer: configuration.answer)
         if outcome == .accepted {
             out += registerForPush().actions  // PR-4: the ordinary chain, not a copy of it.
-            registrations.primerSequence = registrations.deviceInFlight ? registrations.pushSequence : nil
+            registrations.primerChain = registrations.deviceInFlight ? registrations.chain : nil
         }
         return (PrimerResult(outcome: outcome, presentation: configuration.presentation.json), finish(out))
     }
@@ -38,7 +38,7 @@ extension AgentMachine {
     /// finishes, successfully or not. A retry after a failure, or a chain a client started
     /// with `registerForPushNotifications`, is not the primer's.
     var primerBeingAnswered: Bool {
-        guard let sequence = registrations.primerSequence else { return false }
-        return sequence == registrations.pushSequence && registrations.deviceInFlight && registrations.deviceAttempt == 0
+        guard let chain = registrations.primerChain else { return false }
+        return chain == registrations.chain && registrations.deviceInFlight && registrations.deviceAttempt == 0
     }
 }
