@@ -56,7 +56,7 @@ public struct AgentMachine {
     var validity = Validity()
     var session = SessionMachine()
     var refresh: RefreshMachine
-    var registrations = Registrations()
+    var registrations = RegistrationMachine()
     var impressions = ImpressionLedger()
     var storage = Storage()
 
@@ -177,10 +177,7 @@ public struct AgentMachine {
             storage.retryDeadline = nil
             storage.saveDue = true
         }
-        if let d = registrations.retryDeadline, d <= t {
-            registrations.retryDeadline = nil
-            out += sendRegisterDevice()  // SE-3
-        }
+        out += registrationTimers()  // SE-3
         out += refreshTimers()  // RF-2, RF-10
         return finish(out)
     }

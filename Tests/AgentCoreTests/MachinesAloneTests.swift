@@ -93,3 +93,62 @@ import Testing
         #expect(machine.requestsSent == 0)
     }
 }
+
+/// `RegistrationMachine` alone (SE-3, SE-4, RF-3): events on a `PersistentState`, and the outputs.
+@Suite struct RegistrationMachineAloneTests {
+    var machine = RegistrationMachine()
+    var state = PersistentState(hwid: "HWID")
+    var now = Now(monotonic: 1_000, wall: Date(timeIntervalSince1970: 1_800_000_000))
+    var random = SeededRandom(seed: 1)
+    static let ok: Result<PushwooshAPI.Success, PushwooshAPI.Failure> = PushwooshAPI.classify(ScriptedTransport.ok())
+    static let unavailable: Result<PushwooshAPI.Success, PushwooshAPI.Failure> = PushwooshAPI.classify(ScriptedTransport.http(503))
+
+    // SE-3: the prompt is answered, a token made and sent; retries after 1, 5, 10 s, then none.
+    @Test mutating func deviceChainAndRetries() throws {
+        let r = machine.register(&state, authorization: .notDetermined, prompt: .allow, flagsRequestsSent: 3, now: now, &random)
+        #expect(r.granted && state.notificationAuthorization == .authorized)
+        let token = try #require(r.pushToken)
+        #expect(r.outputs == [.registerDevice(token: token, retryCount: 0)])
+        var gaps: [Seconds] = []
+        for attempt in 1...4 {
+            _ = machine.deviceAnswered(token, Self.unavailable, &state, flagsRequestsSent: 3, now: now)
+            guard let d = machine.retryDeadline else { break }
+            gaps.append(d - now.monotonic)
+            now.monotonic = d
+            #expect(machine.fireDueTimers(state, now: now) == [.registerDevice(token: token, retryCount: attempt)])
+        }
+        #expect(gaps == [1, 5, 10])
+    }
+
+    // RF-3: a success asks for a refresh only when no flags request followed the registration.
+    @Test mutating func successRefreshesOnlyWithoutALaterRequest() {
+        let first = machine.register(&state, authorization: .authorized, prompt: .allow, flagsRequestsSent: 3, now: now, &random)
+        let token = first.pushToken!
+        let done = machine.deviceAnswered(token, Self.ok, &state, flagsRequestsSent: 3, now: now)
+        #expect(done == [.notify(.callFinished(method: .registerDevice, error: nil)), .refreshFlags])
+        #expect(state.push?.registeredAt == now.wall)
+        // Within 24 h nothing changed: nothing is sent.
+        #expect(machine.register(&state, authorization: .authorized, prompt: .allow, flagsRequestsSent: 4, now: now, &random).outputs.isEmpty)
+        state.push?.notificationTypes = 0  // something changed: a new chain
+        let second = machine.register(&state, authorization: .authorized, prompt: .allow, flagsRequestsSent: 4, now: now, &random)
+        #expect(second.outputs.count == 1)
+        #expect(machine.deviceAnswered(token, Self.ok, &state, flagsRequestsSent: 5, now: now).count == 1)  // a request followed
+    }
+
+    // SE-4: registerUser once per id within 24 h.
+    @Test mutating func userOncePerDay() {
+        #expect(machine.setUser("alice", registered: nil, now: now) == [.registerUser("alice")])
+        _ = machine.userAnswered("alice", Self.ok, &state, now: now)
+        #expect(machine.setUser("alice", registered: state.registeredUser, now: now).isEmpty)
+        #expect(machine.setUser("bob", registered: state.registeredUser, now: now) == [.registerUser("bob")])
+        now.wall = now.wall.addingTimeInterval(24 * 3600)
+        #expect(machine.setUser("alice", registered: state.registeredUser, now: now) == [.registerUser("alice")])
+    }
+
+    // SE-3: a denied prompt grants nothing and sends nothing.
+    @Test mutating func deniedPrompt() {
+        let r = machine.register(&state, authorization: .notDetermined, prompt: .deny, flagsRequestsSent: 0, now: now, &random)
+        #expect(!r.granted && r.pushToken == nil && r.outputs.isEmpty)
+        #expect(state.notificationAuthorization == .denied)
+    }
+}
