@@ -42,9 +42,11 @@ public enum AgentAction: Sendable, Equatable {
 
 /// The Pushwoosh iOS SDK core, headless, as a value (SPEC §1–6): each event is a
 /// `mutating func` given `now` that returns the actions to perform; reads are pure.
-/// The rules live in one file per state machine: `Refresh.swift` (a value of its own,
-/// `RefreshMachine`, wired in by `RefreshActions.swift`), `Registrations.swift`,
-/// `Impressions.swift`, `Validity.swift`, `Session.swift`; reads in `Reads.swift`.
+/// It composes one value per state machine, each in its file with its rules:
+/// `RefreshMachine` (Refresh.swift; wired in by RefreshActions.swift), `RegistrationMachine`
+/// (Registrations.swift), `ImpressionLedger` (Impressions.swift), `Validity` (Validity.swift)
+/// and `SessionMachine` (Session.swift); the reads are in Reads.swift, the primer in
+/// Primer/PrimerMachine.swift. `Agent` is its interpreter.
 public struct AgentMachine {
     public private(set) var settings: AgentSettings
     public internal(set) var state: PersistentState
