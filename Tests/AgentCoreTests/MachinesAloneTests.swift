@@ -152,3 +152,23 @@ import Testing
         #expect(state.notificationAuthorization == .denied)
     }
 }
+
+/// `ImpressionLedger` alone (IM-3, IM-4).
+@Suite struct ImpressionLedgerAloneTests {
+    @Test func oncePerFlagRuleAndStateUnlessTheSendFailed() {
+        var ledger = ImpressionLedger()
+        #expect(ledger.log(nil) == nil)  // IM-3: none without a flag
+        let sent = ledger.log(checkout)
+        #expect(sent == Impression(flag: "new_checkout", rule: "r_1a2b3c4d", enabled: true))
+        #expect(ledger.log(checkout) == nil)
+        var off = checkout
+        off.isEnabled = false
+        #expect(ledger.log(off) != nil)  // another state
+        ledger.answered(sent!, failed: true, sentIn: 0, current: 1)  // failed for a previous user: not resent
+        #expect(ledger.log(checkout) == nil)
+        ledger.answered(sent!, failed: true, sentIn: 1, current: 1)  // IM-4
+        #expect(ledger.log(checkout) != nil)
+        ledger.reset()
+        #expect(ledger.log(off) != nil)
+    }
+}

@@ -17,10 +17,21 @@ public struct Impression: Hashable, Sendable {
 struct ImpressionLedger: Sendable {
     private var sent: Set<Impression> = []
 
-    /// Whether an impression for `key` should be sent now; records it as sent.
-    mutating func claim(_ key: Impression) -> Bool { sent.insert(key).inserted }
-    /// IM-4: a failed send is forgotten, so the next call sends again.
-    mutating func release(_ key: Impression) { sent.remove(key) }
+    /// IM-1, IM-3: the impression to send for `flag` (the flag served for the key, if any):
+    /// none without a flag, none when one was sent this session. Records it as sent.
+    mutating func log(_ flag: FeatureFlag?) -> Impression? {
+        guard let flag else { return nil }
+        let impression = Impression(flag: flag.key, rule: flag.ruleId, enabled: flag.isEnabled)
+        return sent.insert(impression).inserted ? impression : nil
+    }
+
+    /// IM-4: a failed send is forgotten, so the next call sends again, unless the set
+    /// started afresh since it was sent (`sentIn` is not `current`: a new user or application).
+    mutating func answered(_ impression: Impression, failed: Bool, sentIn generation: UInt64, current: UInt64) {
+        if failed, generation == current { sent.remove(impression) }
+    }
+
+    /// IM-3: a new session or user starts a fresh set.
     mutating func reset() { sent.removeAll() }
 }
 
@@ -29,11 +40,9 @@ extension AgentMachine {
     /// session. Returns whether one was sent (false: no flag, or already sent).
     public mutating func logImpression(_ key: String, now: Now) -> (logged: Bool, actions: [AgentAction]) {
         var out = begin(now)
-        guard let flag = validity.served?.snapshot.flags[key] else { return (false, finish(out)) }  // IM-3: none without a flag
-        let impression = Impression(flag: flag.key, rule: flag.ruleId, enabled: flag.isEnabled)
-        guard impressions.claim(impression) else { return (false, finish(out)) }
+        guard let impression = impressions.log(validity.served?.snapshot.flags[key]) else { return (false, finish(out)) }
         out += postEvent("PW_FeatureFlagImpression", attributes: [  // IM-2
-            "flag_key": .string(flag.key), "rule_id": .string(flag.ruleId), "enabled": .bool(flag.isEnabled),
+            "flag_key": .string(impression.flag), "rule_id": .string(impression.rule), "enabled": .bool(impression.enabled),
         ], call: .postEvent(impression: impression, generation: refresh.generation, waiter: nil))
         return (true, finish(out))
     }
@@ -56,8 +65,9 @@ extension AgentMachine {
 
     mutating func postEventAnswered(_ outcome: HTTPOutcome, impression: Impression?, generation: UInt64, waiter: Waiter?) -> [AgentAction] {
         let error = PushwooshAPI.classify(outcome).failure
-        // IM-4: a failed impression is sent again on the next call (of the same generation).
-        if let impression, error != nil, generation == refresh.generation { impressions.release(impression) }
+        if let impression {
+            impressions.answered(impression, failed: error != nil, sentIn: generation, current: refresh.generation)  // IM-4
+        }
         var out: [AgentAction] = [.notify(.callFinished(method: .postEvent, error: error))]
         if let waiter { out.append(.complete(waiter, error)) }
         return out
