@@ -161,7 +161,6 @@ final class ControlServer {
             RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
         }
         scratch.bytes.withUnsafeBytes { client.connection.send($0) }
-        host.rearm()
         answered(client)
     }
 

@@ -37,12 +37,9 @@ public final class Daemon {
         host = AgentHost(loop: loop)
 
         let store = try FileStateStore(directory: configuration.stateDirectory)
-        let host = self.host
-        let transport = RearmingTransport(
-            MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics),
-            host: host)
+        let transport = MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics)
         let agent = Agent(settings: Self.agentSettings(configuration), clock: SystemClock(), transport: transport,
-                          store: store, onEvent: { [unowned self] event in self.handle(event) })
+                          store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         server.metrics = metrics
@@ -96,7 +93,6 @@ public final class Daemon {
             return 1
         }
         host.agent.start()  // loads stored flags; requests go out without being waited for
-        host.rearm()
         let status = host.agent.status()
         lastStatusLine = StatusReport.line(status, now: Date())
         _ = notifier.ready(status: lastStatusLine)
@@ -145,7 +141,6 @@ public final class Daemon {
             configuration = fresh
             server.update(settings: fresh.socket)
             host.agent.reload(Self.agentSettings(fresh))
-            host.rearm()
             log(.info, "configuration reloaded", ["file": options.configFile])
         } catch {
             log(.error, "configuration not reloaded; keeping the running one", ["error": error])

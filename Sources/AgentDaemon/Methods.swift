@@ -91,7 +91,6 @@ enum Methods {
         } catch {
             done(.failure(error))
         }
-        host.rearm()
     }
 
     static func flagJSON(_ flag: FeatureFlag) -> JSONValue {

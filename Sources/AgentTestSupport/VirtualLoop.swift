@@ -12,13 +12,22 @@ public final class EventLog {
     }
 }
 
-/// Runs an `Agent` in virtual time: the agent's timers and the transport's answers are
-/// processed in time order, so days pass in milliseconds with no real sleeps.
+/// The agent's timer in virtual time: holds the deadline the agent last asked for.
+public final class VirtualTimer: AgentScheduler {
+    public private(set) var deadline: Seconds?
+    public init() {}
+    public func schedule(at deadline: Seconds?) { self.deadline = deadline }
+}
+
+/// Runs an `Agent` in virtual time: the agent's timer and the transport's answers are
+/// processed in time order, so days pass in milliseconds with no real sleeps. The agent
+/// arms `timer` itself after every call, as it arms the daemon's loop timer.
 public final class VirtualLoop {
     public let clock: VirtualClock
     public let transport: ScriptedTransport
     public let store: MemoryStore
     public let log = EventLog()
+    public let timer = VirtualTimer()
     public private(set) var agent: Agent
     public var settings: AgentSettings
     private var seed: UInt64
@@ -33,7 +42,7 @@ public final class VirtualLoop {
         self.seed = seed
         let log = self.log
         self.agent = Agent(settings: settings, clock: clock, transport: transport, store: store,
-                           random: SeededRandom(seed: seed), onEvent: { log.events.append($0) })
+                           scheduler: timer, random: SeededRandom(seed: seed), onEvent: { log.events.append($0) })
         if start { agent.start() }
     }
 
@@ -53,17 +62,21 @@ public final class VirtualLoop {
     public func run(until target: Seconds) {
         var spinsAtSameTime = 0
         while true {
-            transport.deliverDue()
-            agent.fireDueTimers()
-            let next = [agent.nextDeadline, transport.nextDelivery].compactMap { $0 }.min()
+            step()
+            let next = [timer.deadline, transport.nextDelivery].compactMap { $0 }.min()
             guard let next, next <= target else { break }
             spinsAtSameTime = next <= clock.monotonic ? spinsAtSameTime + 1 : 0
             precondition(spinsAtSameTime < 10_000, "a timer stays due at \(clock.monotonic): \(agent.status())")
             clock.advance(to: max(next, clock.monotonic))
         }
         clock.advance(to: target)
+        step()
+    }
+
+    /// Delivers the answers due now, then fires the agent's timer if it is due.
+    private func step() {
         transport.deliverDue()
-        agent.fireDueTimers()
+        if let deadline = timer.deadline, deadline <= clock.monotonic { agent.fireDueTimers() }
     }
 
     /// Delivers answers due now and fires due timers, without moving time.
@@ -79,7 +92,7 @@ public final class VirtualLoop {
         transport.dropPending()
         let log = self.log
         agent = Agent(settings: settings, clock: clock, transport: transport, store: store,
-                      random: SeededRandom(seed: seed), onEvent: { log.events.append($0) })
+                      scheduler: timer, random: SeededRandom(seed: seed), onEvent: { log.events.append($0) })
         agent.start()
     }
 }

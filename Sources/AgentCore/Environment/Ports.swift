@@ -11,6 +11,15 @@ public protocol AgentClock: AnyObject {
     var wall: Date { get }
 }
 
+/// Keeps one timer at the agent's next deadline. `Agent` calls `schedule(at:)` after every
+/// event; when the time comes the owner calls `Agent.fireDueTimers()`. The daemon implements
+/// it with one event-loop timer, `VirtualLoop` with virtual time.
+public protocol AgentScheduler: AnyObject {
+    /// The earliest monotonic time at which the agent has work; nil when it has none.
+    /// Replaces the previous deadline.
+    func schedule(at deadline: Seconds?)
+}
+
 /// Everything the agent persists, in one record (issue 2, "Persistent state").
 public struct PersistentState: Sendable, Equatable, Codable {
     /// SE-2: created once, uppercase UUID.

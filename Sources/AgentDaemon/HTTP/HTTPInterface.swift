@@ -58,7 +58,6 @@ final class HTTPInterface {
                 let key = String(path.dropFirst(Self.single.count))
                 return only(["POST"], request) {
                     let answer = OFREP.evaluate(key, body: request.body, agent: host.agent)
-                    host.rearm()  // a read may expire the flags (ST-3), which moves no timer later
                     return .json(answer.status, JSONValueBox(bytes: JSONWriter.encode(answer.body)))
                 }
             }
@@ -68,7 +67,6 @@ final class HTTPInterface {
 
     private func bulk(_ request: HTTPServerRequest) -> HTTPServerResponse {
         let answer = OFREP.bulk(body: request.body, agent: host.agent)
-        host.rearm()
         let bytes = JSONWriter.encode(answer.body)
         guard answer.status == 200 else { return .json(answer.status, JSONValueBox(bytes: bytes)) }
         let etag = Self.etag(bytes)

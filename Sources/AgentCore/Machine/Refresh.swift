@@ -1,0 +1,233 @@
+import FoundationEssentials
+
+/// What the refresh machine is told about the rest of the agent at an event.
+struct RefreshWorld: Sendable {
+    var now: Now
+    /// SE-1: automatic refreshes run in the foreground only.
+    var active: Bool
+    /// RF-6: the throttle answers from stored flags only while they are valid.
+    var flagsValid: Bool
+    /// RF-8: flags may be requested from the base URL in effect.
+    var canRequest: Bool
+    /// RF-12: this device's stable share of the period.
+    var deviceOffset: Seconds
+}
+
+/// What the refresh machine asks for; `AgentMachine` turns it into actions.
+enum RefreshOutput: Sendable, Equatable {
+    /// A `getFeatureFlags` request, in `generation` (RF-4), with `X-Retry-Count` (A.1).
+    case send(generation: UInt64, retryCount: Int)
+    /// ST-1, LS-1: serve these flags (and adopt the `base_url` the server handed out, A.1).
+    case serve(PushwooshAPI.FlagsResponse, baseURL: String?)
+    case notify(AgentEvent)
+    case complete(Waiter, RefreshError?)
+}
+
+/// The refresh state machine (SPEC §3): triggers, the request in flight and its generation,
+/// the throttle, the backoff and Retry-After, the RF-11 stop, and its two timers.
+struct RefreshMachine: Sendable {
+    /// RF-4: bumped when the User ID or the application changes; an answer for an older one is dropped.
+    private(set) var generation: UInt64 = 0
+    /// RF-9: at most one request, and who waits for it.
+    private(set) var inFlight: InFlight?
+    /// RF-11: automatic refreshes stopped after 401/403.
+    private(set) var fatal = false
+    /// RF-10: no automatic request before this (a `Retry-After` from the server).
+    private var retryAfterUntil: Seconds?
+    private(set) var consecutiveFailures = 0
+    private(set) var lastRefreshAt: Date?
+    private(set) var lastRefreshError: RefreshError?
+    private var lastRequestAt: Seconds?
+    /// RF-3: how many requests were sent, so a registration can tell whether one followed it.
+    private(set) var requestsSent: UInt64 = 0
+    private var throttle: RefreshThrottle
+    private var retryPolicy: RetryPolicy
+    private var interval: Seconds
+    /// RF-2: the next hourly request.
+    private(set) var periodicDeadline: Seconds?
+    /// RF-10: the next retry of a failed automatic request.
+    private(set) var retryDeadline: Seconds?
+
+    struct InFlight: Sendable {
+        var generation: UInt64
+        var trigger: RefreshTrigger
+        var waiters: [Waiter]
+    }
+
+    init(flags: FeatureFlagSettings) {
+        throttle = RefreshThrottle(window: flags.throttleWindow, disabled: flags.disableThrottle)
+        retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
+        interval = flags.refreshInterval
+    }
+
+    var deadlines: [Seconds?] { [periodicDeadline, retryDeadline] }
+
+    // MARK: - Events
+
+    /// RF-5: a client's refresh; `waiter` completes once, with nil on success.
+    /// RF-6: answered from the stored flags inside the throttle window.
+    mutating func manual(_ waiter: Waiter, _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        fatal = false  // RF-11: a client's refresh lifts the stop.
+        if inFlight == nil, throttle.answersFromStore(now: world.now.monotonic, flagsValid: world.flagsValid) {
+            return [.complete(waiter, nil)]
+        }
+        return request(.manual, waiter: waiter, world, &random)
+    }
+
+    /// An automatic trigger (RF-1..RF-4, RF-10): deferred while a `Retry-After` holds, to
+    /// the moment it ends. RF-6: never throttled.
+    mutating func automatic(_ trigger: RefreshTrigger, _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        if let until = retryAfterUntil, world.now.monotonic < until, inFlight == nil {
+            retryDeadline = max(retryDeadline ?? until, until)
+            return []
+        }
+        return request(trigger, world, &random)
+    }
+
+    /// SE-1: the app moved to the foreground without a new session, or to the background.
+    mutating func appStateChanged(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator) {
+        if world.active {
+            schedulePeriodic(world, &random)
+        } else {
+            // RF-2 runs in the foreground only; a failed refresh is retried there too.
+            periodicDeadline = nil
+            retryDeadline = nil
+        }
+    }
+
+    /// RF-4, ST-2: a new User ID or application. Answers sent before are dropped (the
+    /// generation moves); the stop, the backoff and the throttle window start afresh.
+    mutating func identityChanged(keepBackoff: Bool) {
+        generation &+= 1
+        fatal = false  // RF-11
+        throttle.reset()
+        guard !keepBackoff else { return }
+        consecutiveFailures = 0
+        retryDeadline = nil
+        retryAfterUntil = nil
+    }
+
+    /// A configuration reload: new timings; RF-11's stop is lifted. Returns whether it was on.
+    mutating func reconfigure(_ flags: FeatureFlagSettings) -> Bool {
+        throttle.window = flags.throttleWindow
+        throttle.disabled = flags.disableThrottle
+        retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
+        interval = flags.refreshInterval
+        defer { fatal = false }
+        return fatal
+    }
+
+    /// The retry (RF-10) and hourly (RF-2) timers.
+    mutating func fireDueTimers(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        let now = world.now.monotonic
+        var out: [RefreshOutput] = []
+        if let d = retryDeadline, d <= now {
+            retryDeadline = nil
+            if world.active, !fatal { out += automatic(.retry, world, &random) }
+        }
+        if let d = periodicDeadline, d <= now {
+            periodicDeadline = nil
+            if world.active, !fatal {
+                out += automatic(.periodic, world, &random)  // joins a request in flight (RF-9)
+                if periodicDeadline == nil { schedulePeriodic(world, &random, after: now) }
+            }
+        }
+        return out
+    }
+
+    /// RF-9: joins the request in flight, or sends one.
+    mutating func request(_ trigger: RefreshTrigger, waiter: Waiter? = nil, _ world: RefreshWorld,
+                          _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        if inFlight != nil {
+            if let waiter { inFlight?.waiters.append(waiter) }
+            return []
+        }
+        guard world.canRequest else {
+            // RF-8: no request is ever sent; `refresh` fails with code 0.
+            let error = RefreshError(code: 0, message: "server URL does not end with \(PushwooshAPI.flagsPathSuffix): feature flags are not requested")
+            return waiter.map { [.complete($0, error)] } ?? []
+        }
+        inFlight = InFlight(generation: generation, trigger: trigger, waiters: waiter.map { [$0] } ?? [])
+        requestsSent += 1
+        lastRequestAt = world.now.monotonic
+        retryDeadline = nil
+        schedulePeriodic(world, &random)
+        // A.1: the N-th automatic retry after N failures says so in `X-Retry-Count`.
+        return [.send(generation: generation, retryCount: trigger == .retry ? consecutiveFailures : 0)]
+    }
+
+    /// The answer to the request sent in `sentGeneration`, already parsed.
+    mutating func answered(_ result: Result<(PushwooshAPI.FlagsResponse, String?), PushwooshAPI.Failure>, generation sentGeneration: UInt64,
+                           _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
+        guard let finished = inFlight, finished.generation == sentGeneration else {
+            preconditionFailure("RF-9: an answer of generation \(sentGeneration) that is not the request in flight: \(self)")
+        }
+        inFlight = nil
+        if sentGeneration != generation {
+            // RF-4: an answer for the previous user (or application) is dropped; whoever
+            // waited gets the answer of a request for the current one.
+            var out = request(.userChange, world, &random)
+            if inFlight == nil {
+                out += finished.waiters.map { .complete($0, RefreshError(code: 0, message: "request not sent")) }
+            } else {
+                inFlight?.waiters.append(contentsOf: finished.waiters)
+            }
+            return out
+        }
+        let now = world.now
+        lastRefreshAt = now.wall
+        var out: [RefreshOutput]
+        let error: RefreshError?
+        switch result {
+        case .success(let (response, baseURL)):
+            error = nil
+            consecutiveFailures = 0
+            lastRefreshError = nil
+            retryDeadline = nil
+            retryAfterUntil = nil
+            // ST-5: only complete responses open a throttle window (RF-6).
+            if !response.partial { throttle.recordCompleteResponse(at: now.monotonic) }
+            out = [.notify(.refreshSucceeded(trigger: finished.trigger, flagCount: response.flags.count, partial: response.partial)),
+                   .serve(response, baseURL: baseURL)]
+        case .failure(let failure):
+            let failed = RefreshError(code: failure.code, message: failure.message)
+            error = failed
+            consecutiveFailures += 1
+            lastRefreshError = failed
+            var retryIn: Seconds?
+            if failure.isFatal {
+                fatal = true  // RF-11
+                periodicDeadline = nil
+                retryDeadline = nil
+            } else if world.active {
+                // RF-10: retry automatic refreshes with capped backoff and jitter.
+                let delay = retryPolicy.delay(failures: consecutiveFailures, retryAfter: failure.retryAfter,
+                                              unit: Double.random(in: 0..<1, using: &random))
+                retryDeadline = now.monotonic + delay
+                retryIn = delay
+            }
+            // RF-10: the server's Retry-After holds every automatic trigger, the hourly one too.
+            retryAfterUntil = failure.retryAfter.map { now.monotonic + $0 }
+            out = [.notify(.refreshFailed(trigger: finished.trigger, error: failed, retryIn: retryIn))]
+        }
+        return out + finished.waiters.map { .complete($0, error) }
+    }
+
+    /// RF-2, RF-12: the next hourly refresh, offset by a stable per-device amount plus a
+    /// little jitter, together within 10% of the period.
+    mutating func schedulePeriodic(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator, after floor: Seconds? = nil) {
+        guard world.active, !fatal else {
+            periodicDeadline = nil
+            return
+        }
+        let now = world.now.monotonic
+        let anchor = max(lastRequestAt ?? now, floor ?? -.infinity)
+        let jitter = Double.random(in: 0..<1, using: &random) * interval * 0.02
+        periodicDeadline = max(now, anchor + interval + world.deviceOffset + jitter)
+    }
+
+    /// RF-12: a stable per-device share of the period, below 8% (jitter adds up to 2%).
+    static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
+        Double(fnv1a(hwid) % 10_000) / 10_000 * period * 0.08
+    }
+}
