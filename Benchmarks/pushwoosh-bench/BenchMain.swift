@@ -25,7 +25,6 @@ struct BenchOptions {
     static let usage = """
         usage: pushwoosh-bench [run] [options]      the whole benchmark (what `make bench` runs)
                pushwoosh-bench echo-server --socket PATH
-               pushwoosh-bench selfcheck                 (fast path vs general path of the socket API)
                pushwoosh-bench load --socket PATH [--method isEnabled|get] [--clients N] [--depth N] [--seconds S]
                                                   (one cell against a running server, e.g. under a profiler)
 
@@ -101,7 +100,6 @@ enum BenchMain {
     static func run(_ args: [String]) -> Int32 {
         if args.first == "echo-server" { return EchoCommand.run(Array(args.dropFirst())) }
         if args.first == "load" { return LoadCommand.run(Array(args.dropFirst())) }
-        if args.first == "selfcheck" { return SelfCheck.run() }
         let options: BenchOptions
         do {
             options = try BenchOptions.parse(args)
@@ -272,7 +270,7 @@ final class Bench {
         let deadline = Clock.now() + timeout
         var last: JSONValue = .null
         while Clock.now() < deadline {
-            last = try RPCConnection.call(socketPath, "status")
+            last = try RPCConnection.call(socketPath, .status)
             let count = Int(last["flagsCount"]?.numberValue ?? -1)
             let refreshed = last["lastRefreshAt"].map { !$0.isNull } ?? false
             if count == options.flagCount, refreshed, source == nil || last["flagsSource"]?.stringValue == source {
@@ -415,7 +413,7 @@ final class Bench {
             times.append(agent.ready)
             if n == 0 {
                 // The flags it was ready with came from the disk.
-                let status = try RPCConnection.call(socketPath, "status")
+                let status = try RPCConnection.call(socketPath, .status)
                 report.readyStatus = "flagsCount \(Int(status["flagsCount"]?.numberValue ?? -1)), source \(status["flagsSource"]?.stringValue ?? "?")"
                 guard Int(status["flagsCount"]?.numberValue ?? -1) == options.flagCount,
                       status["flagsSource"]?.stringValue == "cache" || status["flagsSource"]?.stringValue == "network" else {

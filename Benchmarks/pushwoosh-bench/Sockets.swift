@@ -96,7 +96,7 @@ final class RPCConnection {
     }
 
     /// Sends a request and returns its `result` (throws on an error answer).
-    func call(_ method: String, _ params: [String: JSONValue] = [:]) throws -> JSONValue {
+    func call(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) throws -> JSONValue {
         let id = nextID
         nextID += 1
         try Sockets.sendAll(fd, RPCEncoder.request(id: .number(Double(id)), method: method, params: params))
@@ -108,7 +108,7 @@ final class RPCConnection {
         return result
     }
 
-    static func call(_ path: String, _ method: String, _ params: [String: JSONValue] = [:]) throws -> JSONValue {
+    static func call(_ path: String, _ method: SocketMethod, _ params: [String: JSONValue] = [:]) throws -> JSONValue {
         try RPCConnection(path: path).call(method, params)
     }
 }
