@@ -2,9 +2,11 @@
 // pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
 //
 // Dependencies point inward:
-//   AgentCore (pure SDK rules) <- AgentWire (wire formats) <- AgentPosix (real world)
+//   AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (real world)
 //   <- AgentDaemon (composition root) <- executables.
 // Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
+// Each target's dependencies are exactly the package modules its sources import
+// (Tests/PackageTests checks it).
 import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -34,7 +36,7 @@ let package = Package(
         // MARK: The agent
         .target(name: "AgentCore", swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CCurl", "CLinux"], swiftSettings: strict),
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
         .target(name: "AgentDaemon",
                 dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih", "MicroHTTPD"],
@@ -45,7 +47,7 @@ let package = Package(
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "Emulator", dependencies: ["EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["AgentCore", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
@@ -57,18 +59,20 @@ let package = Package(
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
-        .target(name: "AgentTestSupport", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
 
         // MARK: Tests, one target per module (a module's line is enabled when its tests land)
-        .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
-        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore"], swiftSettings: strict),
-        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore"], swiftSettings: strict),
-        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentWire", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
+        // Package.swift against the imports of each target's sources.
+        .testTarget(name: "PackageTests", swiftSettings: strict),
     ]
 )
