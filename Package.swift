@@ -2,7 +2,7 @@
 // pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
 //
 // Dependencies point inward:
-//   AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (real world)
+//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (real world)
 //   <- AgentDaemon (composition root) <- executables.
 // Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
 // Each target's dependencies are exactly the package modules its sources import
@@ -34,7 +34,9 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
 
         // MARK: The agent
-        .target(name: "AgentCore", swiftSettings: strict),
+        // Strict JSON values, reader and writer: a leaf.
+        .target(name: "AgentJSON", swiftSettings: strict),
+        .target(name: "AgentCore", dependencies: ["AgentJSON"], swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
         .target(name: "AgentPosix", dependencies: ["AgentCore", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
@@ -62,6 +64,7 @@ let package = Package(
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
 
         // MARK: Tests, one target per module (a module's line is enabled when its tests land)
+        .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore"], swiftSettings: strict),
