@@ -55,10 +55,14 @@ let package = Package(
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["Soak"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore"],
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
+
+        // MARK: What tests, benchmarks, the soak runner and the fault tools share
+        // (echo server, NOTIFY_SOCKET receiver, child processes, a line client)
+        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
@@ -67,10 +71,10 @@ let package = Package(
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore"], swiftSettings: strict),

@@ -2,6 +2,7 @@ import AgentCore
 import AgentWire
 import Foundation
 import Glibc
+import HarnessSupport
 
 struct BenchOptions {
     var binDirectory: String
@@ -270,7 +271,7 @@ final class Bench {
         let deadline = Clock.now() + timeout
         var last: JSONValue = .null
         while Clock.now() < deadline {
-            last = try RPCConnection.call(socketPath, .status)
+            last = try LineClient.call(socketPath, .status)
             let count = Int(last["flagsCount"]?.numberValue ?? -1)
             let refreshed = last["lastRefreshAt"].map { !$0.isNull } ?? false
             if count == options.flagCount, refreshed, source == nil || last["flagsSource"]?.stringValue == source {
@@ -315,7 +316,7 @@ final class Bench {
             ("get", #","method":"get","params":{"key":"new_checkout"}}"#),
         ]
         // Check that the agent answers these requests with results, not errors.
-        let check = try RPCConnection(path: socketPath)
+        let check = try LineClient(path: socketPath)
         for method in methods {
             try Sockets.sendAll(check.fd, prefix + Array("1".utf8) + Array(method.suffix.utf8) + [0x0A])
             let line = String(decoding: try check.readLine(), as: UTF8.self)
@@ -413,7 +414,7 @@ final class Bench {
             times.append(agent.ready)
             if n == 0 {
                 // The flags it was ready with came from the disk.
-                let status = try RPCConnection.call(socketPath, .status)
+                let status = try LineClient.call(socketPath, .status)
                 report.readyStatus = "flagsCount \(Int(status["flagsCount"]?.numberValue ?? -1)), source \(status["flagsSource"]?.stringValue ?? "?")"
                 guard Int(status["flagsCount"]?.numberValue ?? -1) == options.flagCount,
                       status["flagsSource"]?.stringValue == "cache" || status["flagsSource"]?.stringValue == "network" else {

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// How a child process ended.

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import HarnessSupport
 #endif
 
 /// The built executables, next to the test bundle.

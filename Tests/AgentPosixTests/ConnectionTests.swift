@@ -2,6 +2,7 @@ import AgentPosix
 import Dispatch
 import Glibc
 import Testing
+import HarnessSupport
 
 /// Starts a listener on the loop thread whose connections `configure` sets
 /// up; records how each connection closed.

@@ -1,6 +1,7 @@
+import AgentPosix
 import Glibc
 
-/// The receiving end of systemd's notification protocol, for tests: a
+/// The receiving end of systemd's notification protocol, for tests and benchmarks: a
 /// `SOCK_DGRAM` Unix socket bound at `path`. Point a process's
 /// `NOTIFY_SOCKET` at `path` and read what it sends (`READY=1`, `STATUS=…`).
 /// Removes the socket file when released.
@@ -10,7 +11,7 @@ public final class NotifyReceiver: Sendable {
 
     public init(path: String) throws(UnixSocketError) {
         var (address, length) = try UnixSocket.address(path)
-        let socket = try UnixSocket.makeSocket(path: path, nonBlocking: true, type: SOCK_DGRAM)
+        let socket = try Self.datagramSocket(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.rawValue, $0, length) }
         }
@@ -19,6 +20,14 @@ public final class NotifyReceiver: Sendable {
         }
         self.path = path
         self.fd = socket.take()
+    }
+
+    private static func datagramSocket(_ path: String) throws(UnixSocketError) -> FileDescriptor {
+        do throws(PosixError) {
+            return try UnixSocket.socket(SOCK_DGRAM, nonBlocking: true)
+        } catch {
+            throw UnixSocketError(.system, path: path, cause: error)
+        }
     }
 
     deinit {
@@ -47,5 +56,34 @@ public final class NotifyReceiver: Sendable {
         var messages: [String] = []
         while let message = receive(timeout: quiet) { messages.append(message) }
         return messages
+    }
+
+    /// Drops datagrams already queued.
+    public func drain() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while buffer.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
+    }
+
+    /// Waits for a datagram with a line equal to `line` (e.g. `READY=1`); returns the
+    /// monotonic time it was received and the datagram, or nil after `timeout` or as soon
+    /// as `alive` says the sender is gone.
+    public func wait(for line: String, timeout: Double, alive: () -> Bool = { true }) -> (at: Double, datagram: String)? {
+        let deadline = monotonicSeconds() + timeout
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let remaining = deadline - monotonicSeconds()
+            if remaining <= 0 { return nil }
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, Int32(min(remaining, 0.1) * 1000) + 1)
+            if ready <= 0 {
+                if !alive() { return nil }
+                continue
+            }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let at = monotonicSeconds()
+            guard n > 0 else { continue }
+            let text = String(decoding: buffer[..<n], as: UTF8.self)
+            if text.split(separator: "\n").contains(where: { $0 == line }) { return (at, text) }
+        }
     }
 }
