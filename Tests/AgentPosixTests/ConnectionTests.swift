@@ -162,7 +162,8 @@ private let echo: @Sendable (Connection) -> Void = { connection in
 
     @Test func idleConnectionIsClosedAndActivityKeepsItOpen() throws {
         let dir = TemporaryDirectory()
-        let thread = try LoopThread()
+        let clock = ManualLoopClock()
+        let thread = try LoopThread(clock: clock)
         defer { thread.stop() }
         let closes = Shared<[Connection.CloseReason]>([])
         try serve(thread, path: dir.file("s"), closes: closes) { connection in
@@ -171,18 +172,21 @@ private let echo: @Sendable (Connection) -> Void = { connection in
         }
         let idle = try TestClient(path: dir.file("s"))
         let busy = try TestClient(path: dir.file("s"))
-        let start = monotonicSeconds()
-        // The busy client talks every 50 ms for 400 ms.
+        try thread.sync { _, _ in }  // both accepted, their idle timers armed
+        let start = clock.now
+        var idleClosedBy: Double?
+        // The busy client talks every 50 ms (virtual) for 400 ms.
         for _ in 0..<8 {
             try busy.write("ping\n")
             #expect(busy.readString(count: 5) == "ping\n")
-            usleep(50_000)
+            try thread.advance(clock, by: 0.05)
+            if idleClosedBy == nil, !closes.value.isEmpty { idleClosedBy = clock.now - start }
         }
         #expect(closes.value == [.idleTimeout])
         #expect(idle.readOnce() == 0)  // the idle one saw EOF
-        let idleClosedBy = monotonicSeconds() - start
-        #expect(idleClosedBy >= 0.15)
+        #expect(try #require(idleClosedBy) >= 0.15)
         // Silent from now on: the busy one goes too.
+        try thread.advance(clock, by: 0.15)
         #expect(waitUntil(timeout: 2) { closes.value == [.idleTimeout, .idleTimeout] })
         #expect(busy.readOnce() == 0)
     }
