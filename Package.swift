@@ -64,6 +64,9 @@ let package = Package(
         // (echo server, NOTIFY_SOCKET receiver, child processes, a line client)
         .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
 
+        // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
 

@@ -4,12 +4,13 @@ import Glibc
 /// The receiving end of systemd's notification protocol, for tests and benchmarks: a
 /// `SOCK_DGRAM` Unix socket bound at `path`. Point a process's
 /// `NOTIFY_SOCKET` at `path` and read what it sends (`READY=1`, `STATUS=…`).
-/// Removes the socket file when released.
+/// Replaces a stale socket file at `path`; removes the socket file when released.
 public final class NotifyReceiver: Sendable {
     public let path: String
     private let fd: Int32
 
     public init(path: String) throws(UnixSocketError) {
+        unlink(path)  // a socket file left by an earlier run
         var (address, length) = try UnixSocket.address(path)
         let socket = try Self.datagramSocket(path)
         let bound = withUnsafePointer(to: &address) {
