@@ -76,7 +76,7 @@ let package = Package(
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
-        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),

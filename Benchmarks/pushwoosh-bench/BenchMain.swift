@@ -319,7 +319,7 @@ final class Bench {
         let check = try LineClient(path: socketPath)
         for method in methods {
             try Sockets.sendAll(check.fd, prefix + Array("1".utf8) + Array(method.suffix.utf8) + [0x0A])
-            let line = String(decoding: try check.readLine(), as: UTF8.self)
+            guard let line = check.readLine() else { throw BenchError("agent did not answer \(method.name)") }
             guard line.contains(#""result""#), !line.contains(#""source":"none""#) else {
                 throw BenchError("agent answered \(method.name) with \(line)")
             }

@@ -4,8 +4,9 @@ import AgentWire
 import Glibc
 
 /// A blocking, line-oriented client of a Unix stream socket, for tests, benchmarks and
-/// tools: connect, write bytes, read `\n`-terminated lines (without the `\n`), each read
-/// bounded by `timeout` seconds; and one JSON-RPC call on top.
+/// tools: connect, write, read `\n`-terminated lines, each read bounded by `timeout`
+/// seconds; and JSON-RPC calls on top. Reads return nil at end of stream, on an error or
+/// after the timeout, so a test can assert on "no answer".
 public final class LineClient {
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public var description: String
@@ -16,7 +17,7 @@ public final class LineClient {
     private var pending: [UInt8] = []
     private var nextID = 1
 
-    public init(path: String, timeout: Double = 5) throws(Failure) {
+    public init(path: String, timeout: Double = 10) throws(Failure) {
         do {
             fd = try UnixSocket.connect(to: path).take()
         } catch {
@@ -42,16 +43,20 @@ public final class LineClient {
                 if errno == EINTR { continue }
                 throw Failure("send: \(String(cString: strerror(errno)))")
             }
+            if n == 0 { throw Failure("send: nothing written") }
             offset += n
         }
     }
 
-    public func send(_ bytes: [UInt8]) throws(Failure) { try Self.sendAll(fd, bytes) }
+    /// Writes `bytes`; false when the other end is gone (the next read says so too).
+    @discardableResult
+    public func send(_ bytes: [UInt8]) -> Bool { (try? Self.sendAll(fd, bytes)) != nil }
 
-    public func send(_ text: String) throws(Failure) { try Self.sendAll(fd, Array(text.utf8)) }
+    @discardableResult
+    public func send(_ text: String) -> Bool { send(Array(text.utf8)) }
 
-    /// The next line; throws at end of stream, on an error or after the timeout.
-    public func readLine() throws(Failure) -> [UInt8] {
+    /// The next line's bytes (without the `\n`); nil at end of stream, on an error or after the timeout.
+    public func readLineBytes() -> [UInt8]? {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             if let nl = pending.firstIndex(of: 0x0A) {
@@ -60,21 +65,36 @@ public final class LineClient {
                 return line
             }
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Failure("recv: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { throw Failure("the other end closed the connection") }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { return nil }
             pending.append(contentsOf: chunk[..<n])
         }
     }
 
-    /// Sends a request and returns its `result` (throws on an error answer).
+    /// The next line as text; nil at end of stream, on an error or after the timeout.
+    public func readLine() -> String? { readLineBytes().map { String(decoding: $0, as: UTF8.self) } }
+
+    /// Whether the other end closed the connection (end of stream within the timeout).
+    public func readsEOF() -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, 0) == 0
+    }
+
+    /// Sends one request (`params` as JSON text) and returns the whole answer, `.null`
+    /// when none came.
+    public func call(_ method: String, _ params: String = "{}", id: Int = 1) -> JSONValue {
+        send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"# + "\n")
+        return readLineBytes().flatMap { try? JSONReader.parse($0) } ?? .null
+    }
+
+    /// Sends a request and returns its `result` (throws when there is none).
     public func call(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) throws(Failure) -> JSONValue {
         let id = nextID
         nextID += 1
-        try send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params))
-        let line = try readLine()
+        guard send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params)) else {
+            throw Failure("\(method): the other end is gone")
+        }
+        guard let line = readLineBytes() else { throw Failure("\(method): no answer") }
         guard let answer = try? JSONReader.parse(line), let result = answer["result"] else {
             throw Failure("\(method) failed: \(String(decoding: line, as: UTF8.self))")
         }

@@ -10,17 +10,23 @@ public final class NotifyReceiver: Sendable {
     private let fd: Int32
 
     public init(path: String) throws(UnixSocketError) {
-        unlink(path)  // a socket file left by an earlier run
+        self.path = path
+        self.fd = try Self.bindDatagramSocket(path)
+    }
+
+    /// A non-blocking `SOCK_DGRAM` Unix socket bound at `path` (a stale socket file there is
+    /// replaced); the caller owns the descriptor. The soak runner's receivers use it too.
+    public static func bindDatagramSocket(_ path: String) throws(UnixSocketError) -> Int32 {
+        unlink(path)
         var (address, length) = try UnixSocket.address(path)
-        let socket = try Self.datagramSocket(path)
+        let socket = try datagramSocket(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.rawValue, $0, length) }
         }
         if bound == -1 {
             throw UnixSocketError(.system, path: path, cause: PosixError(errno: errno, call: "bind", path: path))
         }
-        self.path = path
-        self.fd = socket.take()
+        return socket.take()
     }
 
     private static func datagramSocket(_ path: String) throws(UnixSocketError) -> FileDescriptor {

@@ -58,17 +58,11 @@ extension NotifyReceiver {
 }
 
 extension LineClient {
-    /// Sends `line` and its `\n`; false when the agent is gone.
-    func sendLine(_ line: String) -> Bool { (try? send(line + "\n")) != nil }
-
-    /// The next line as text; nil on end of stream, error or timeout.
-    func nextLine() -> String? { (try? readLine()).map { String(decoding: $0, as: UTF8.self) } }
-
     /// One request, one answer (no pipelining: the answer is the next line), as Foundation objects.
     func request(_ method: String, _ params: String = "{}", id: Int = 1) -> [String: Any]? {
-        guard sendLine(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"#),
-              let line = nextLine(),
-              let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+        guard send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"# + "\n"),
+              let line = readLineBytes(),
+              let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
         else { return nil }
         return object
     }
@@ -349,8 +343,8 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 }
                 id += 1
                 record.started(at: monotonicNow(), version: v)
-                guard client.sendLine(#"{"jsonrpc":"2.0","id":\#(id),"method":"refresh"}"#),
-                      let answer = client.nextLine() else { return }  // killed
+                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"refresh"}"# + "\n"),
+                      let answer = client.readLine() else { return }  // killed
                 guard answer.contains(#""error":null"#) else {
                     record.error("refresh: \(answer.prefix(200))")
                     return
@@ -358,8 +352,8 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 // The version now served (a refresh that joined one in flight answers with that
                 // one's response, which may be older than `v`).
                 id += 1
-                guard client.sendLine(#"{"jsonrpc":"2.0","id":\#(id),"method":"get","params":{"key":"f000"}}"#),
-                      let get = client.nextLine() else { return }  // killed
+                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"get","params":{"key":"f000"}}"# + "\n"),
+                      let get = client.readLine() else { return }  // killed
                 if let range = get.range(of: #""v":"#),
                    let served = Int(get[range.upperBound...].prefix { $0.isNumber }) {
                     record.acked(served)
@@ -509,8 +503,8 @@ case "rpc":
     do {
         let client = try LineClient(path: args[1], timeout: 10)
         let params = args.count == 4 ? args[3] : "{}"
-        guard client.sendLine(#"{"jsonrpc":"2.0","id":1,"method":"\#(args[2])","params":\#(params)}"#),
-              let line = client.nextLine() else { die("no answer") }
+        guard client.send(#"{"jsonrpc":"2.0","id":1,"method":"\#(args[2])","params":\#(params)}"# + "\n"),
+              let line = client.readLine() else { die("no answer") }
         print(line)
     } catch { die("\(error)") }
 
