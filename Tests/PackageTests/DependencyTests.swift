@@ -76,6 +76,19 @@ import Testing
         }
     }
 
+    /// The daemon's modules use FoundationEssentials at most, never Foundation (LinkageTests
+    /// checks the binary; this names the file's module at once).
+    @Test func theDaemonsModulesDoNotImportFoundation() throws {
+        let daemon = ["AgentJSON", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "AgentDaemon", "MicroHTTPD",
+                      "pushwoosh-agentd"]
+        let targets = try Self.targets()
+        for name in daemon {
+            let target = try #require(targets.first { $0.name == name }, "\(name) is not in Package.swift")
+            let heavy = try Self.imports(under: target.path).intersection(["Foundation", "FoundationNetworking", "FoundationXML"])
+            #expect(heavy.sorted() == [], "\(name)")
+        }
+    }
+
     /// Every module the package's sources import is a target, or comes with the toolchain
     /// or the system (a misspelt or forgotten target fails here, not only at link time).
     @Test func everyImportIsKnown() throws {
