@@ -91,5 +91,4 @@ soak: release
 # `make bench BENCH_ARGS="--idle-seconds 10 --duration 1"` for a quick look.
 BENCH_ARGS ?=
 bench: release
-	$(BIN)/pushwoosh-bench selfcheck
 	timeout 600 $(BIN)/pushwoosh-bench --bin $(BIN) --out Benchmarks/results/latest $(BENCH_ARGS)

@@ -2,9 +2,11 @@
 // pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
 //
 // Dependencies point inward:
-//   AgentCore (pure SDK rules) <- AgentWire (wire formats) <- AgentPosix (real world)
+//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (real world)
 //   <- AgentDaemon (composition root) <- executables.
 // Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
+// Each target's dependencies are exactly the package modules its sources import
+// (Tests/PackageTests checks it).
 import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -32,9 +34,11 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
 
         // MARK: The agent
-        .target(name: "AgentCore", swiftSettings: strict),
+        // Strict JSON values, reader and writer: a leaf.
+        .target(name: "AgentJSON", swiftSettings: strict),
+        .target(name: "AgentCore", dependencies: ["AgentJSON"], swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CCurl", "CLinux"], swiftSettings: strict),
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
         .target(name: "AgentDaemon",
                 dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih", "MicroHTTPD"],
@@ -45,30 +49,40 @@ let package = Package(
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "Emulator", dependencies: ["EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["AgentCore", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["Soak"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore"],
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
+        // MARK: What tests, benchmarks, the soak runner and the fault tools share
+        // (echo server, NOTIFY_SOCKET receiver, child processes, a line client)
+        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
+
+        // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+
         // MARK: Deterministic doubles for tests
-        .target(name: "AgentTestSupport", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
 
         // MARK: Tests, one target per module (a module's line is enabled when its tests land)
-        .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
+        .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "AgentWire", "AgentTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
-        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore"], swiftSettings: strict),
-        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore"], swiftSettings: strict),
-        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentWire", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
+        // Package.swift against the imports of each target's sources.
+        .testTarget(name: "PackageTests", swiftSettings: strict),
     ]
 )

@@ -2,6 +2,7 @@ import AgentCore
 import AgentWire
 import Foundation
 import Glibc
+import HarnessSupport
 
 struct BenchOptions {
     var binDirectory: String
@@ -25,7 +26,6 @@ struct BenchOptions {
     static let usage = """
         usage: pushwoosh-bench [run] [options]      the whole benchmark (what `make bench` runs)
                pushwoosh-bench echo-server --socket PATH
-               pushwoosh-bench selfcheck                 (fast path vs general path of the socket API)
                pushwoosh-bench load --socket PATH [--method isEnabled|get] [--clients N] [--depth N] [--seconds S]
                                                   (one cell against a running server, e.g. under a profiler)
 
@@ -101,7 +101,6 @@ enum BenchMain {
     static func run(_ args: [String]) -> Int32 {
         if args.first == "echo-server" { return EchoCommand.run(Array(args.dropFirst())) }
         if args.first == "load" { return LoadCommand.run(Array(args.dropFirst())) }
-        if args.first == "selfcheck" { return SelfCheck.run() }
         let options: BenchOptions
         do {
             options = try BenchOptions.parse(args)
@@ -272,7 +271,7 @@ final class Bench {
         let deadline = Clock.now() + timeout
         var last: JSONValue = .null
         while Clock.now() < deadline {
-            last = try RPCConnection.call(socketPath, "status")
+            last = try LineClient.call(socketPath, .status)
             let count = Int(last["flagsCount"]?.numberValue ?? -1)
             let refreshed = last["lastRefreshAt"].map { !$0.isNull } ?? false
             if count == options.flagCount, refreshed, source == nil || last["flagsSource"]?.stringValue == source {
@@ -317,10 +316,10 @@ final class Bench {
             ("get", #","method":"get","params":{"key":"new_checkout"}}"#),
         ]
         // Check that the agent answers these requests with results, not errors.
-        let check = try RPCConnection(path: socketPath)
+        let check = try LineClient(path: socketPath)
         for method in methods {
             try Sockets.sendAll(check.fd, prefix + Array("1".utf8) + Array(method.suffix.utf8) + [0x0A])
-            let line = String(decoding: try check.readLine(), as: UTF8.self)
+            guard let line = check.readLine() else { throw BenchError("agent did not answer \(method.name)") }
             guard line.contains(#""result""#), !line.contains(#""source":"none""#) else {
                 throw BenchError("agent answered \(method.name) with \(line)")
             }
@@ -415,7 +414,7 @@ final class Bench {
             times.append(agent.ready)
             if n == 0 {
                 // The flags it was ready with came from the disk.
-                let status = try RPCConnection.call(socketPath, "status")
+                let status = try LineClient.call(socketPath, .status)
                 report.readyStatus = "flagsCount \(Int(status["flagsCount"]?.numberValue ?? -1)), source \(status["flagsSource"]?.stringValue ?? "?")"
                 guard Int(status["flagsCount"]?.numberValue ?? -1) == options.flagCount,
                       status["flagsSource"]?.stringValue == "cache" || status["flagsSource"]?.stringValue == "network" else {

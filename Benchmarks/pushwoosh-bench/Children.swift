@@ -2,6 +2,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import Synchronization
+import HarnessSupport
 
 /// The benchmark's child processes (emulator, echo server, agents): spawned with
 /// `posix_spawn`, registered so that every way out of the benchmark (normal exit, an

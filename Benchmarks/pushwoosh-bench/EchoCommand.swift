@@ -1,5 +1,6 @@
 import AgentPosix
 import Glibc
+import HarnessSupport
 
 /// `pushwoosh-bench echo-server --socket PATH`: the baseline. AgentPosix's `EchoServer`
 /// (same `EventLoop`, `UnixListener` and `Connection` as the agent's socket server) in a

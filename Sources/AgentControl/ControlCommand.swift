@@ -42,24 +42,24 @@ public enum ControlCommand: Sendable, Equatable {
     case watch
 
     /// The socket method and params this command sends.
-    public var request: (method: String, params: [String: JSONValue]) {
+    public var request: (method: SocketMethod, params: [String: JSONValue]) {
         switch self {
-        case .get(let key): ("get", ["key": .string(key)])
-        case .isEnabled(let key, let def): ("isEnabled", ["key": .string(key), "default": .bool(def)])
+        case .get(let key): (.get, ["key": .string(key)])
+        case .isEnabled(let key, let def): (.isEnabled, ["key": .string(key), "default": .bool(def)])
         case .property(let key, let property, let type, let def):
-            ("property", ["key": .string(key), "property": .string(property), "type": .string(type.wireName)]
+            (.property, ["key": .string(key), "property": .string(property), "type": .string(type.wireName)]
                 .merging(def.map { ["default": $0] } ?? [:]) { a, _ in a })
-        case .refresh: ("refresh", [:])
-        case .logImpression(let key): ("logImpression", ["key": .string(key)])
-        case .setUser(let userId): ("setUserId", ["userId": .string(userId)])
-        case .setAppState(let state): ("setAppState", ["state": .string(state.rawValue)])
-        case .registerPush: ("registerForPushNotifications", [:])
-        case .unregisterPush: ("unregisterForPushNotifications", [:])
-        case .setAuthorization(let status): ("setNotificationAuthorization", ["status": .string(status.rawValue)])
-        case .primer(let params): ("presentPushPrimer", params)
-        case .status: ("status", [:])
-        case .metrics: ("metrics", [:])
-        case .watch: ("subscribe", [:])
+        case .refresh: (.refresh, [:])
+        case .logImpression(let key): (.logImpression, ["key": .string(key)])
+        case .setUser(let userId): (.setUserId, ["userId": .string(userId)])
+        case .setAppState(let state): (.setAppState, ["state": .string(state.rawValue)])
+        case .registerPush: (.registerForPushNotifications, [:])
+        case .unregisterPush: (.unregisterForPushNotifications, [:])
+        case .setAuthorization(let status): (.setNotificationAuthorization, ["status": .string(status.rawValue)])
+        case .primer(let params): (.presentPushPrimer, params)
+        case .status: (.status, [:])
+        case .metrics: (.metrics, [:])
+        case .watch: (.subscribe, [:])
         }
     }
 }

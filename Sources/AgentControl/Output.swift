@@ -171,7 +171,7 @@ public enum OutputFormatter {
         if json {
             return JSONWriter.string(["time": .string(stamp), "method": .string(method), "params": params])
         }
-        guard method == "featureFlagsDidUpdate" else { return "\(stamp) \(method) \(JSONWriter.string(params))" }
+        guard method == SocketMethod.flagsDidUpdate else { return "\(stamp) \(method) \(JSONWriter.string(params))" }
         let reason = params["reason"]?.stringValue ?? "?"
         let changed = params["changed"]?.arrayValue?.compactMap(\.stringValue) ?? []
         return "\(stamp) \(reason): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.joined(separator: ", "))

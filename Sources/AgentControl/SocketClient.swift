@@ -131,7 +131,7 @@ public final class SocketClient {
 
     /// Sends one request and waits for the answer with its id; notifications
     /// that arrive meanwhile go to `onNotification`.
-    public func call(method: String, params: [String: JSONValue],
+    public func call(method: SocketMethod, params: [String: JSONValue],
                      onNotification: (String, JSONValue) -> Void = { _, _ in }) throws(ClientError) -> RPCResponse {
         let id = RPCID.number(Double(nextID))
         nextID += 1

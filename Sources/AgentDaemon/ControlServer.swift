@@ -24,9 +24,6 @@ final class ControlServer {
     var metricsText: (() -> String)?
     var otherConnections: () -> Int = { 0 }
 
-    /// Methods anyone who can connect may call (B.3).
-    static let readMethods: Set<String> = ["get", "isEnabled", "property", "status", "subscribe", "unsubscribe", "metrics"]
-
     init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
         self.loop = loop
         self.host = host
@@ -152,11 +149,11 @@ final class ControlServer {
         scratch.bytes.removeAll(keepingCapacity: true)
         switch request.method {
         case .isEnabled(let fallback):
-            metrics?.rpcRequest("isEnabled")
+            metrics?.rpcRequest(SocketMethod.isEnabled.rawValue)
             let e = host.agent.isEnabled(request.key, default: fallback)
             RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &scratch)
         case .get:
-            metrics?.rpcRequest("get")
+            metrics?.rpcRequest(SocketMethod.get.rawValue)
             let e = host.agent.get(request.key)
             RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
         }
@@ -171,29 +168,33 @@ final class ControlServer {
     private func dispatch(_ request: RPCRequest, from client: Client, _ answer: @escaping (RPCOutcome) -> Void) {
         metrics?.rpcRequest(request.method)
         let done = countingAnswer(request, answer)
-        if !Self.readMethods.contains(request.method), !client.mayChangeState, Methods.known.contains(request.method) {
+        guard let method = SocketMethod(rawValue: request.method) else {
+            done(.failure(.methodNotFound(request.method)))
+            return
+        }
+        if method.access == .control, !client.mayChangeState {
             log(.warning, "permission denied", ["method": request.method, "uid": client.credentials?.uid, "pid": client.credentials?.pid])
             done(.failure(.permissionDenied(method: request.method)))
             return
         }
-        switch request.method {
-        case "subscribe":
+        switch method {
+        case .subscribe:
             subscribers[ObjectIdentifier(client)] = client
             client.connection.setIdleTimeout(nil)  // B.3: subscribers are not idle
             done(.success([:]))
-        case "unsubscribe":
+        case .unsubscribe:
             subscribers[ObjectIdentifier(client)] = nil
             client.connection.setIdleTimeout(settings.idleTimeout)
             done(.success([:]))
-        case "metrics" where metricsText != nil:
+        case .metrics where metricsText != nil:
             do throws(RPCError) {
-                try request.params.rejectUnknown([])
+                try request.params.rejectUnknown(for: method)
                 done(.success(["text": .string(metricsText!())]))
             } catch {
                 done(.failure(error))
             }
         default:
-            Methods.call(request, on: host, done)
+            Methods.call(method, request, on: host, done)
         }
     }
 
@@ -201,7 +202,7 @@ final class ControlServer {
 
     func broadcast(reason: FlagChangeReason, keys: [String]) {
         guard !subscribers.isEmpty else { return }
-        let bytes = RPCEncoder.notification(method: "featureFlagsDidUpdate",
+        let bytes = RPCEncoder.notification(method: SocketMethod.flagsDidUpdate,
                                             params: ["reason": .string(reason.rawValue), "changed": .array(keys.map(JSONValue.string))])
         for client in subscribers.values { client.connection.send(bytes) }
     }

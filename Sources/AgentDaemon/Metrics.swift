@@ -33,7 +33,7 @@ final class Metrics {
     var stateSaveFailures = 0
 
     /// Method labels: the known methods, everything else is `other` (no label per typo).
-    static let methodLabels: Set<String> = Methods.known.union(["metrics"])
+    static let methodLabels: Set<String> = Set(SocketMethod.allCases.map { $0.rawValue })
 
     // MARK: - Recording
 
@@ -267,7 +267,7 @@ extension ControlServer {
             case .failure(let error):
                 metrics.rpcError(error.code)
             case .success(let result):
-                if request.method == "logImpression", result["logged"] == false,
+                if request.method == SocketMethod.logImpression.rawValue, result["logged"] == false,
                    let key = try? request.params.string("key"), host.agent.get(key).value != nil {
                     metrics.impressionsDeduplicated += 1
                 }

@@ -81,6 +81,8 @@ public final class EventLoop: @unchecked Sendable {
     private var nextTimerID: UInt64 = 0
     private var deferred: [() -> Void] = []
     private var cachedNow: Double
+    /// Where `now` comes from (STYLE 4); never changes.
+    public let clock: any LoopClock
 
     // Cross-thread state.
     private let stopRequested = Atomic<Bool>(false)
@@ -94,15 +96,18 @@ public final class EventLoop: @unchecked Sendable {
     /// read buffer each.
     public let readBuffer: UnsafeMutableRawBufferPointer
 
-    public init() throws(PosixError) {
+    /// `clock`: the system's monotonic clock unless a test passes a `ManualLoopClock`.
+    public init(clock: any LoopClock = SystemLoopClock.shared) throws(PosixError) {
+        self.clock = clock
         epollFD = FileDescriptor(try retryingEINTR("epoll_create1") { Linux.epollCreate1(O_CLOEXEC) })
         wakeFD = FileDescriptor(try retryingEINTR("eventfd") { Linux.eventFD(0, O_CLOEXEC | O_NONBLOCK) })
         eventsBuffer = UnsafeMutableRawPointer.allocate(
             byteCount: Int(maxEvents) * Linux.epollEventSize, alignment: 8)
         readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-        cachedNow = monotonicSeconds()
+        cachedNow = clock.now
         // The wake descriptor uses generation 0, which no registration gets.
         try control(Linux.EPOLL_CTL_ADD, fd: wakeFD.rawValue, events: Linux.EPOLLIN, generation: 0)
+        clock.attach { [weak self] in self?.wake() }
     }
 
     deinit {
@@ -112,8 +117,9 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Time
 
-    /// `CLOCK_MONOTONIC` now, in seconds. Any thread.
-    public var now: Double { monotonicSeconds() }
+    /// The clock's monotonic time now, in seconds (`CLOCK_MONOTONIC` unless a test
+    /// passed another clock). Any thread.
+    public var now: Double { clock.now }
 
     /// The monotonic time read when the current iteration's `epoll_wait`
     /// returned: cheap, and good enough for "last activity" stamps.
@@ -251,7 +257,7 @@ public final class EventLoop: @unchecked Sendable {
             Linux.epollWait(epollFD.rawValue, eventsBuffer, maxEvents, timeout)
         }
         wakeupCount.add(1, ordering: .relaxed)
-        cachedNow = monotonicSeconds()
+        cachedNow = clock.now
         for index in 0..<Int(count) {
             let base = eventsBuffer + index * Linux.epollEventSize
             let raw = base.loadUnaligned(as: UInt32.self)
@@ -279,8 +285,10 @@ public final class EventLoop: @unchecked Sendable {
         if !deferred.isEmpty { return 0 }
         dropCancelledTimers()
         guard let next = timerHeap.first else { return -1 }
-        let remaining = next.deadline - monotonicSeconds()
+        let remaining = next.deadline - clock.now
         if remaining <= 0 { return 0 }
+        // A manual clock wakes the loop when it moves: until then, only I/O can.
+        guard clock.passesByItself else { return -1 }
         let milliseconds = (remaining * 1000).rounded(.up)
         return milliseconds >= Double(Int32.max) ? Int32.max : Int32(milliseconds)
     }
@@ -302,7 +310,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func runDueTimers() {
         guard !timerHeap.isEmpty else { return }
-        let now = monotonicSeconds()
+        let now = clock.now
         while let top = timerHeap.first, top.deadline <= now {
             heapPop()
             if let work = timerWork.removeValue(forKey: top.id) { work() }

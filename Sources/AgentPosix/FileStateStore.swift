@@ -45,6 +45,19 @@ public final class FileStateStore: StateStore {
         }
     }
 
+    /// The state in the file at `path` without changing anything (a damaged file throws
+    /// and stays where it is); nil when there is no file. For tools and tests.
+    public static func read(_ path: String) throws -> PersistentState? {
+        let data: [UInt8]
+        do {
+            data = try readWholeFile(path)
+        } catch {
+            if error.errno == ENOENT { return nil }
+            throw error
+        }
+        return try decode(data)
+    }
+
     public func save(_ state: PersistentState) throws {
         let bytes = Self.encode(state)
         try writeTransactionally(bytes)

@@ -125,7 +125,7 @@ public final class AgentDriver: @unchecked Sendable {
     }
 
     /// One socket call; nil (after recording why) when the agent did not answer.
-    func call(_ method: String, _ params: [String: JSONValue] = [:]) -> Result<JSONValue, RPCError>? {
+    func call(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) -> Result<JSONValue, RPCError>? {
         guard let client else { return nil }
         ctx.recorder.busy(index, since: now())
         defer { ctx.recorder.busy(index, since: nil) }
@@ -143,7 +143,7 @@ public final class AgentDriver: @unchecked Sendable {
         }
     }
 
-    func result(_ method: String, _ params: [String: JSONValue] = [:]) -> JSONValue? {
+    func result(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) -> JSONValue? {
         switch call(method, params) {
         case .success(let v)?: return v
         case .failure(let e)?:
@@ -157,14 +157,14 @@ public final class AgentDriver: @unchecked Sendable {
 
     func observeStatus() {
         let sent = now()
-        guard let r = result("status") else { return }
+        guard let r = result(.status) else { return }
         let o = StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId, expectedActive: active, result: r)
         ctx.recorder.observe(o)
     }
 
     func observeFlag(_ key: String) {
         let sent = now()
-        guard let r = result("get", ["key": .string(key)]) else { return }
+        guard let r = result(.get, ["key": .string(key)]) else { return }
         ctx.recorder.observe(FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
                                              expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
     }
@@ -175,7 +175,7 @@ public final class AgentDriver: @unchecked Sendable {
         observeFlag(RunContext.trackedFlag)
         observeFlag(RunContext.observedKeys[Int(rng.next() % UInt64(RunContext.observedKeys.count))])
         let sent = now()
-        if let r = result("isEnabled", ["key": .string(RunContext.trackedFlag), "default": .bool(true)]),
+        if let r = result(.isEnabled, ["key": .string(RunContext.trackedFlag), "default": .bool(true)]),
            r["enabled"]?.boolValue == nil || (r["ageSeconds"]?.numberValue ?? 0) > ctx.options.timings.lifetime + 0.0005 {
             violation("lifetime", "isEnabled answered \(JSONWriter.string(r))", evidence: ["sent \(iso8601(sent))"])
         }
@@ -188,7 +188,7 @@ public final class AgentDriver: @unchecked Sendable {
         candidates.removeAll { $0 == userId }
         let next = candidates[Int(rng.next() % UInt64(candidates.count))]
         let t0 = now()
-        guard result("setUserId", ["userId": .string(next)]) != nil else { return }
+        guard result(.setUserId, ["userId": .string(next)]) != nil else { return }
         userId = next
         ctx.recorder.action(AgentAction(agent: index, kind: .userChanged(next), start: t0, end: now()))
         ctx.recorder.count(agent: index, "setUserId")
@@ -198,7 +198,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func goBackground() {
         let t0 = now()
-        guard let r = result("setAppState", ["state": "background"]) else { return }
+        guard let r = result(.setAppState, ["state": "background"]) else { return }
         active = false
         ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: false), start: t0, end: now()))
         ctx.recorder.count(agent: index, "background")
@@ -208,7 +208,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func goActive() {
         let t0 = now()
-        guard let r = result("setAppState", ["state": "active"]) else { return }
+        guard let r = result(.setAppState, ["state": "active"]) else { return }
         let end = now()
         active = true
         backgroundUntil = nil
@@ -223,20 +223,20 @@ public final class AgentDriver: @unchecked Sendable {
     func push() {
         if rng.chance(0.7) {
             let t0 = now()
-            guard let r = result("registerForPushNotifications") else { return }
+            guard let r = result(.registerForPushNotifications) else { return }
             ctx.recorder.count(agent: index, "registerForPush")
             if r["granted"]?.boolValue == true {
                 ctx.recorder.action(AgentAction(agent: index, kind: .pushRegistration, start: t0, end: now() + 2))
             }
         } else {
-            guard result("unregisterForPushNotifications") != nil else { return }
+            guard result(.unregisterForPushNotifications) != nil else { return }
             ctx.recorder.count(agent: index, "unregisterForPush")
         }
     }
 
     func authorization() {
         let all = ["notDetermined", "denied", "authorized", "provisional", "ephemeral"]
-        guard result("setNotificationAuthorization", ["status": .string(all[Int(rng.next() % 5)])]) != nil else { return }
+        guard result(.setNotificationAuthorization, ["status": .string(all[Int(rng.next() % 5)])]) != nil else { return }
         ctx.recorder.count(agent: index, "setNotificationAuthorization")
     }
 
@@ -249,7 +249,7 @@ public final class AgentDriver: @unchecked Sendable {
         if rng.chance(0.3) { params["minInterval"] = .number(Double(rng.next() % 30)) }
         if rng.chance(0.3) { params["fallbackToSettings"] = .bool(rng.chance(0.5)) }
         let t0 = now()
-        switch call("presentPushPrimer", params) {
+        switch call(.presentPushPrimer, params) {
         case .success(let r)?:
             ctx.recorder.count(agent: index, "presentPushPrimer")
             ctx.recorder.state.withLock { $0.primerAvailable = true }
@@ -268,7 +268,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func refresh() {
         let t0 = now()
-        guard let r = result("refresh") else { return }
+        guard let r = result(.refresh) else { return }
         ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
         ctx.recorder.count(agent: index, r["error"]?.isNull == false ? "refreshFailed" : "refreshOk")
         if let e = r["error"], !e.isNull, e["domain"]?.stringValue != "PWFeatureFlagsErrorDomain" {
@@ -279,12 +279,12 @@ public final class AgentDriver: @unchecked Sendable {
     func impression() {
         let keys = ["new_checkout", "promo_banner", "rich_notifications", "home_layout", "soak_user", "no_such_flag"]
         let key = keys[Int(rng.next() % UInt64(keys.count))]
-        guard let r = result("logImpression", ["key": .string(key)]) else { return }
+        guard let r = result(.logImpression, ["key": .string(key)]) else { return }
         ctx.recorder.count(agent: index, r["logged"]?.boolValue == true ? "impressionLogged" : "impressionSkipped")
     }
 
     func property() {
-        guard let r = result("property", ["key": "new_checkout", "property": "button_color", "type": "string", "default": "none"]) else { return }
+        guard let r = result(.property, ["key": "new_checkout", "property": "button_color", "type": "string", "default": "none"]) else { return }
         ctx.recorder.count(agent: index, "property")
         if r["value"]?.stringValue == nil { violation("socket", "property(string) answered a non-string: \(JSONWriter.string(r))") }
     }
@@ -335,7 +335,7 @@ public final class AgentDriver: @unchecked Sendable {
         let up = start()
         ctx.recorder.busy(index, since: nil)
         guard up else { return }
-        if let r = result("status") {
+        if let r = result(.status) {
             userId = r["userId"]?.stringValue ?? ""
             hwid = r["hwid"]?.stringValue ?? ""
             let (i, h) = (index, hwid)

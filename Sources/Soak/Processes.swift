@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// How a child process ended.
@@ -238,21 +239,12 @@ public final class NotifySockets: Sendable {
     public init(paths: [String]) throws(HTTPError) {
         var fds: [Int32] = []
         for path in paths {
-            unlink(path)
-            let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            let bytes = Array(path.utf8)
-            guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw HTTPError("path too long: \(path)") }
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                raw.copyBytes(from: bytes)
-                raw[bytes.count] = 0
+            let fd: Int32
+            do {
+                fd = try NotifyReceiver.bindDatagramSocket(path)
+            } catch {
+                throw HTTPError("\(error)")
             }
-            let rc = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard rc == 0 else { throw HTTPError("bind \(path): \(String(cString: strerror(errno)))") }
             var size: Int32 = 1 << 20
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
             fds.append(fd)

@@ -10,14 +10,9 @@ public enum TrackedState: String, Sendable {
 /// Per-agent data for the timeline and the summary.
 public struct AgentTrack: Sendable {
     public var hwid = ""
-    /// getFeatureFlags calls: time, succeeded, fault kind.
-    public var refreshes: [(Time, Bool, String?)] = []
-    public var restarts: [(Time, Int32)] = []
-    public var readies: [Time] = []
-    public var background: [(Time, Time?)] = []
-    public var tracked: [(Time, TrackedState)] = []
-    public var ages: [(Time, Double?)] = []
-    public var violations: [Time] = []
+    /// What the timeline draws for this agent, recorded as it happens (the report adds the
+    /// title and the getFeatureFlags calls, which it reads from the emulator's log).
+    public var lane = TimelineLane(title: "")
     public var users: [(Time, String)] = []
     public var observations = 0
     public var maxAge: Double = 0
@@ -62,20 +57,20 @@ public final class Recorder: Sendable {
             switch a.kind {
             case .stopped(let sig):
                 if sig != 0 {
-                    s.tracks[a.agent].restarts.append((a.start, sig))
+                    s.tracks[a.agent].lane.restarts.append((a.start, sig))
                     s.restartsBySignal[sig, default: 0] += 1
                 }
-                if let last = s.tracks[a.agent].background.last, last.1 == nil {
-                    s.tracks[a.agent].background[s.tracks[a.agent].background.count - 1].1 = a.start
+                if let last = s.tracks[a.agent].lane.background.last, last.1 == nil {
+                    s.tracks[a.agent].lane.background[s.tracks[a.agent].lane.background.count - 1].1 = a.start
                 }
-            case .started: s.tracks[a.agent].readies.append(a.end)
+            case .started: s.tracks[a.agent].lane.readies.append(a.end)
             case .appState(let active):
                 if active {
-                    if let last = s.tracks[a.agent].background.last, last.1 == nil {
-                        s.tracks[a.agent].background[s.tracks[a.agent].background.count - 1].1 = a.end
+                    if let last = s.tracks[a.agent].lane.background.last, last.1 == nil {
+                        s.tracks[a.agent].lane.background[s.tracks[a.agent].lane.background.count - 1].1 = a.end
                     }
                 } else {
-                    s.tracks[a.agent].background.append((a.start, nil))
+                    s.tracks[a.agent].lane.background.append((a.start, nil))
                 }
             case .userChanged(let u): s.tracks[a.agent].users.append((a.end, u))
             default: break
@@ -95,12 +90,12 @@ public final class Recorder: Sendable {
         state.withLock { s in
             s.pendingFlags.append(o)
             s.tracks[o.agent].observations += 1
-            s.tracks[o.agent].ages.append((o.received, o.ageSeconds))
+            s.tracks[o.agent].lane.ages.append((o.received, o.ageSeconds))
             s.tracks[o.agent].maxAge = max(s.tracks[o.agent].maxAge, o.ageSeconds ?? 0)
             if o.key == tracked {
                 let st: TrackedState
                 if let f = o.flag { st = f.isEnabled ? .on : (f.ruleId.isEmpty ? .killed : .off) } else { st = o.flagsServed ? .absent : .none }
-                s.tracks[o.agent].tracked.append((o.received, st))
+                s.tracks[o.agent].lane.tracked.append((o.received, st))
             }
         }
     }
@@ -109,14 +104,14 @@ public final class Recorder: Sendable {
         state.withLock { s in
             s.pendingStatus.append(o)
             s.tracks[o.agent].observations += 1
-            s.tracks[o.agent].ages.append((o.received, o.flagsAgeSeconds))
+            s.tracks[o.agent].lane.ages.append((o.received, o.flagsAgeSeconds))
         }
     }
 
     public func violation(_ v: Violation) {
         state.withLock { s in
             s.violations.append(v)
-            if let a = v.agent, a < s.tracks.count { s.tracks[a].violations.append(v.time) }
+            if let a = v.agent, a < s.tracks.count { s.tracks[a].lane.violations.append(v.time) }
         }
     }
 

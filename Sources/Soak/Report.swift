@@ -231,19 +231,14 @@ extension SoakRunner {
             let ok = calls.filter(\.succeeded).count
             perAgent.append([
                 "agent": n(i), "hwid": .string(t.hwid),
-                "restarts": n(t.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
+                "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
                 "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
                 "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),
-                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.violations.count),
+                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.lane.violations.count),
             ])
-            var lane = TimelineLane(title: "agent \(i) " + String(t.hwid.prefix(8)))
+            var lane = t.lane
+            lane.title = "agent \(i) " + String(t.hwid.prefix(8))
             lane.refreshes = calls.map { ($0.time, $0.succeeded, $0.fault) }
-            lane.restarts = t.restarts
-            lane.readies = t.readies
-            lane.background = t.background
-            lane.tracked = t.tracked
-            lane.ages = t.ages
-            lane.violations = t.violations
             lanes.append(lane)
         }
         let agentCPU = processes.cpuSeconds(prefix: "agent"), emulatorCPU = processes.cpuSeconds(prefix: "emulator")
@@ -276,7 +271,7 @@ extension SoakRunner {
                 "killedArchivedLive": n(provenance.killedChecks), "cadence": n(schedule.cadenceChecks),
                 "storm": n(schedule.stormChecks), "retryAfter": n(schedule.retryAfterChecks),
                 "impressions": n(impressions.checks), "watchdog": n(watchdogChecks),
-                "restartsWithReady": n(r.tracks.map(\.readies.count).reduce(0, +)),
+                "restartsWithReady": n(r.tracks.map(\.lane.readies.count).reduce(0, +)),
             ],
             "resources": [
                 "cores": n(cores),

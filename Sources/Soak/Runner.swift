@@ -328,12 +328,12 @@ public final class SoakRunner: @unchecked Sendable {
         let t = now()
         let tracks = recorder.state.withLock { $0.tracks }
         for (i, track) in tracks.enumerated() {
-            guard let ready = track.readies.last, ready > (track.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
+            guard let ready = track.lane.readies.last, ready > (track.lane.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
             watchdogChecks += 1
             let last = notify.messages(i, since: ready).last { $0.text.contains("WATCHDOG=1") }?.time ?? ready
             if t - last > options.watchdog + options.slack {
                 // A restart may be under way; only a process that is still up counts.
-                let stillUp = recorder.state.withLock { ($0.tracks[i].restarts.last?.0 ?? 0) < ready }
+                let stillUp = recorder.state.withLock { ($0.tracks[i].lane.restarts.last?.0 ?? 0) < ready }
                 if stillUp {
                     recorder.violation(Violation("watchdog", agent: i, time: t,
                                                  String(format: "no WATCHDOG=1 for %.1f s (WatchdogSec %.0f s)", t - last, options.watchdog)))

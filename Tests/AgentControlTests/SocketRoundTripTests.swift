@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Foundation
 import Testing
@@ -34,15 +35,9 @@ final class CannedServer: @unchecked Sendable {
 
     static func listen(_ path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(path.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
+        var (address, length) = try UnixSocket.address(path)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
         }
         guard fd >= 0, bound == 0, Glibc.listen(fd, 4) == 0 else { throw POSIXError(.EADDRINUSE) }
         return fd

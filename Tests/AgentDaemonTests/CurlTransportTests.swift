@@ -3,6 +3,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import Testing
+import HarnessSupport
 
 /// The real transport (libcurl's multi interface on the agent's event loop) against the
 /// real emulator and against small raw TCP servers that misbehave on purpose. Each test

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import HarnessSupport
 #endif
 
 /// The built executables, next to the test bundle.
@@ -180,57 +181,6 @@ final class AgentProcess {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-    }
-}
-
-/// A blocking line client on the agent's socket.
-final class LineClient {
-    let fd: Int32
-    private var buffer: [UInt8] = []
-
-    init(path: String, timeout: Double = 10) throws {
-        fd = try UnixSocket.connect(to: path).take()
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    deinit { close(fd) }
-
-    func send(_ text: String) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
-            offset += n
-        }
-    }
-
-    /// The next line, or nil on EOF or timeout.
-    func readLine() -> String? {
-        while true {
-            if let nl = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[..<nl], as: UTF8.self)
-                buffer.removeSubrange(...nl)
-                return line
-            }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { return nil }
-            buffer.append(contentsOf: chunk[..<n])
-        }
-    }
-
-    /// Whether the server closed the connection (EOF within the timeout).
-    func readsEOF() -> Bool {
-        var byte: UInt8 = 0
-        return recv(fd, &byte, 1, 0) == 0
-    }
-
-    /// Sends one request and reads one answer.
-    func call(_ method: String, _ params: String = "{}", id: Int = 1) -> JSONValue {
-        send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"# + "\n")
-        return readLine().map(json) ?? .null
     }
 }
 

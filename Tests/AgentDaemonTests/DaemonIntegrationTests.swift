@@ -3,6 +3,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import Testing
+import HarnessSupport
 
 /// The real `pushwoosh-agentd` binary against the real emulator, a real socket and a
 /// real NOTIFY_SOCKET receiver (PROTOCOL B and C).

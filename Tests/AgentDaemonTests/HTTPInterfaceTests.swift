@@ -4,6 +4,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import Testing
+import HarnessSupport
 
 /// PROTOCOL F against the real `pushwoosh-agentd` and `pushwoosh-emulator`: OFREP, the
 /// operations endpoints, the token, every bad-input case, the limits, the loop (no thread

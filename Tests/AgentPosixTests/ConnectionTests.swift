@@ -2,24 +2,37 @@ import AgentPosix
 import Dispatch
 import Glibc
 import Testing
+import HarnessSupport
 
 /// Starts a listener on the loop thread whose connections `configure` sets
 /// up; records how each connection closed.
-private func serve(
-    _ thread: LoopThread, path: String, maxPendingOutput: Int = 8 << 20,
-    closes: Shared<[Connection.CloseReason]>,
-    configure: @escaping @Sendable (Connection) -> Void
-) throws {
-    try thread.sync { loop, box in
-        let listener = try UnixListener(path: path)
-        try listener.start(on: loop) { descriptor in
-            let connection = Connection(loop: loop, descriptor: descriptor, maxPendingOutput: maxPendingOutput)
-            connection.onClose = { reason in closes.update { $0.append(reason) } }
-            configure(connection)
-            try? connection.start()
+/// A loop thread serving connections on a Unix socket in a temporary directory, and how
+/// each connection closed.
+private final class Served: Sendable {
+    let dir = TemporaryDirectory()
+    let thread: LoopThread
+    let closes = Shared<[Connection.CloseReason]>([])
+    var path: String { dir.file("s") }
+
+    init(clock: any LoopClock = SystemLoopClock.shared) throws { thread = try LoopThread(clock: clock) }
+
+    /// Listens at `path`; every accepted connection is configured, then started.
+    func start(maxPendingOutput: Int = 8 << 20, configure: @escaping @Sendable (Connection) -> Void) throws {
+        let path = self.path
+        let closes = self.closes
+        try thread.sync { loop, box in
+            let listener = try UnixListener(path: path)
+            try listener.start(on: loop) { descriptor in
+                let connection = Connection(loop: loop, descriptor: descriptor, maxPendingOutput: maxPendingOutput)
+                connection.onClose = { reason in closes.update { $0.append(reason) } }
+                configure(connection)
+                try? connection.start()
+            }
+            box.objects.append(listener)
         }
-        box.objects.append(listener)
     }
+
+    func stop() { thread.stop() }
 }
 
 /// Echoes every chunk back as it came.
@@ -29,12 +42,10 @@ private let echo: @Sendable (Connection) -> Void = { connection in
 
 @Suite struct ConnectionTests {
     @Test func manyMessagesInOneReadAreAnsweredInOneSend() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
+        let served = try Served()
+        defer { served.stop() }
         let sends = Shared<[Int]>([])
-        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+        try served.start { connection in
             connection.onInput = { [unowned connection] bytes in
                 // One answer per line, queued separately.
                 for line in bytes.split(separator: UInt8(ascii: "\n")) {
@@ -45,7 +56,7 @@ private let echo: @Sendable (Connection) -> Void = { connection in
                 }
             }
         }
-        let client = try TestClient(path: dir.file("s"))
+        let client = try TestClient(path: served.path)
         let request = (0..<100).map { "m\($0)\n" }.joined()
         try client.write(request)
         let expected = (0..<100).map { "ok:m\($0)\n" }.joined()
@@ -55,12 +66,10 @@ private let echo: @Sendable (Connection) -> Void = { connection in
     }
 
     @Test func largeVolumeFlowsBothWays() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
-        let client = try TestClient(path: dir.file("s"))
+        let served = try Served()
+        defer { served.stop() }
+        try served.start(configure: echo)
+        let client = try TestClient(path: served.path)
         let lines = (0..<20_000).map { "line number \($0) of the volume test\n" }.joined()
         let bytes = Array(lines.utf8)
         let writer = DispatchSemaphore(value: 0)
@@ -78,29 +87,25 @@ private let echo: @Sendable (Connection) -> Void = { connection in
         writer.wait()
         #expect(received.count == bytes.count)
         #expect(received == bytes)
-        #expect(closes.value.isEmpty)
+        #expect(served.closes.value.isEmpty)
     }
 
     @Test func halfClosedClientGetsItsAnswersThenTheConnectionCloses() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
-        let client = try TestClient(path: dir.file("s"))
+        let served = try Served()
+        defer { served.stop() }
+        try served.start(configure: echo)
+        let client = try TestClient(path: served.path)
         try client.write("a\nb\n")
         client.shutdownWrite()
         #expect(client.readString(count: 100) == "a\nb\n")  // then EOF
         #expect(client.readOnce() == 0)
-        #expect(waitUntil { closes.value == [.eof] })
+        #expect(waitUntil { served.closes.value == [.eof] })
     }
 
     @Test func ownerCanHoldAHalfClosedConnectionForLateAnswers() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+        let served = try Served()
+        defer { served.stop() }
+        try served.start { connection in
             connection.onReadEOF = { [unowned connection] in
                 // An answer that needed the network arrives later.
                 connection.loop.schedule(after: 0.05) {
@@ -109,37 +114,33 @@ private let echo: @Sendable (Connection) -> Void = { connection in
                 }
             }
         }
-        let client = try TestClient(path: dir.file("s"))
+        let client = try TestClient(path: served.path)
         try client.write("refresh\n")
         client.shutdownWrite()
         #expect(client.readString(count: 100) == "late\n")
-        #expect(waitUntil { closes.value == [.eof] })
+        #expect(waitUntil { served.closes.value == [.eof] })
     }
 
     @Test func vanishedClientIsClosedWithoutDisturbingTheLoop() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
+        let served = try Served()
+        defer { served.stop() }
+        try served.start(configure: echo)
         do {
-            let client = try TestClient(path: dir.file("s"))
+            let client = try TestClient(path: served.path)
             try client.write("bye\n")
         }  // closed without reading the echo
-        #expect(waitUntil { closes.value.count == 1 })
+        #expect(waitUntil { served.closes.value.count == 1 })
         // The loop still serves.
-        let other = try TestClient(path: dir.file("s"))
+        let other = try TestClient(path: served.path)
         try other.write("still here\n")
         #expect(other.readString(count: 11) == "still here\n")
     }
 
     @Test func slowReaderIsClosedWhenItsBacklogExceedsTheLimit() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
+        let served = try Served()
+        defer { served.stop() }
         let peak = Shared(0)
-        try serve(thread, path: dir.file("s"), maxPendingOutput: 1 << 20, closes: closes) { connection in
+        try served.start(maxPendingOutput: 1 << 20) { connection in
             let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024)
             connection.onInput = { [weak connection] _ in
                 // A flood of answers the client never reads, 64 KiB per ms.
@@ -153,64 +154,62 @@ private let echo: @Sendable (Connection) -> Void = { connection in
                 pump()
             }
         }
-        let client = try TestClient(path: dir.file("s"))
+        let client = try TestClient(path: served.path)
         try client.write("go\n")
-        #expect(waitUntil { closes.value == [.backpressure] })
+        #expect(waitUntil { served.closes.value == [.backpressure] })
         #expect(peak.value <= (1 << 20) + 64 * 1024)
     }
 
     @Test func idleConnectionIsClosedAndActivityKeepsItOpen() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+        let clock = ManualLoopClock()
+        let served = try Served(clock: clock)
+        defer { served.stop() }
+        try served.start { connection in
             echo(connection)
             connection.setIdleTimeout(0.15)
         }
-        let idle = try TestClient(path: dir.file("s"))
-        let busy = try TestClient(path: dir.file("s"))
-        let start = monotonicSeconds()
-        // The busy client talks every 50 ms for 400 ms.
+        let idle = try TestClient(path: served.path)
+        let busy = try TestClient(path: served.path)
+        try served.thread.sync { _, _ in }  // both accepted, their idle timers armed
+        let start = clock.now
+        var idleClosedBy: Double?
+        // The busy client talks every 50 ms (virtual) for 400 ms.
         for _ in 0..<8 {
             try busy.write("ping\n")
             #expect(busy.readString(count: 5) == "ping\n")
-            usleep(50_000)
+            try served.thread.advance(clock, by: 0.05)
+            if idleClosedBy == nil, !served.closes.value.isEmpty { idleClosedBy = clock.now - start }
         }
-        #expect(closes.value == [.idleTimeout])
+        #expect(served.closes.value == [.idleTimeout])
         #expect(idle.readOnce() == 0)  // the idle one saw EOF
-        let idleClosedBy = monotonicSeconds() - start
-        #expect(idleClosedBy >= 0.15)
+        #expect(try #require(idleClosedBy) >= 0.15)
         // Silent from now on: the busy one goes too.
-        #expect(waitUntil(timeout: 2) { closes.value == [.idleTimeout, .idleTimeout] })
+        try served.thread.advance(clock, by: 0.15)
+        #expect(waitUntil(timeout: 2) { served.closes.value == [.idleTimeout, .idleTimeout] })
         #expect(busy.readOnce() == 0)
     }
 
     @Test func localCloseDropsPendingOutputAndReportsLocal() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes) { connection in
+        let served = try Served()
+        defer { served.stop() }
+        try served.start { connection in
             connection.onInput = { [unowned connection] _ in
                 connection.send(Array("never sent\n".utf8))
                 connection.close()
                 connection.send(Array("ignored\n".utf8))
             }
         }
-        let client = try TestClient(path: dir.file("s"))
+        let client = try TestClient(path: served.path)
         try client.write("x\n")
         #expect(client.readOnce() == 0)
-        #expect(waitUntil { closes.value == [.local] })
+        #expect(waitUntil { served.closes.value == [.local] })
     }
 
     @Test func twoHundredFiftySixConcurrentClientsEcho() throws {
-        let dir = TemporaryDirectory()
-        let thread = try LoopThread()
-        defer { thread.stop() }
-        let closes = Shared<[Connection.CloseReason]>([])
-        try serve(thread, path: dir.file("s"), closes: closes, configure: echo)
-        let path = dir.file("s")
+        let served = try Served()
+        defer { served.stop() }
+        try served.start(configure: echo)
+        let path = served.path
         let failures = Shared(0)
         // 8 threads × 32 clients, all connected at once, each with 10 round trips.
         DispatchQueue.concurrentPerform(iterations: 8) { worker in
@@ -243,7 +242,7 @@ private let echo: @Sendable (Connection) -> Void = { connection in
             }
         }
         #expect(failures.value == 0)
-        #expect(waitUntil { closes.value.count == 256 })
+        #expect(waitUntil { served.closes.value.count == 256 })
     }
 }
 

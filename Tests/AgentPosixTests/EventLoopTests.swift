@@ -5,7 +5,8 @@ import Testing
 
 @Suite struct EventLoopTests {
     @Test func timersFireInDeadlineOrderAndCancelledOnesNever() throws {
-        let thread = try LoopThread()
+        let clock = ManualLoopClock()
+        let thread = try LoopThread(clock: clock)
         defer { thread.stop() }
         let fired = Shared<[String]>([])
         let early = Shared<Bool>(false)
@@ -28,14 +29,20 @@ import Testing
             loop.cancel(cancelled)
             loop.cancel(cancelledFirst)
         }
-        #expect(waitUntil { fired.value.count == 5 })
-        usleep(30_000)
+        try thread.advance(clock, by: 0.009)
+        #expect(fired.value == [])
+        try thread.advance(clock, by: 0.016)  // 0.025: a and b, not the cancelled x
+        #expect(fired.value == ["a", "b"])
+        try thread.advance(clock, by: 0.025)
+        #expect(fired.value.count == 5)
+        try thread.advance(clock, by: 600)
         #expect(fired.value == ["a", "b", "c", "d1", "d2"])
         #expect(!early.value)
     }
 
     @Test func manyTimersWithCancellationsFireInOrder() throws {
-        let thread = try LoopThread()
+        let clock = ManualLoopClock()
+        let thread = try LoopThread(clock: clock)
         defer { thread.stop() }
         let fired = Shared<[Double]>([])
         let expected = try thread.sync { loop, _ -> [Double] in
@@ -51,13 +58,16 @@ import Testing
             for _ in 0..<1000 { loop.cancel(loop.schedule(after: 600) {}) }
             return kept.sorted()
         }
-        #expect(waitUntil { fired.value.count == expected.count })
-        usleep(20_000)
+        for _ in 0..<9 { try thread.advance(clock, by: 0.01) }
+        try thread.advance(clock, by: 0.02)
+        #expect(fired.value.count == expected.count)
+        try thread.advance(clock, by: 1_000)
         #expect(fired.value == expected)
     }
 
     @Test func timerScheduledFromATimerRuns() throws {
-        let thread = try LoopThread()
+        let clock = ManualLoopClock()
+        let thread = try LoopThread(clock: clock)
         defer { thread.stop() }
         let fired = Shared(0)
         try thread.sync { loop, _ in
@@ -66,7 +76,22 @@ import Testing
                 loop.schedule(after: 0) { fired.update { $0 += 1 } }
             }
         }
-        #expect(waitUntil { fired.value == 2 })
+        try thread.advance(clock, by: 0.005)
+        #expect(fired.value == 2)
+    }
+
+    /// A manual clock moved from another thread wakes a loop blocked in `epoll_wait`.
+    @Test func advancingTheClockFromAnotherThreadWakesTheLoop() throws {
+        let clock = ManualLoopClock()
+        let thread = try LoopThread(clock: clock)
+        defer { thread.stop() }
+        let fired = Shared(false)
+        try thread.sync { loop, _ in loop.schedule(after: 3_600) { fired.update { $0 = true } } }
+        clock.advance(by: 3_599)
+        try thread.sync { _, _ in }
+        #expect(!fired.value)
+        clock.advance(by: 1)
+        #expect(waitUntil { fired.value })
     }
 
     @Test func inboxFromOtherThreadsWakesTheLoopAndRunsOnIt() throws {

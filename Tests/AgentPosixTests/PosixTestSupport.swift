@@ -90,8 +90,9 @@ final class LoopThread: Sendable {
 
     let inbox: LoopInbox
 
-    init() throws {
-        let loop = try EventLoop()
+    /// `clock`: pass a `ManualLoopClock` to run the loop's timers in virtual time.
+    init(clock: any LoopClock = SystemLoopClock.shared) throws {
+        let loop = try EventLoop(clock: clock)
         self.loop = loop
         inbox = try LoopInbox(loop: loop)
         let finished = self.finished
@@ -120,6 +121,18 @@ final class LoopThread: Sendable {
         }
         guard done.wait(timeout: .now() + 10) == .success else { throw TestFailure("loop did not answer") }
         return try result.value!.get()
+    }
+
+    /// Moves `clock` (the loop's) forward on the loop thread, then waits for the loop's
+    /// next pass: when this returns, every timer that came due has run.
+    func advance(_ clock: ManualLoopClock, by seconds: Double) throws {
+        let done = DispatchSemaphore(value: 0)
+        inbox.post { [loop] in
+            clock.advance(by: seconds)
+            // Deferred work runs at the start of the next pass, after this pass's timers.
+            loop.deferToEndOfIteration { done.signal() }
+        }
+        guard done.wait(timeout: .now() + 10) == .success else { throw TestFailure("loop did not answer") }
     }
 
     /// Stops the loop and waits for its thread to end, releasing the

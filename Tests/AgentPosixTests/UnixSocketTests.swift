@@ -2,6 +2,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import Testing
+import HarnessSupport
 
 private func fileMode(_ path: String) -> (isSocket: Bool, permissions: mode_t, gid: gid_t)? {
     var info = stat()

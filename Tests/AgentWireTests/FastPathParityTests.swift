@@ -1,46 +1,43 @@
 import AgentCore
-import AgentWire
-import Glibc
+import Testing
+@testable import AgentWire
 
-/// `pushwoosh-bench selfcheck`: a differential check of the socket API's fast path
-/// (`RPCFastPath`) against the general path (`RPCMessage.parse` + `RPCEncoder`): every line
-/// the fast path recognizes must mean the same request, and its answers must be the same
-/// bytes. Runs in a second or two; `make bench` runs it first.
-enum SelfCheck {
-    static func run() -> Int32 {
+/// The socket API's fast path (`RPCFastPath`) against the general path (`RPCMessage.parse`
+/// + `FlagAnswers` + `RPCEncoder`): every line the fast path recognizes means the same
+/// request, and its answers are the same bytes. (This was `pushwoosh-bench selfcheck`.)
+@Suite struct FastPathParityTests {
+    private static func text(_ line: [UInt8]) -> String { String(decoding: line, as: UTF8.self) }
+
+    /// nil when the fast path declines `line` or means what the general path means; else why not.
+    private static func mismatch(_ line: [UInt8]) -> String? {
+        guard let fast = line.withUnsafeBytes({ RPCFastPath.scan($0) }) else { return nil }
+        guard case .single(.success(let request)) = RPCMessage.parse(line), request.id == fast.id else {
+            return "fast path accepted what the general path does not: \(text(line))"
+        }
+        let expected: (SocketMethod, RPCParams)
+        switch fast.method {
+        case .isEnabled(let fallback): expected = (.isEnabled, RPCParams(["key": .string(fast.key), "default": .bool(fallback)]))
+        case .get: expected = (.get, RPCParams(["key": .string(fast.key)]))
+        }
+        if request.method != expected.0.rawValue { return "method differs: \(text(line))" }
+        if request.params != expected.1 { return "params differ: \(text(line))" }
+        return nil
+    }
+
+    @Test func requestsMeanWhatTheGeneralPathReads() {
         var failures: [String] = []
         var recognized = 0
-        let lines = seeds()
-        var generator = SplitMix(seed: 0x5EED)
-        var checked = 0
+        let lines = Self.seeds().map { Array($0.utf8) }
         func check(_ line: [UInt8]) {
-            checked += 1
-            let fast = line.withUnsafeBytes { RPCFastPath.scan($0) }
-            guard let fast else { return }
-            recognized += 1
-            let slow = RPCMessage.parse(line)
-            guard case .single(.success(let request)) = slow, request.id == fast.id else {
-                failures.append("fast path accepted what the general path does not: \(String(decoding: line, as: UTF8.self))")
-                return
-            }
-            let expected: RPCParams
-            switch fast.method {
-            case .isEnabled(let fallback):
-                expected = RPCParams(["key": .string(fast.key), "default": .bool(fallback)])
-                if request.method != "isEnabled" { failures.append("method differs: \(String(decoding: line, as: UTF8.self))") }
-            case .get:
-                expected = RPCParams(["key": .string(fast.key)])
-                if request.method != "get" { failures.append("method differs: \(String(decoding: line, as: UTF8.self))") }
-            }
-            if request.params != expected {
-                failures.append("params differ: \(String(decoding: line, as: UTF8.self))")
-            }
+            if line.withUnsafeBytes({ RPCFastPath.scan($0) }) != nil { recognized += 1 }
+            if let failure = Self.mismatch(line) { failures.append(failure) }
         }
-        for line in lines { check(Array(line.utf8)) }
+        for line in lines { check(line) }
         // Mutations of the seeds: deleted, replaced and inserted bytes.
+        var generator = SeededRandom(seed: 0x5EED)
         let alphabet = Array(#"{}[]":,. -0123456789etrufalsnd\\u00e9x"#.utf8) + [0x00, 0x0D, 0x09, 0xC3, 0xA9, 0xFF]
         for _ in 0..<200_000 {
-            var line = Array(lines[Int(generator.next() % UInt64(lines.count))].utf8)
+            var line = lines[Int(generator.next() % UInt64(lines.count))]
             for _ in 0...(generator.next() % 3) {
                 let at = Int(generator.next() % UInt64(line.count + 1))
                 let byte = alphabet[Int(generator.next() % UInt64(alphabet.count))]
@@ -52,8 +49,11 @@ enum SelfCheck {
             }
             check(line)
         }
+        #expect(failures.prefix(20) == [])
+        #expect(recognized > 1_000)
+    }
 
-        // Answers: the general path's JSON (as Methods builds it) against the fast writer.
+    @Test func answersAreTheGeneralPathsBytes() {
         let flags = [
             nil,
             FeatureFlag(key: "new_checkout", isEnabled: true, ruleId: "r_1", properties: [
@@ -69,73 +69,53 @@ enum SelfCheck {
             Provenance(reason: .disabled, source: .network, ageSeconds: 1e-9),
         ]
         let ids: [RPCID] = [.number(1), .number(-42), .number(123_456_789_012_345), .string("a-b"), .string("")]
-        var answers = 0
         for id in ids {
             for p in provenances {
                 for enabled in [true, false] {
-                    var result = provenance(p)
-                    result["enabled"] = .bool(enabled)
                     var w = JSONWriter()
                     RPCFastPath.writeIsEnabled(id: id, enabled: enabled, provenance: p, into: &w)
-                    compare(w.bytes, RPCEncoder.line(RPCResponse(id: id, result: .object(result))), &failures)
-                    answers += 1
+                    #expect(Self.text(w.bytes) == Self.text(RPCEncoder.line(RPCResponse(id: id, result: FlagAnswers.isEnabled(enabled, p)))))
                 }
                 for flag in flags {
-                    var result = provenance(p)
-                    result["flag"] = flag.map { f in
-                        ["key": .string(f.key), "isEnabled": .bool(f.isEnabled), "ruleId": .string(f.ruleId),
-                         "properties": .object(f.properties)]
-                    } ?? .null
                     var w = JSONWriter()
                     RPCFastPath.writeGet(id: id, flag: flag, provenance: p, into: &w)
-                    compare(w.bytes, RPCEncoder.line(RPCResponse(id: id, result: .object(result))), &failures)
-                    answers += 1
+                    #expect(Self.text(w.bytes) == Self.text(RPCEncoder.line(RPCResponse(id: id, result: FlagAnswers.get(flag, p)))))
                 }
             }
         }
-        // ageSeconds: the fast writer's own number formatting against writeNumber's.
+    }
+
+    /// `ageSeconds`: the fast writer's own number formatting against `writeNumber`'s.
+    @Test func agesAreWrittenAsTheGeneralPathWritesThem() {
+        var generator = SeededRandom(seed: 0xA6E)
+        var failures: [String] = []
         for n in 0..<300_000 {
             let magnitude = [1e-4, 1e-2, 1, 100, 1e4, 1e6, 1e9, 1e13][n % 8]
             let age = Double(generator.next() % 1_000_000) / 1_000_000 * magnitude
             let p = Provenance(reason: .targetingMatch, source: .cache, ageSeconds: age)
             var w = JSONWriter()
             RPCFastPath.writeIsEnabled(id: .number(1), enabled: true, provenance: p, into: &w)
-            var result = provenance(p)
-            result["enabled"] = true
-            compare(w.bytes, RPCEncoder.line(RPCResponse(id: .number(1), result: .object(result))), &failures)
-            answers += 1
+            let slow = RPCEncoder.line(RPCResponse(id: .number(1), result: FlagAnswers.isEnabled(true, p)))
+            if w.bytes != slow { failures.append("\(Self.text(w.bytes)) vs \(Self.text(slow))") }
         }
-        // writeInteger against String(_:).
+        #expect(failures.prefix(20) == [])
+    }
+
+    /// `writeInteger` against `String(_:)`.
+    @Test func integersAreWrittenAsStringWritesThem() {
+        var generator = SeededRandom(seed: 0x1D)
+        var failures: [Int64] = []
         for n in 0..<100_000 {
             let value: Int64 = n < 4 ? [Int64.min, Int64.max, -1, 10][n]
                 : Int64(bitPattern: generator.next()) >> (generator.next() % 63)
             var w = JSONWriter()
             w.writeInteger(value)
-            compare(w.bytes, Array(String(value).utf8), &failures)
+            if w.bytes != Array(String(value).utf8) { failures.append(value) }
         }
-        for failure in failures.prefix(20) { printErr("selfcheck: " + failure) }
-        print("selfcheck: \(checked) request lines (\(recognized) taken by the fast path), \(answers) answers compared: "
-              + (failures.isEmpty ? "OK" : "\(failures.count) FAILURES"))
-        return failures.isEmpty ? 0 : 1
+        #expect(failures.prefix(20) == [])
     }
 
-    /// Methods.provenance, as the general path builds it.
-    static func provenance(_ p: Provenance) -> [String: JSONValue] {
-        var o: [String: JSONValue] = [
-            "reason": .string(p.reason.rawValue), "source": .string(p.source.rawValue),
-            "ageSeconds": p.ageSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
-        ]
-        if let code = p.errorCode { o["errorCode"] = .string(code.rawValue) }
-        return o
-    }
-
-    static func compare(_ fast: [UInt8], _ slow: [UInt8], _ failures: inout [String]) {
-        if fast != slow {
-            failures.append("answer differs:\n  fast \(String(decoding: fast, as: UTF8.self))  slow \(String(decoding: slow, as: UTF8.self))")
-        }
-    }
-
-    static func seeds() -> [String] {
+    private static func seeds() -> [String] {
         [
             #"{"jsonrpc":"2.0","id":1,"method":"isEnabled","params":{"key":"new_checkout","default":false}}"#,
             #"{"jsonrpc":"2.0","id":12345,"method":"isEnabled","params":{"default":true,"key":"new_checkout"}}"#,
@@ -166,18 +146,5 @@ enum SelfCheck {
             #"{"jsonrpc":"2.0","id":9999999999999999,"method":"get","params":{"key":"x"}}"#,
             #"{"jsonrpc":"2.0","id":-0,"method":"get","params":{"key":"x"}}"#,
         ]
-    }
-}
-
-/// A small deterministic generator (the check must be reproducible).
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import AgentCore
+@testable import AgentJSON
 
 @Suite struct JSONValueTests {
     // FF-5: a Boolean is never a Number and a Number never a Boolean.

@@ -1,7 +1,6 @@
-import AgentCore
 import Foundation
 import Testing
-@testable import AgentWire
+@testable import AgentJSON
 
 private func decodeWithFoundation(_ bytes: [UInt8]) throws -> JSONValue {
     try JSONDecoder().decode(JSONValue.self, from: Data(bytes))

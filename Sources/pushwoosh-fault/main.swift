@@ -1,5 +1,6 @@
-// The fault suite's helper (issue 6): compiled by scripts/fault-kill9 and scripts/fault-disk
-// with `swiftc -swift-version 6`, toolchain modules only. Subcommands:
+// `pushwoosh-fault`, the fault suite's helper (issue 6), run by scripts/fault-kill9 and
+// scripts/fault-disk. A package target: the NOTIFY_SOCKET receiver, the line client, child
+// processes and the state-file reader are HarnessSupport's. Subcommands:
 //
 //   kill9 --bin DIR --work DIR [--kills N] [--seed S] [--flags N]
 //       Runs the real emulator and agent; N times: start the agent, wait for READY=1, check
@@ -13,10 +14,13 @@
 //   http METHOD URL [BODY]  One plain HTTP/1.1 call on loopback; prints the status and body.
 //   app FLAGS VERSION       Prints the versioned application definition kill9 uses.
 
+import AgentCore
+import AgentPosix
 import Foundation
 import Glibc
+import HarnessSupport
 
-// MARK: - Small POSIX helpers
+// MARK: - Small helpers (the rest is HarnessSupport's)
 
 struct Failure: Error, CustomStringConvertible {
     let description: String
@@ -24,15 +28,11 @@ struct Failure: Error, CustomStringConvertible {
 }
 
 func die(_ text: String) -> Never {
-    FileHandle.standardError.write(Data("fault-helper: \(text)\n".utf8))
+    FileHandle.standardError.write(Data("pushwoosh-fault: \(text)\n".utf8))
     exit(2)
 }
 
-func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+func monotonicNow() -> Double { monotonicSeconds() }
 
 func sleepSeconds(_ s: Double) {
     guard s > 0 else { return }
@@ -41,72 +41,13 @@ func sleepSeconds(_ s: Double) {
     while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
 }
 
-func withSockaddrUn<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    precondition(bytes.count < MemoryLayout.size(ofValue: address.sun_path), "socket path too long: \(path)")
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        for (i, b) in bytes.enumerated() { raw[i] = b }
-        raw[bytes.count] = 0
-    }
-    return withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-}
+func setReceiveTimeout(_ fd: Int32, _ seconds: Double) { LineClient.setReceiveTimeout(fd, seconds) }
 
-func setReceiveTimeout(_ fd: Int32, _ seconds: Double) {
-    var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-}
+func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool { (try? LineClient.sendAll(fd, bytes)) != nil }
 
-func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return false }
-        offset += n
-    }
-    return true
-}
-
-/// A datagram socket bound at `path` (the `NOTIFY_SOCKET` receiver).
-final class DatagramReceiver {
-    let fd: Int32
-    let path: String
-
-    init(path: String) throws {
-        self.path = path
-        unlink(path)
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
-        let rc = withSockaddrUn(path) { bind(fd, $0, $1) }
-        guard rc == 0 else { throw Failure("bind \(path): \(String(cString: strerror(errno)))") }
-    }
-
-    deinit {
-        close(fd)
-        unlink(path)
-    }
-
-    /// The next datagram, or nil after `timeout` seconds (nil timeout: wait forever).
-    func receive(timeout: Double?) -> String? {
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ms = timeout.map { Int32(max(0, $0 * 1000)) } ?? -1
-        let ready = poll(&pfd, 1, ms)
-        guard ready > 0 else { return nil }
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard n >= 0 else { return nil }
-        return String(decoding: buffer[..<n], as: UTF8.self)
-    }
-
-    /// Drops every datagram already queued.
-    func drain() { while receive(timeout: 0) != nil {} }
-
+extension NotifyReceiver {
     /// Waits up to `timeout` for a datagram containing `needle`.
-    func wait(for needle: String, timeout: Double) -> String? {
+    func wait(containing needle: String, timeout: Double) -> String? {
         let deadline = monotonicNow() + timeout
         while true {
             let left = deadline - monotonicNow()
@@ -116,48 +57,12 @@ final class DatagramReceiver {
     }
 }
 
-/// A blocking line client on a Unix stream socket.
-final class LineClient {
-    let fd: Int32
-    private var buffer: [UInt8] = []
-
-    init(path: String, timeout: Double) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure("socket: \(String(cString: strerror(errno)))") }
-        let rc = withSockaddrUn(path) { connect(fd, $0, $1) }
-        guard rc == 0 else {
-            let message = String(cString: strerror(errno))
-            close(fd)
-            throw Failure("connect \(path): \(message)")
-        }
-        setReceiveTimeout(fd, timeout)
-    }
-
-    deinit { close(fd) }
-
-    func send(_ line: String) -> Bool { sendAll(fd, Array((line + "\n").utf8)) }
-
-    /// The next line; nil on EOF, error or timeout.
-    func readLine() -> String? {
-        while true {
-            if let nl = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[..<nl], as: UTF8.self)
-                buffer.removeSubrange(...nl)
-                return line
-            }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return nil }
-            buffer.append(contentsOf: chunk[..<n])
-        }
-    }
-
-    /// One request, one answer (no pipelining: the answer is the next line).
-    func call(_ method: String, _ params: String = "{}", id: Int = 1) -> [String: Any]? {
-        guard send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"#),
-              let line = readLine(),
-              let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+extension LineClient {
+    /// One request, one answer (no pipelining: the answer is the next line), as Foundation objects.
+    func request(_ method: String, _ params: String = "{}", id: Int = 1) -> [String: Any]? {
+        guard send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(method)","params":\#(params)}"# + "\n"),
+              let line = readLineBytes(),
+              let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
         else { return nil }
         return object
     }
@@ -203,92 +108,14 @@ func httpCall(_ method: String, _ url: String, _ body: String? = nil, timeout: D
 
 /// Starts `argv` with stdout to /dev/null and stderr to `stderrPath`; returns the pid.
 func spawn(_ argv: [String], environment: [String: String], stderrPath: String) throws -> pid_t {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    let cArgs = argv.map { strdup($0) } + [nil]
-    let cEnv = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer {
-        cArgs.forEach { free($0) }
-        cEnv.forEach { free($0) }
-    }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, argv[0], &actions, nil, cArgs, cEnv)
-    guard rc == 0 else { throw Failure("posix_spawn \(argv[0]): \(String(cString: strerror(rc)))") }
-    return pid
-}
-
-// MARK: - The state file (an independent reader of FileStateStore's format)
-
-enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { n -> UInt32 in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
-
-    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-        return crc ^ 0xFFFF_FFFF
+    switch ChildProcess.spawn(path: argv[0], arguments: Array(argv.dropFirst()), environment: environment,
+                              output: .files(stdout: "/dev/null", stderr: stderrPath)) {
+    case .success(let pid): return pid
+    case .failure(let error): throw Failure("posix_spawn \(argv[0]): \(error.message)")
     }
 }
 
-struct StoredFlag: Decodable, Equatable {
-    var key: String
-    var isEnabled: Bool
-    var ruleId: String
-    var properties: Properties
-
-    struct Properties: Decodable, Equatable {
-        var v: Int
-        var pad: String
-    }
-}
-
-struct StoredSnapshot: Decodable {
-    var flags: [String: StoredFlag]
-    var applicationCode: String
-    var userId: String
-    var partial: Bool
-}
-
-struct StoredState: Decodable {
-    var hwid: String
-    var flags: StoredSnapshot?
-}
-
-enum StateFile {
-    case missing
-    case noFlags
-    case flags(StoredSnapshot)
-}
-
-/// Reads the file: header `pushwoosh-agent-state 1 <crc32 hex> <length>\n`, then the JSON body.
-func readStateFile(_ path: String) throws -> StateFile {
-    guard let data = FileManager.default.contents(atPath: path) else {
-        return access(path, F_OK) == 0 ? .noFlags : .missing
-    }
-    let bytes = [UInt8](data)
-    guard let newline = bytes.firstIndex(of: 10) else { throw Failure("no header line (\(bytes.count) bytes)") }
-    let fields = String(decoding: bytes[..<newline], as: UTF8.self).split(separator: " ")
-    guard fields.count == 4, fields[0] == "pushwoosh-agent-state", fields[1] == "1",
-          let crc = UInt32(fields[2], radix: 16), let length = Int(fields[3])
-    else { throw Failure("bad header: \(String(decoding: bytes[..<newline], as: UTF8.self))") }
-    let body = bytes[(newline + 1)...]
-    guard body.count == length else { throw Failure("truncated: \(body.count) of \(length) bytes") }
-    guard CRC32.checksum(body) == crc else { throw Failure("checksum mismatch") }
-    let state: StoredState
-    do {
-        state = try JSONDecoder().decode(StoredState.self, from: Data(body))
-    } catch {
-        throw Failure("body does not decode: \(error)")
-    }
-    return state.flags.map(StateFile.flags) ?? .noFlags
-}
+// MARK: - The state file (HarnessSupport's reader: FileStateStore's own format check)
 
 // MARK: - The kill -9 application: every response is one version, all keys
 
@@ -314,23 +141,26 @@ struct VersionedApp {
         return #"{"code":"\#(code)","featureFlagsInPlan":true,"flags":["# + flags.joined(separator: ",") + "]}"
     }
 
-    func expected(_ i: Int, _ v: Int) -> StoredFlag {
+    func expected(_ i: Int, _ v: Int) -> FeatureFlag {
         killed(i, v)
-            ? StoredFlag(key: key(i), isEnabled: false, ruleId: "", properties: .init(v: v, pad: defaultPad(i, v)))
-            : StoredFlag(key: key(i), isEnabled: true, ruleId: "r_\(v)_\(i)", properties: .init(v: v, pad: overridePad(i, v)))
+            ? FeatureFlag(key: key(i), isEnabled: false, ruleId: "", properties: ["v": .number(Double(v)), "pad": .string(defaultPad(i, v))])
+            : FeatureFlag(key: key(i), isEnabled: true, ruleId: "r_\(v)_\(i)", properties: ["v": .number(Double(v)), "pad": .string(overridePad(i, v))])
     }
 
+    /// The version a stored flag carries (its `v` property), -1 when it has none.
+    static func version(_ flag: FeatureFlag) -> Int { flag.properties["v"]?.numberValue.map { Int($0) } ?? -1 }
+
     /// The single version the snapshot holds, or why it is not one complete response.
-    func check(_ snapshot: StoredSnapshot) throws -> Int {
+    func check(_ snapshot: FlagSnapshot) throws -> Int {
         guard !snapshot.partial else { throw Failure("a partial response was stored") }
         guard snapshot.flags.count == count else { throw Failure("\(snapshot.flags.count) flags stored, expected \(count)") }
         guard let first = snapshot.flags[key(0)] else { throw Failure("\(key(0)) missing") }
-        let v = first.properties.v
+        let v = Self.version(first)
         var versions: Set<Int> = []
         var wrong: [String] = []
         for i in 0..<count {
             guard let flag = snapshot.flags[key(i)] else { throw Failure("\(key(i)) missing") }
-            versions.insert(flag.properties.v)
+            versions.insert(Self.version(flag))
             if flag != expected(i, v) { wrong.append(key(i)) }
         }
         guard versions.count == 1, wrong.isEmpty else {
@@ -385,21 +215,9 @@ struct Kill9Options {
     var flags = 40
 }
 
-/// SplitMix64: a seeded generator so a failing run can be replayed with `--seed`.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 func runKill9(_ o: Kill9Options) -> Int32 {
     let app = VersionedApp(count: o.flags)
-    var random = SeededGenerator(state: o.seed)
+    var random = SeededRandom(seed: o.seed)
     let stateDir = o.work + "/state"
     let statePath = stateDir + "/state.json"
     let socketPath = o.work + "/agent.sock"
@@ -443,8 +261,8 @@ func runKill9(_ o: Kill9Options) -> Int32 {
         DisableThrottle=yes
         """
     try? config.write(toFile: o.work + "/agent.conf", atomically: true, encoding: .utf8)
-    let notify: DatagramReceiver
-    do { notify = try DatagramReceiver(path: o.work + "/notify.sock") } catch { die("\(error)") }
+    let notify: NotifyReceiver
+    do { notify = try NotifyReceiver(path: o.work + "/notify.sock") } catch { die("\(error)") }
     let environment = ["NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
 
     let version = VersionCounter(1)
@@ -483,7 +301,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                             environment: environment, stderrPath: logPath)
         } catch { die("\(error)") }
         try? "\(pid)\n".write(toFile: o.work + "/agent.pid", atomically: false, encoding: .utf8)
-        guard notify.wait(for: "READY=1", timeout: 15) != nil else {
+        guard notify.wait(containing: "READY=1", timeout: 15) != nil else {
             kill(pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
@@ -505,9 +323,9 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 return
             }
             // The flags served from the cache must be exactly what is on disk.
-            if let status = client.call("status", id: 1), let result = status["result"] as? [String: Any],
+            if let status = client.request("status", id: 1), let result = status["result"] as? [String: Any],
                result["flagsSource"] as? String == "cache" {
-                if let get = client.call("get", #"{"key":"f000"}"#, id: 2), let r = get["result"] as? [String: Any],
+                if let get = client.request("get", #"{"key":"f000"}"#, id: 2), let r = get["result"] as? [String: Any],
                    let flag = r["flag"] as? [String: Any], let props = flag["properties"] as? [String: Any],
                    let v = (props["v"] as? NSNumber)?.intValue, r["source"] as? String == "cache" {
                     record.setCacheCheck(expectedCache == v ? "ok" : "cache serves v\(v), disk had \(expectedCache.map(String.init) ?? "none")")
@@ -525,7 +343,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 }
                 id += 1
                 record.started(at: monotonicNow(), version: v)
-                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"refresh"}"#),
+                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"refresh"}"# + "\n"),
                       let answer = client.readLine() else { return }  // killed
                 guard answer.contains(#""error":null"#) else {
                     record.error("refresh: \(answer.prefix(200))")
@@ -534,7 +352,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 // The version now served (a refresh that joined one in flight answers with that
                 // one's response, which may be older than `v`).
                 id += 1
-                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"get","params":{"key":"f000"}}"#),
+                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"get","params":{"key":"f000"}}"# + "\n"),
                       let get = client.readLine() else { return }  // killed
                 if let range = get.range(of: #""v":"#),
                    let served = Int(get[range.upperBound...].prefix { $0.isNumber }) {
@@ -573,7 +391,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
         // ST-6: the file on disk now.
         if access(statePath + ".tmp", F_OK) == 0 { tmpLeftovers += 1 }
         do {
-            switch try readStateFile(statePath) {
+            switch try StateFile.read(statePath) {
             case .missing:
                 outcomes["no file (killed before the first save)", default: 0] += 1
                 if lastStored != nil { violation("the state file vanished (it held version \(lastStored!))", cycle: cycle) }
@@ -613,7 +431,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
     if let pid = try? spawn([o.bin + "/pushwoosh-agentd", "--config", o.work + "/agent.conf"],
                             environment: environment, stderrPath: logPath) {
         try? "\(pid)\n".write(toFile: o.work + "/agent.pid", atomically: false, encoding: .utf8)
-        if notify.wait(for: "READY=1", timeout: 15) == nil { violation("no READY=1 after the last kill", cycle: o.kills + 1) }
+        if notify.wait(containing: "READY=1", timeout: 15) == nil { violation("no READY=1 after the last kill", cycle: o.kills + 1) }
         kill(pid, SIGTERM)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
@@ -645,7 +463,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
 // MARK: - Entry
 
 let args = Array(CommandLine.arguments.dropFirst())
-guard let command = args.first else { die("usage: fault-helper kill9|notify|rpc|check-state|http …") }
+guard let command = args.first else { die("usage: pushwoosh-fault kill9|notify|rpc|check-state|http …") }
 switch command {
 case "kill9":
     var o = Kill9Options()
@@ -671,10 +489,11 @@ case "kill9":
 
 case "notify":
     guard args.count == 2 else { die("usage: notify PATH") }
-    let receiver: DatagramReceiver
-    do { receiver = try DatagramReceiver(path: args[1]) } catch { die("\(error)") }
+    let receiver: NotifyReceiver
+    do { receiver = try NotifyReceiver(path: args[1]) } catch { die("\(error)") }
     signal(SIGTERM) { _ in exit(0) }
-    while let message = receiver.receive(timeout: nil) {
+    while true {
+        guard let message = receiver.receive(timeout: 3_600) else { continue }
         print(message.replacingOccurrences(of: "\n", with: " | "))
         fflush(nil)
     }
@@ -684,7 +503,7 @@ case "rpc":
     do {
         let client = try LineClient(path: args[1], timeout: 10)
         let params = args.count == 4 ? args[3] : "{}"
-        guard client.send(#"{"jsonrpc":"2.0","id":1,"method":"\#(args[2])","params":\#(params)}"#),
+        guard client.send(#"{"jsonrpc":"2.0","id":1,"method":"\#(args[2])","params":\#(params)}"# + "\n"),
               let line = client.readLine() else { die("no answer") }
         print(line)
     } catch { die("\(error)") }
@@ -692,11 +511,11 @@ case "rpc":
 case "check-state":
     guard args.count == 2 else { die("usage: check-state FILE") }
     do {
-        switch try readStateFile(args[1]) {
+        switch try StateFile.read(args[1]) {
         case .missing: print("none")
         case .noFlags: print("none")
         case .flags(let s):
-            let versions = Set(s.flags.values.map(\.properties.v))
+            let versions = Set(s.flags.values.map(VersionedApp.version))
             print("flags \(s.flags.count) version \(versions.count == 1 ? String(versions.first!) : "mixed \(versions.sorted())")")
         }
     } catch {

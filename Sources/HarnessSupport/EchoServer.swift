@@ -1,3 +1,4 @@
+import AgentPosix
 /// A minimal line-echo server on this layer: every complete line a client
 /// sends comes back unchanged, written once per read. It is the baseline the
 /// daemon's benchmark compares the flag API with (same loop, listener and
