@@ -32,6 +32,9 @@ public final class CurlTransport: HTTPTransport {
     private let userAgent: String?
     private let maximumBodyBytes: Int
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
+    /// The descriptors libcurl asked the loop to watch, so none is left registered (with a
+    /// handler that points here) once this transport is gone.
+    private var watched: Set<Int32> = []
     private var timer: EventLoop.TimerHandle?
 
     /// `curl_global_init` once per process, before the first handle (it is not
@@ -59,13 +62,18 @@ public final class CurlTransport: HTTPTransport {
     }
 
     deinit {
-        // Shutting down: requests in flight are abandoned without their completions.
+        // Shutting down: requests in flight are abandoned without their completions. libcurl
+        // is told to call back no more first (it would reach an object being destroyed); the
+        // sockets it closes are then taken off the loop here.
+        _ = pw_curl_multi_setopt_socket_callback(multi, nil)
+        _ = pw_curl_multi_setopt_timer_callback(multi, nil)
         for (_, transfer) in transfers {
             curl_multi_remove_handle(multi, transfer.easy)
             transfer.release()
         }
         if let timer { loop.cancel(timer) }
         curl_multi_cleanup(multi)
+        for fd in watched { loop.unregister(fd) }
     }
 
     /// Requests in flight (tests: nothing is left behind).
@@ -147,6 +155,7 @@ public final class CurlTransport: HTTPTransport {
     private func watch(_ fd: Int32, what: Int32) {
         if what == CURL_POLL_REMOVE {
             loop.unregister(fd)
+            watched.remove(fd)
             return
         }
         var interest: EventLoop.Interest = []
@@ -157,6 +166,7 @@ public final class CurlTransport: HTTPTransport {
                 try loop.modify(fd, interest: interest)
             } else {
                 try loop.register(fd, interest: interest) { [unowned self] events in self.ready(fd, events) }
+                watched.insert(fd)
             }
         } catch {
             // epoll refused the descriptor (out of memory): tell libcurl it failed; the

@@ -172,6 +172,28 @@ import HarnessSupport
         #expect(waited >= 0.45 && waited < 2, "waited \(waited) s")
     }
 
+    // A transport destroyed with a request in flight (the daemon stopping) calls nothing back
+    // and leaves no descriptor registered on the loop that keeps running.
+    @Test func aTransportGoneMidRequestLeavesTheLoopClean() throws {
+        let stalled = try RawServer { _, _ in .stall }
+        let loop = try EventLoop()
+        func registered() -> [Int32] { (0..<4096).filter { loop.isRegistered($0) } }
+        var transport: CurlTransport? = CurlTransport(loop: loop)
+        var completed = false
+        var duringRequest: [Int32] = []
+        transport?.send(request(to: stalled.url, timeout: 5)) { _ in completed = true }
+        loop.schedule(after: 0.3) {
+            duringRequest = registered()
+            transport = nil
+        }
+        loop.schedule(after: 0.5) { loop.stop() }
+        try loop.run()
+        #expect(!completed)
+        #expect(stalled.requests.count == 1)
+        #expect(!duringRequest.isEmpty, "the request's socket was not on the loop")
+        #expect(registered().isEmpty, "left on the loop: \(registered())")
+    }
+
     // A bad URL fails without reaching the network, after `send` returned.
     @Test func unusableURLIsAnError() throws {
         let answer = try exchange([request(to: "ftp://127.0.0.1:1/")])[0]
