@@ -14,7 +14,7 @@ public final class Daemon {
     private var configuration: AgentConfiguration
     private let log: Log
     private let loop: EventLoop
-    private let notifier = SystemdNotifier()
+    private let notifications: Notifications
     private let host: AgentHost
     private var server: ControlServer!
     private var listener: UnixListener!
@@ -34,6 +34,7 @@ public final class Daemon {
         self.log = log
         configuration = try options.loadConfiguration(environment: environment)
         loop = try EventLoop()
+        notifications = Notifications(loop: loop, log: log)
         host = AgentHost(loop: loop)
 
         let store = try FileStateStore(directory: configuration.stateDirectory)
@@ -95,7 +96,7 @@ public final class Daemon {
         host.agent.start()  // loads stored flags; requests go out without being waited for
         let status = host.agent.status()
         lastStatusLine = StatusReport.line(status, now: Date())
-        _ = notifier.ready(status: lastStatusLine)
+        notifications.ready(status: lastStatusLine)
         log(.info, "ready", [
             "socket": listener.path ?? "fd \(listener.fd) (socket activation)", "state_dir": configuration.stateDirectory,
             "application": configuration.server.applicationCode, "hwid": status.hwid, "flags": status.flagsCount,
@@ -108,6 +109,7 @@ public final class Daemon {
             log(.error, "event loop failed", ["error": error])
             return 1
         }
+        notifications.finish()
         return 0
     }
 
@@ -118,7 +120,7 @@ public final class Daemon {
         case SIGHUP:
             reload()
         default:
-            _ = notifier.stopping(status: "stopping")
+            notifications.stopping(status: "stopping")
             log(.info, "stopping", ["signal": signal == SIGTERM ? "SIGTERM" : "SIGINT"])
             server.closeAll()
             http?.stop()
@@ -130,7 +132,7 @@ public final class Daemon {
     /// SIGHUP: RELOADING=1, read the configuration again (a bad file keeps the running
     /// one), apply it, READY=1.
     private func reload() {
-        _ = notifier.reloading(status: "reloading configuration")
+        notifications.reloading(status: "reloading configuration")
         do {
             var fresh = try options.loadConfiguration(environment: environment)
             // Where the socket and state live cannot change without a restart.
@@ -146,7 +148,7 @@ public final class Daemon {
             log(.error, "configuration not reloaded; keeping the running one", ["error": error])
         }
         lastStatusLine = StatusReport.line(host.agent.status(), now: Date())
-        _ = notifier.ready(status: lastStatusLine)
+        notifications.ready(status: lastStatusLine)
     }
 
     // MARK: - Watchdog and STATUS=
@@ -157,7 +159,7 @@ public final class Daemon {
         guard let interval = SystemdNotifier.watchdogInterval() else { return }
         log(.info, "watchdog enabled", ["interval_s": interval])
         func ping() {
-            _ = notifier.watchdog()
+            notifications.watchdog()
             updateStatus()
             _ = loop.schedule(after: interval / 2, ping)
         }
@@ -168,7 +170,7 @@ public final class Daemon {
         let line = StatusReport.line(host.agent.status(), now: Date())
         guard line != lastStatusLine else { return }
         lastStatusLine = line
-        _ = notifier.status(line)
+        notifications.status(line)
     }
 
     // MARK: - Agent events

@@ -1,23 +1,51 @@
 import CSystemd
 import Glibc
 
-/// What `sd_notify` did with a message.
+/// What sending a notification did.
 public enum NotifyOutcome: Sendable, Equatable {
     /// Delivered to the service manager.
     case sent
     /// `NOTIFY_SOCKET` is not set: not running under systemd (or not
     /// `Type=notify`). Not an error.
     case notConfigured
+    /// The receiver's queue is full (it is not reading, e.g. a service manager busy
+    /// with a `daemon-reload`): nothing was sent; try again later.
+    case wouldBlock
     /// Sending failed with this errno.
     case failed(Int32)
 }
 
-/// The service side of systemd's notification protocol, over libsystemd's
-/// `sd_notify`. The socket comes from `NOTIFY_SOCKET` in the environment;
-/// `sd_notify` is called with `unset_environment = 0` so every later
-/// notification still finds it. Thread-safe (each call sends one datagram).
-public struct SystemdNotifier: Sendable {
-    public init() {}
+/// The service side of systemd's notification protocol (`sd_notify(3)`): datagrams of
+/// `KEY=value` lines to the `AF_UNIX` socket named by `NOTIFY_SOCKET` (a path, or
+/// `@name` for an abstract socket).
+///
+/// Sending never blocks. libsystemd's `sd_notify` sends on a blocking socket, and a
+/// datagram socket whose receiver's queue is full (`net.unix.max_dgram_qlen`, 10 on
+/// Debian; measured: the 12th unread datagram blocks) blocks the sender until the
+/// receiver reads: a single-threaded daemon would stop serving its socket, its timers
+/// and even `SIGTERM` (issue 17: a soak runner that stopped reading its notify sockets
+/// hung an agent). This sender uses a non-blocking socket and reports `.wouldBlock`
+/// instead; `NotificationBacklog` keeps what must still be said.
+public final class SystemdNotifier {
+    /// The socket named by `NOTIFY_SOCKET`, or nil.
+    public let socketPath: String?
+    private let fd: Int32
+
+    /// Reads `NOTIFY_SOCKET` (without unsetting it).
+    public convenience init() {
+        self.init(socketPath: getenv("NOTIFY_SOCKET").map { String(cString: $0) })
+    }
+
+    /// Sends to `socketPath` (nil or empty: nowhere, every call is `.notConfigured`).
+    public init(socketPath: String?) {
+        self.socketPath = socketPath.flatMap { $0.isEmpty ? nil : $0 }
+        fd = self.socketPath == nil
+            ? -1 : socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+    }
+
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
 
     /// `READY=1` (and `STATUS=` when given): startup is complete, or a
     /// reload is finished.
@@ -52,13 +80,37 @@ public struct SystemdNotifier: Sendable {
         send(SystemdMessage.stopping(status: status))
     }
 
-    /// Sends a composed message (see `SystemdMessage`).
+    /// Sends one datagram, never waiting.
     @discardableResult
     public func send(_ message: String) -> NotifyOutcome {
-        let result = sd_notify(0, message)
-        if result > 0 { return .sent }
-        if result == 0 { return .notConfigured }
-        return .failed(-result)
+        guard let path = socketPath else { return .notConfigured }
+        guard fd >= 0 else { return .failed(EBADF) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        var name = Array(path.utf8)
+        let abstract = name.first == UInt8(ascii: "@")
+        if abstract { name[0] = 0 }
+        guard name.count < MemoryLayout.size(ofValue: address.sun_path), name.first == 0 || name.first == UInt8(ascii: "/") else {
+            return .failed(EINVAL)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
+        // An abstract name is exactly its bytes; a path is NUL-terminated (the zeroed rest).
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + name.count + (abstract ? 0 : 1))
+        var sent: Int
+        repeat {
+            sent = message.utf8CString.withUnsafeBufferPointer { text in
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, text.baseAddress, text.count - 1, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT), $0, length)
+                    }
+                }
+            }
+        } while sent < 0 && errno == EINTR
+        if sent >= 0 { return .sent }
+        switch errno {
+        case EAGAIN, EWOULDBLOCK, ENOBUFS: return .wouldBlock
+        case let e: return .failed(e)
+        }
     }
 
     /// The watchdog interval systemd expects pings within (`WatchdogSec=`),
@@ -91,7 +143,7 @@ public struct SystemdNotifier: Sendable {
         sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0
     }
 
-    static func monotonicMicroseconds() -> UInt64 {
+    public static func monotonicMicroseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1_000

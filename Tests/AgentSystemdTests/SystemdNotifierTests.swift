@@ -87,3 +87,91 @@ import Testing
         #expect(SystemdNotifier.isListeningUnixStreamSocket(fd))
     }
 }
+
+/// A datagram receiver that reads only when told (a service manager that is busy).
+private final class SilentReceiver {
+    let fd: Int32
+    let name: String
+    init() {
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        name = "@pushwoosh-notify-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        var bytes = Array(name.utf8)
+        bytes[0] = 0
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    }
+    deinit { close(fd) }
+    func read() -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n < 0 ? nil : String(decoding: buffer[..<n], as: UTF8.self)
+    }
+}
+
+@Suite struct NonBlockingNotifyTests {
+    /// libsystemd's sd_notify blocks here (measured: the 12th unread datagram with
+    /// net.unix.max_dgram_qlen=10); this sender answers `.wouldBlock` at once.
+    @Test func aFullReceiverQueueIsWouldBlockNotAWait() {
+        let receiver = SilentReceiver()
+        let notifier = SystemdNotifier(socketPath: receiver.name)
+        var outcomes: [NotifyOutcome] = []
+        for _ in 0..<200 { outcomes.append(notifier.watchdog()) }
+        #expect(outcomes.first == .sent)
+        #expect(outcomes.last == .wouldBlock)
+        #expect(outcomes.firstIndex(of: .wouldBlock).map { outcomes[$0...].allSatisfy { $0 == .wouldBlock } } == true)
+        #expect(receiver.read() == "WATCHDOG=1")
+        #expect(notifier.status("after") == .sent)  // room again after one read
+    }
+
+    @Test func abstractAndPathSocketsAndBadNames() {
+        let receiver = SilentReceiver()
+        #expect(SystemdNotifier(socketPath: receiver.name).ready(status: "x") == .sent)
+        #expect(receiver.read() == "READY=1\nSTATUS=x")
+        #expect(SystemdNotifier(socketPath: nil).ready() == .notConfigured)
+        #expect(SystemdNotifier(socketPath: "").ready() == .notConfigured)
+        #expect(SystemdNotifier(socketPath: "relative/path").ready() == .failed(EINVAL))
+        #expect(SystemdNotifier(socketPath: "/" + String(repeating: "x", count: 200)).ready() == .failed(EINVAL))
+        #expect(SystemdNotifier(socketPath: "/nonexistent/notify.sock").ready() == .failed(ENOENT))
+    }
+}
+
+@Suite struct NotificationBacklogTests {
+    @Test func stateChangesKeepTheirOrderWhileStatusAndWatchdogCoalesce() {
+        var b = NotificationBacklog()
+        b.append(.status, "STATUS=a")
+        b.append(.watchdog, "WATCHDOG=1")
+        b.append(.status, "STATUS=b")        // replaces a: no state change between them
+        b.append(.watchdog, "WATCHDOG=1")    // one pending ping stands for all
+        b.append(.state, "STOPPING=1")
+        b.append(.status, "STATUS=c")        // after a state change: kept apart
+        #expect(b.entries.map(\.message) == ["STATUS=b", "WATCHDOG=1", "STOPPING=1", "STATUS=c"])
+    }
+
+    @Test func flushStopsAtTheFirstWouldBlockAndDropsHardFailures() {
+        var b = NotificationBacklog()
+        for m in ["READY=1", "STATUS=x", "STOPPING=1"] { b.append(m.hasPrefix("STATUS") ? .status : .state, m) }
+        var sent: [String] = []
+        var room = 1
+        let delivered = b.flush { m in
+            guard room > 0 else { return .wouldBlock }
+            room -= 1
+            sent.append(m)
+            return .sent
+        }
+        #expect(delivered == 1 && sent == ["READY=1"])
+        #expect(b.entries.map(\.message) == ["STATUS=x", "STOPPING=1"])
+        #expect(b.flush { _ in .failed(ECONNREFUSED) } == 0)
+        #expect(b.isEmpty)
+    }
+
+    @Test func aLongBacklogKeepsTheNewestStateChanges() {
+        var b = NotificationBacklog()
+        for i in 0..<(NotificationBacklog.limit + 5) { b.append(.state, "READY=1\nSTATUS=\(i)") }
+        #expect(b.entries.count == NotificationBacklog.limit)
+        #expect(b.entries.last?.message == "READY=1\nSTATUS=\(NotificationBacklog.limit + 4)")
+        #expect(b.entries.first?.message == "READY=1\nSTATUS=5")
+    }
+}

@@ -1,0 +1,70 @@
+import AgentCore
+import AgentPosix
+import Foundation
+import Glibc
+import HarnessSupport
+import Testing
+
+/// Issue 17: a service manager (or harness) that stops reading its notify socket must not
+/// stop the agent. With `net.unix.max_dgram_qlen` at Debian's 10, libsystemd's blocking
+/// `sd_notify` hung the whole event loop at the 12th unread datagram: no answers on the
+/// socket, no SIGTERM handling. The watchdog at 100 ms makes the agent send a datagram
+/// every 50 ms, so the queue is full within a second.
+@Suite(.serialized) struct NotifyBacklogTests {
+    func startUnread() throws -> (EmulatorProcess, AgentProcess) {
+        let emulator = try EmulatorProcess()
+        let agent = try AgentProcess(server: emulator.serverURL, environment: ["WATCHDOG_USEC": "100000"])
+        // Nothing is read from the notify socket in this test until it says so.
+        #expect(eventually { FileManager.default.fileExists(atPath: agent.socketPath) })
+        return (emulator, agent)
+    }
+
+    /// SIGTERM, then at most `limit` seconds (a hung agent fails the test instead of hanging it).
+    func stop(_ agent: AgentProcess, limit: Double = 3) -> (status: Int32?, seconds: Double) {
+        let start = monotonicSeconds()
+        agent.signal(SIGTERM)
+        guard eventually(timeout: limit, { !agent.process.isRunning }) else {
+            agent.signal(SIGKILL)
+            agent.process.waitUntilExit()
+            return (nil, monotonicSeconds() - start)
+        }
+        return (agent.process.terminationStatus, monotonicSeconds() - start)
+    }
+
+    /// The queue fills (real time: the watchdog's 50-ms beat has to produce 12 datagrams);
+    /// then the agent must still answer, and deliver what waited once the receiver reads.
+    @Test func aFullNotifySocketDoesNotStopTheLoop() throws {
+        let (_, agent) = try startUnread()
+        usleep(1_200_000)  // real time: ~24 watchdog datagrams against a queue of 11
+        let client = try LineClient(path: agent.socketPath, timeout: 3)
+        let status = client.call("status")["result"]
+        #expect(status?["state"] != nil, "no answer while the notify socket is full")
+        // The first datagram is READY=1; the backlog follows once the receiver reads.
+        let first = agent.notify.receive(timeout: 1)
+        #expect(first?.split(separator: "\n").first == "READY=1")
+        var later: [String] = []
+        let deadline = monotonicSeconds() + 3
+        while monotonicSeconds() < deadline, !later.contains(where: { $0.contains("WATCHDOG=1") }) || later.count < 15 {
+            if let m = agent.notify.receive(timeout: 0.2) { later.append(m) }
+        }
+        #expect(later.count >= 15, "the agent did not go on notifying: \(later.count) datagrams")
+        let stop = stop(agent)
+        #expect(stop.status == 0)
+        #expect(stop.seconds < 1.5)
+        let log = agent.stderrText
+        #expect(log.contains("systemd notify socket full"), "\(log)")
+        #expect(log.contains("systemd notifications delivered again"), "\(log)")
+    }
+
+    /// Nobody ever reads: SIGTERM still stops the agent cleanly, within PROTOCOL C's second.
+    @Test func sigtermIsHandledWhileTheNotifySocketIsFull() throws {
+        let (_, agent) = try startUnread()
+        usleep(1_200_000)  // real time, as above
+        let stop = stop(agent)
+        #expect(stop.status == 0)
+        #expect(stop.seconds < 1.5)
+        let log = agent.stderrText
+        #expect(log.contains("stopping signal=SIGTERM"), "\(log)")
+        #expect(log.contains("exiting with systemd notifications undelivered"), "\(log)")
+    }
+}
