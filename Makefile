@@ -11,7 +11,7 @@ DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 # (scripts/make-venv, requirements-dev.txt).
 VENV       ?= $(CURDIR)/.build/venv
 
-.PHONY: deps vm-deps build release test run install clean fault-test fuzz soak bench deb systemd-test python-venv python-test ofrep-test
+.PHONY: deps vm-deps build release test run install clean fault-test fuzz soak soak-seeds bench deb systemd-test python-venv python-test ofrep-test
 
 deps:
 	@scripts/install-deps
@@ -85,6 +85,12 @@ fuzz:
 # `make soak DURATION=10m AGENTS=1 [SOAK_ARGS="--seed 7 --refresh 15s"]`: the soak runner with release builds.
 soak: release
 	$(BIN)/pushwoosh-soak --duration $(or $(DURATION),10m) --agents $(or $(AGENTS),1) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
+
+# `make soak-seeds [SEEDS="1 2 3"] [RANDOM_SEEDS=50] [DURATION=120s] [AGENTS=3] [JOBS=4]`: the soak
+# runner once per seed of Tests/soak/seeds.txt (seeds that once failed stay there), plus
+# RANDOM_SEEDS more; fails if any run fails. Results in .build/soak-seeds/results.txt.
+soak-seeds: release
+	RANDOM_SEEDS="$(RANDOM_SEEDS)" DURATION="$(DURATION)" AGENTS="$(AGENTS)" JOBS="$(JOBS)" scripts/soak-seeds "$(BIN)" $(SEEDS)
 
 # Benchmarks (Benchmarks/README.md): release build, then every measurement in one run (~4 min),
 # written to Benchmarks/results/latest.md and .json. BENCH_ARGS passes options, e.g.

@@ -53,9 +53,14 @@ public final class AgentDriver: @unchecked Sendable {
         rng = SeededRandom(seed: ctx.options.seed &* 1_000_003 &+ UInt64(index) &* 7919)
     }
 
+    /// A violation about the current process (`pid`).
     func violation(_ invariant: String, _ message: String, evidence: [String] = []) {
-        ctx.recorder.violation(Violation(invariant, agent: index, time: now(), message, evidence: evidence))
+        ctx.recorder.violation(Violation(invariant, agent: index, pid: pid > 0 ? pid : nil, time: now(), message, evidence: evidence))
     }
+
+    /// Whether the run is over: the driver then starts no process, so none is left
+    /// starting while the runner winds down.
+    var runEnding: Bool { ctx.recorder.stopping || now() >= ctx.deadline }
 
     /// Writes the agent's configuration (PROTOCOL C.1) with the shortened timings.
     public func prepare() throws(HTTPError) {
@@ -97,6 +102,8 @@ public final class AgentDriver: @unchecked Sendable {
             violation("ready", "cannot start the agent: \(error)")
             return false
         }
+        let (i, p) = (index, pid)
+        ctx.recorder.state.withLock { $0.tracks[i].pids.append(p) }
         var ready: NotifySockets.Message?
         while now() < t0 + 10 {
             if let m = ctx.notify.received(index, line: "READY=1", since: t0) { ready = m; break }
@@ -106,7 +113,7 @@ public final class AgentDriver: @unchecked Sendable {
         guard let ready else {
             let exit = ctx.processes.child(pid)?.exit
             violation("ready", "no READY=1 within 10 s of starting the agent" + (exit.map { " (it exited: \($0))" } ?? ""),
-                      evidence: ["pid \(pid)"] + tail(logPath, lines: 15))
+                      evidence: tail(logPath, lines: 15))
             return false
         }
         ctx.recorder.action(AgentAction(agent: index, kind: .started, start: t0, end: ready.time))
@@ -321,6 +328,9 @@ public final class AgentDriver: @unchecked Sendable {
         // Down for a moment (sometimes long enough to let flags age on disk).
         usleep(UInt32(rng.unit() * 2_000_000))
         ctx.recorder.count(agent: index, sig == SIGTERM ? "sigterm" : "sigkill")
+        // The run may have ended meanwhile (issue 17: a start after the deadline raced the
+        // runner's wind-down); then the agent stays down and the driver finishes.
+        guard !runEnding else { return }
         if start() { observeStatus() }
         scheduleRestart()
     }
@@ -343,10 +353,10 @@ public final class AgentDriver: @unchecked Sendable {
         }
         observeStatus()
         scheduleRestart()
-        while !ctx.recorder.stopping, now() < ctx.deadline, !broken {
+        while !runEnding, !broken {
             let pause = min(rng.exponential(mean: ctx.options.pace), ctx.options.pace * 4)
             usleep(UInt32(pause * 1_000_000))
-            if ctx.recorder.stopping || now() >= ctx.deadline { break }
+            if runEnding { break }
             if now() >= nextRestart { restart(); continue }
             if client == nil { break }
             if !active, let until = backgroundUntil, now() >= until { goActive(); continue }

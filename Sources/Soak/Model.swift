@@ -291,26 +291,30 @@ public struct ArmedFault: Sendable {
 public struct Violation: Sendable, Error, CustomStringConvertible {
     public var invariant: String
     public var agent: Int?
+    /// The process the check looked at (an agent is a new process after every restart).
+    public var pid: Int32?
     public var time: Time
     public var message: String
     public var evidence: [String]
 
-    public init(_ invariant: String, agent: Int?, time: Time, _ message: String, evidence: [String] = []) {
+    public init(_ invariant: String, agent: Int?, pid: Int32? = nil, time: Time, _ message: String, evidence: [String] = []) {
         self.invariant = invariant
         self.agent = agent
+        self.pid = pid
         self.time = time
         self.message = message
         self.evidence = evidence
     }
 
     public var description: String {
-        var text = "VIOLATION [\(invariant)]" + (agent.map { " agent \($0)" } ?? "") + " at \(iso8601(time)): \(message)"
+        var text = "VIOLATION [\(invariant)]" + (agent.map { " agent \($0)" } ?? "") + (pid.map { " (pid \($0))" } ?? "")
+            + " at \(iso8601(time)): \(message)"
         for line in evidence { text += "\n    " + line }
         return text
     }
 
     public var json: JSONValue {
-        ["invariant": .string(invariant), "agent": agent.map { .number(Double($0)) } ?? .null,
+        ["invariant": .string(invariant), "agent": agent.map { .number(Double($0)) } ?? .null, "pid": pid.map { .number(Double($0)) } ?? .null,
          "time": .string(iso8601(time)), "message": .string(message), "evidence": .array(evidence.map(JSONValue.string))]
     }
 }

@@ -10,6 +10,8 @@ public enum TrackedState: String, Sendable {
 /// Per-agent data for the timeline and the summary.
 public struct AgentTrack: Sendable {
     public var hwid = ""
+    /// Every process that ran as this agent, in order (the last one is current).
+    public var pids: [Int32] = []
     /// What the timeline draws for this agent, recorded as it happens (the report adds the
     /// title and the getFeatureFlags calls, which it reads from the emulator's log).
     public var lane = TimelineLane(title: "")

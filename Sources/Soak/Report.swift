@@ -230,7 +230,7 @@ extension SoakRunner {
             let calls = flagCalls[t.hwid] ?? []
             let ok = calls.filter(\.succeeded).count
             perAgent.append([
-                "agent": n(i), "hwid": .string(t.hwid),
+                "agent": n(i), "hwid": .string(t.hwid), "pids": .array(t.pids.map { n(Int($0)) }),
                 "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
                 "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
                 "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),

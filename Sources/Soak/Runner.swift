@@ -168,8 +168,12 @@ public final class SoakRunner: @unchecked Sendable {
             + "lifetime \(formatSpan(options.timings.lifetime)), session gap \(formatSpan(options.timings.sessionGap)), "
             + "refresh \(formatSpan(options.timings.refresh)), throttle \(formatSpan(options.timings.throttle)); work dir \(root)")
 
-        let notifyThread = Thread { [recorder] in
-            while !recorder.stopping { notify.pump(timeout: 0.2) }
+        // The notify sockets are read until every driver has finished: a driver still starts,
+        // restarts and stops agents after the checker loop ends, and an agent whose notify
+        // socket nobody reads would have its READY=1 and STOPPING=1 go unseen (issue 17).
+        let pumping = Atomic<Bool>(true)
+        let notifyThread = Thread {
+            while pumping.load(ordering: .relaxed) { notify.pump(timeout: 0.2) }
         }
         notifyThread.start()
 
@@ -199,7 +203,7 @@ public final class SoakRunner: @unchecked Sendable {
             let t = now()
             if t - lastSample >= 1 { processes.sample(); lastSample = t }
             for c in processes.drainCrashes() {
-                recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, time: c.exitedAt ?? t,
+                recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? t,
                                              "\(c.name) (pid \(c.pid)) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
                                              evidence: ["last lines of \(c.logPath):"] + tail(c.logPath, lines: 20)))
             }
@@ -223,13 +227,14 @@ public final class SoakRunner: @unchecked Sendable {
         // Wind down: drivers stop their agents (checking clean exits), then a last look at the log.
         recorder.requestStop()
         if group.wait(timeout: .now() + 30) == .timedOut { say("pushwoosh-soak: some drivers did not finish in 30 s") }
+        pumping.store(false, ordering: .relaxed)
         processes.sample()
         usleep(300_000)
         try? fetchLog(http)
         horizon = now()
         evaluate(settled: horizon, final: true)
         for c in processes.drainCrashes() where c.name != "emulator" {
-            recorder.violation(Violation("crash", agent: nil, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
+            recorder.violation(Violation("crash", agent: nil, pid: c.pid, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
                                          evidence: tail(c.logPath, lines: 20)))
         }
         let summaryLine = progressLine()
@@ -335,7 +340,7 @@ public final class SoakRunner: @unchecked Sendable {
                 // A restart may be under way; only a process that is still up counts.
                 let stillUp = recorder.state.withLock { ($0.tracks[i].lane.restarts.last?.0 ?? 0) < ready }
                 if stillUp {
-                    recorder.violation(Violation("watchdog", agent: i, time: t,
+                    recorder.violation(Violation("watchdog", agent: i, pid: track.pids.last, time: t,
                                                  String(format: "no WATCHDOG=1 for %.1f s (WatchdogSec %.0f s)", t - last, options.watchdog)))
                 }
             }

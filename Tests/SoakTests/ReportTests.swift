@@ -85,33 +85,61 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    @Test(.timeLimit(.minutes(2)))
-    func aShortSoakOfTwoAgentsPasses() throws {
+    /// Runs the real soak runner; its exit status, standard error and summary.json.
+    static func soak(_ arguments: [String]) throws -> (status: Int32, output: String, summary: JSONValue, svg: Data)? {
         guard let bin = Self.binDirectory else {
             Issue.record("pushwoosh-soak, pushwoosh-agentd and pushwoosh-emulator not found next to the test bundle (\(CommandLine.arguments[0])); set SOAK_BIN")
-            return
+            return nil
         }
-        let report = NSTemporaryDirectory() + "soak-test-\(getpid())-\(Int(Date().timeIntervalSince1970))"
+        let report = NSTemporaryDirectory() + "soak-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: report) }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: bin + "/pushwoosh-soak")
-        p.arguments = ["--duration", "20s", "--agents", "2", "--seed", "42", "--bin", bin, "--report", report,
-                       "--apps", Self.repository + "/config/flags.example.json",
-                       "--restart-every", "8s", "--chaos-every", "1.5s", "--pace", "0.4s", "--quiet"]
+        p.arguments = arguments + ["--bin", bin, "--report", report, "--apps", Self.repository + "/config/flags.example.json", "--quiet"]
         let err = Pipe()
         p.standardError = err
         try p.run()
         let output = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "\(output)")
         let summary = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))
+        let svg = try Data(contentsOf: URL(fileURLWithPath: report + "/timeline.svg"))
+        return (p.terminationStatus, output, summary, svg)
+    }
+
+    /// Issue 17, seed 864767728: the run ended while a driver was restarting its agent; the
+    /// runner stopped reading the notify sockets, so the new process's READY=1 went unseen
+    /// ("no READY=1 within 10 s") and, its notify queue full, the agent hung in a blocking
+    /// sd_notify ("still running 5 s after SIGTERM"). With a restart every second on six
+    /// agents, some restart always spans the end (4 of 4 runs failed before the fix).
+    @Test(.timeLimit(.minutes(2)))
+    func theEndOfTheRunDuringRestartsIsClean() throws {
+        guard let run = try Self.soak(["--duration", "15s", "--agents", "6", "--seed", "864767728", "--restart-every", "1s",
+                                       "--chaos-every", "1.5s", "--pace", "0.4s", "--keep-going"]) else { return }
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.summary["result"] == "pass")
+        #expect(run.summary["violations"]?.arrayValue?.isEmpty == true, "\(run.output)")
+        // The report names every process each agent ran as: one more than its restarts
+        // that started again (a restart at the very end leaves the agent down).
+        for agent in run.summary["perAgent"]?.arrayValue ?? [] {
+            let pids = agent["pids"]?.arrayValue?.compactMap(\.numberValue) ?? []
+            let restarts = agent["restarts"]?.numberValue ?? -1
+            #expect(!pids.isEmpty && Set(pids).count == pids.count)
+            #expect(Double(pids.count) == restarts + 1 || Double(pids.count) == restarts, "\(agent)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aShortSoakOfTwoAgentsPasses() throws {
+        guard let run = try Self.soak(["--duration", "20s", "--agents", "2", "--seed", "42",
+                                       "--restart-every", "8s", "--chaos-every", "1.5s", "--pace", "0.4s"]) else { return }
+        let (output, summary) = (run.output, run.summary)
+        #expect(run.status == 0, "\(output)")
         #expect(summary["result"] == "pass")
         #expect((summary["checks"]?["provenance"]?.numberValue ?? 0) > 0)
         #expect((summary["checks"]?["restartsWithReady"]?.numberValue ?? 0) >= 2)
         let restarts = (summary["counts"]?["restarts"]?["SIGTERM"]?.numberValue ?? 0) + (summary["counts"]?["restarts"]?["SIGKILL"]?.numberValue ?? 0)
         #expect(restarts >= 1)
-        let svg = try Data(contentsOf: URL(fileURLWithPath: report + "/timeline.svg"))
-        #expect(parseXML(svg).ok)
+        #expect(parseXML(run.svg).ok)
         // No agent or emulator left behind: no process mentions the run's work directory.
         let workDir = output.components(separatedBy: "work dir ").dropFirst().first?.split(separator: "\n").first.map(String.init)
         #expect(workDir != nil, "\(output)")
