@@ -40,6 +40,10 @@ public enum ControlCommand: Sendable, Equatable {
     case status
     case metrics
     case watch
+    /// PROTOCOL H.
+    case clock
+    /// `seconds` or an ISO 8601 time (`to`).
+    case advanceClock(seconds: Double?, to: String?)
 
     /// The socket method and params this command sends.
     public var request: (method: SocketMethod, params: [String: JSONValue]) {
@@ -60,6 +64,9 @@ public enum ControlCommand: Sendable, Equatable {
         case .status: (.status, [:])
         case .metrics: (.metrics, [:])
         case .watch: (.subscribe, [:])
+        case .clock: (.clock, [:])
+        case .advanceClock(let seconds, let to):
+            (.advanceClock, seconds.map { ["seconds": .number($0)] } ?? to.map { ["to": .string($0)] } ?? [:])
         }
     }
 }
@@ -179,6 +186,16 @@ let commandTable: [CommandInfo] = [
                 details: "Method: status."),
     CommandInfo(name: "metrics", synopsis: "metrics", summary: "print the Prometheus metrics (the text of the HTTP interface's /metrics)",
                 details: "Method: metrics."),
+    CommandInfo(name: "clock", synopsis: "clock", summary: "show the device's time and how far its controlled clock is ahead",
+                details: "Needs [Device] Clock=controlled. Method: clock."),
+    CommandInfo(name: "advance-clock", synopsis: "advance-clock SPAN | advance-clock --to TIME",
+                summary: "move the device's clock forward; every timer due meanwhile runs at its own time",
+                details: """
+                    SPAN is a systemd time span (23h59min, 30min, 7d); TIME is ISO 8601 UTC
+                    (2026-12-03T10:00:00Z). Answers once the device is quiet again and lists
+                    the timers that fired. Needs [Device] Clock=controlled. Method: advanceClock.
+                    """,
+                valued: ["--to"]),
     CommandInfo(name: "watch", synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
                 details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),
 ]
@@ -461,6 +478,19 @@ public enum ControlArguments {
         case "watch":
             _ = try positionals(s, [], info)
             return .watch
+        case "clock":
+            _ = try positionals(s, [], info)
+            return .clock
+        case "advance-clock":
+            if let to = s.values["--to"] {
+                _ = try positionals(s, [], info)
+                return .advanceClock(seconds: nil, to: to)
+            }
+            let span = try positionals(s, ["SPAN"], info)[0]
+            guard let seconds = TimeSpan.parse(span), seconds > 0 else {
+                throw UsageError("advance-clock: \"\(span)\" is not a positive time span (e.g. 23h59min, 30min, 7d)", command: info.name)
+            }
+            return .advanceClock(seconds: seconds, to: nil)
         default:
             preconditionFailure("command \(info.name) is in the table but not handled")
         }

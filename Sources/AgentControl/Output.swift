@@ -69,6 +69,17 @@ public enum OutputFormatter {
             if text.hasSuffix("\n") { text.removeLast() }
             return text
         case .watch: return JSONWriter.string(r)
+        case .clock:
+            return aligned([("now", r["now"].map(scalar) ?? "-"), ("ahead of the host", r["offsetSeconds"].map(scalar).map { $0 + " s" } ?? "-"),
+                            ("controlled", r["controlled"].map(scalar) ?? "-")])
+        case .advanceClock:
+            var lines = [("now", r["now"].map(scalar) ?? "-"), ("requests", r["requests"].map(scalar) ?? "0")]
+            let fired = r["fired"]?.arrayValue ?? []
+            lines.append(("fired", "\(fired.count) timer(s)"))
+            for f in fired {
+                lines.append(("  " + (f["at"].map(scalar) ?? "?"), (f["event"].map(scalar) ?? "?") + (f["trigger"].map { " (\(scalar($0)))" } ?? "")))
+            }
+            return aligned(lines)
         }
     }
 

@@ -53,8 +53,6 @@ public final class Agent {
         self.machine = AgentMachine(settings: settings, random: random, now: Now(monotonic: clock.monotonic, wall: clock.wall))
     }
 
-    private var now: Now { Now(monotonic: clock.monotonic, wall: clock.wall) }
-
     // MARK: - The interpreter
 
     /// Performs `actions` in order: sends and the save first, then the next deadline, then
@@ -104,10 +102,21 @@ public final class Agent {
     /// Loads the stored state (creating the HWID on first start), then enters the initial
     /// app state, which starts a session and a refresh when it is `active` (RF-1).
     /// Never waits for the network: the owner can report readiness right after.
-    public func start() {
-        let loaded: StoreLoad
-        do { loaded = try store.load() } catch { loaded = StoreLoad(state: nil, damage: "\(error)") }
-        perform(machine.start(loaded, now: now))
+    public func start() { start(Self.load(store)) }
+
+    /// `start()` with the state already loaded (the daemon reads the device clock's offset
+    /// from it first, PROTOCOL H).
+    public func start(_ loaded: StoreLoad) { perform(machine.start(loaded, now: now)) }
+
+    /// Loads the stored state; a store that cannot be read at all counts as damaged.
+    public static func load(_ store: any StateStore) -> StoreLoad {
+        do { return try store.load() } catch { return StoreLoad(state: nil, damage: "\(error)") }
+    }
+
+    /// PROTOCOL H: the device clock moved; its offset is saved with the state now (`save`)
+    /// or with the next save.
+    public func clockOffsetChanged(_ offset: Seconds, save: Bool = true) {
+        perform(machine.clockOffsetChanged(offset, save: save, now: now))
     }
 
     /// The scheduler's timer: runs every timer whose deadline has passed.
@@ -169,6 +178,9 @@ public final class Agent {
 
     public var settings: AgentSettings { machine.settings }
     public var nextDeadline: Seconds? { machine.nextDeadline }
+    public var timers: [(kind: AgentMachine.TimerKind, deadline: Seconds)] { machine.timers }
+    /// The device's time now (the clock the agent was given).
+    public var now: Now { Now(monotonic: clock.monotonic, wall: clock.wall) }
     public var userId: String { machine.userId }
     public var hwid: String { machine.hwid }
     public var notificationAuthorization: NotificationAuthorization { machine.notificationAuthorization }

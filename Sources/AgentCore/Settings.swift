@@ -42,6 +42,14 @@ public enum PermissionPromptAnswer: String, Sendable, Codable, CaseIterable {
     case allow, deny
 }
 
+/// PROTOCOL H: whose clock the device's rules run on.
+public enum DeviceClockMode: String, Sendable, Codable, CaseIterable {
+    /// The host's clock.
+    case system
+    /// The host's clock plus an offset that `advanceClock` moves forward.
+    case controlled
+}
+
 /// The simulated device: its app state at start and its notification settings.
 public struct DeviceSettings: Sendable, Equatable {
     public var initialAppState: AppState = .active
@@ -49,6 +57,8 @@ public struct DeviceSettings: Sendable, Equatable {
     public var permissionPromptAnswer: PermissionPromptAnswer = .allow
     /// `gateway` of `registerDevice` (PROTOCOL A.2).
     public var pushGateway: String = "production"
+    /// `Clock=` (PROTOCOL H): the real clock, or one that tests move forward.
+    public var clock: DeviceClockMode = .system
 
     public init() {}
 }

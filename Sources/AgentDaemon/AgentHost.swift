@@ -3,13 +3,25 @@ import AgentPosix
 
 /// Owns the core `Agent` on the event loop and is its scheduler: one loop timer, armed at
 /// the deadline the agent asks for after every call. Everything here runs on the loop thread.
+///
+/// The agent's deadlines are in the device's time (PROTOCOL H); the loop's timers in the
+/// host's. With a controlled clock the two differ by the clock's offset, and `rearm()`
+/// moves the loop timer when the offset changes.
 final class AgentHost: AgentScheduler {
     private(set) var agent: Agent!
+    let clock: DeviceClock
     private let loop: EventLoop
     private var timer: EventLoop.TimerHandle?
     private var armedAt: Double?
+    /// `clock` and `advanceClock` (PROTOCOL H); nil with `Clock=system`.
+    var clockController: DeviceClockController?
+    /// A manual refresh answered without a request (RF-6 throttle, RF-8), with its error.
+    var onUnsentRefresh: ((RefreshError?) -> Void)?
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(loop: EventLoop, clock: DeviceClock) {
+        self.loop = loop
+        self.clock = clock
+    }
 
     func attach(_ agent: Agent) {
         self.agent = agent
@@ -17,16 +29,20 @@ final class AgentHost: AgentScheduler {
 
     /// Re-arms the loop timer when the agent's next deadline moved. Cheap when it did not.
     func schedule(at next: Seconds?) {
-        guard next != armedAt else { return }
+        let hostDeadline = next.map(clock.hostMonotonic)
+        guard hostDeadline != armedAt else { return }
         if let timer { loop.cancel(timer) }
         timer = nil
-        armedAt = next
-        guard let next else { return }
-        timer = loop.schedule(at: next) { [weak self] in
+        armedAt = hostDeadline
+        guard let hostDeadline else { return }
+        timer = loop.schedule(at: hostDeadline) { [weak self] in
             guard let self else { return }
             self.timer = nil
             self.armedAt = nil
             self.agent.fireDueTimers()  // re-arms through `schedule(at:)`
         }
     }
+
+    /// The device clock moved: the same device deadline is now earlier in host time.
+    func rearm() { schedule(at: agent.nextDeadline) }
 }

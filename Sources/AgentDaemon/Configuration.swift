@@ -105,6 +105,7 @@ extension AgentConfiguration: CustomStringConvertible, CustomDebugStringConverti
         add("initialAppState", device.initialAppState.rawValue)
         add("notificationAuthorization", device.notificationAuthorization.rawValue)
         add("permissionPromptAnswer", device.permissionPromptAnswer.rawValue)
+        add("clock", device.clock.rawValue)
         add("httpListen", http.listen?.description)
         add("httpTokenFile", http.tokenFile)
         return parts.joined(separator: " ")
@@ -224,7 +225,7 @@ private let knownKeys: [String: [String]] = [
     "Agent": ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
               "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout"],
     "FeatureFlags": ["StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle"],
-    "Device": ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer"],
+    "Device": ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Clock"],
     "HTTP": ["Listen", "TokenFile"],
 ]
 
@@ -374,6 +375,7 @@ fileprivate struct RawValues {
     var initialAppState: AppState?
     var notificationAuthorization: NotificationAuthorization?
     var permissionPromptAnswer: PermissionPromptAnswer?
+    var clock: DeviceClockMode?
     var httpListen: HTTPListenAddress?
     var httpTokenFile: String?
 
@@ -402,6 +404,7 @@ fileprivate struct RawValues {
             notificationAuthorization = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, NotificationAuthorization.self) }
         case "PermissionPromptAnswer":
             permissionPromptAnswer = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, PermissionPromptAnswer.self) }
+        case "Clock": clock = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, DeviceClockMode.self) }
         case "Listen": httpListen = try v.map { (s) throws(ValueError) in try HTTPListenAddress.parse(s) }
         case "TokenFile": httpTokenFile = try v.map { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }
         default:
@@ -433,6 +436,7 @@ fileprivate struct RawValues {
         if let initialAppState { c.device.initialAppState = initialAppState }
         if let notificationAuthorization { c.device.notificationAuthorization = notificationAuthorization }
         if let permissionPromptAnswer { c.device.permissionPromptAnswer = permissionPromptAnswer }
+        if let clock { c.device.clock = clock }
         c.http.listen = httpListen
         c.http.tokenFile = httpTokenFile
         return c
@@ -507,78 +511,5 @@ enum ConfigValue {
             throw ValueError("invalid value \"\(s)\" (expected one of: \(E.allCases.map(\.rawValue).joined(separator: ", ")))")
         }
         return e
-    }
-}
-
-// MARK: - Time spans
-
-/// systemd's time span syntax (systemd.time(7)): `90s`, `5min`, `1h 30min`,
-/// `1h30min`, `1.5h`, `500ms`, a bare number is seconds. Negative, empty and
-/// unknown units are refused.
-public enum TimeSpan {
-    private static let units: [String: Double] = [
-        "us": 1e-6, "usec": 1e-6, "µs": 1e-6,
-        "ms": 1e-3, "msec": 1e-3,
-        "s": 1, "sec": 1, "second": 1, "seconds": 1,
-        "m": 60, "min": 60, "minute": 60, "minutes": 60,
-        "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
-        "d": 86400, "day": 86400, "days": 86400,
-        "w": 604_800, "week": 604_800, "weeks": 604_800,
-    ]
-
-    /// Seconds, or nil when `text` is not a time span.
-    public static func parse(_ text: String) -> Seconds? {
-        let chars = Array(text.unicodeScalars)
-        var i = 0
-        var total: Double = 0
-        var parts = 0
-        func skipSpaces() { while i < chars.count, chars[i] == " " || chars[i] == "\t" { i += 1 } }
-        skipSpaces()
-        while i < chars.count {
-            // Number: digits with an optional fraction.
-            let numberStart = i
-            while i < chars.count, ("0"..."9").contains(chars[i]) { i += 1 }
-            if i < chars.count, chars[i] == "." {
-                i += 1
-                let fractionStart = i
-                while i < chars.count, ("0"..."9").contains(chars[i]) { i += 1 }
-                if i == fractionStart { return nil }  // "1." is not a number
-            }
-            let numberText = String(String.UnicodeScalarView(chars[numberStart..<i]))
-            guard !numberText.isEmpty, numberText != ".", let number = Double(numberText) else { return nil }
-            skipSpaces()
-            let unitStart = i
-            while i < chars.count, chars[i].properties.isAlphabetic { i += 1 }
-            let unit = String(String.UnicodeScalarView(chars[unitStart..<i]))
-            let factor: Double
-            if unit.isEmpty {
-                factor = 1
-            } else {
-                guard let f = units[unit] else { return nil }
-                factor = f
-            }
-            total += number * factor
-            parts += 1
-            skipSpaces()
-        }
-        guard parts > 0, total.isFinite else { return nil }
-        return total
-    }
-
-    /// A short systemd-style rendering: `1h 30min`, `90s` → `1min 30s`, `500ms`.
-    public static func format(_ seconds: Seconds) -> String {
-        guard seconds.isFinite, seconds > 0 else { return seconds == 0 ? "0" : String(seconds) }
-        var rest = seconds
-        var parts: [String] = []
-        for (name, size) in [("w", 604_800.0), ("d", 86400), ("h", 3600), ("min", 60), ("s", 1)] where rest >= size {
-            let n = (rest / size).rounded(.down)
-            parts.append("\(Int(n))\(name)")
-            rest -= n * size
-        }
-        if rest >= 0.001 {
-            let ms = (rest * 1000).rounded()
-            if ms >= 1 { parts.append("\(Int(ms))ms") }
-        }
-        return parts.isEmpty ? "\(Int((seconds * 1e6).rounded()))us" : parts.joined(separator: " ")
     }
 }

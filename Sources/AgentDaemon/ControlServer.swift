@@ -179,6 +179,13 @@ final class ControlServer {
         }
         switch method {
         case .subscribe:
+            do throws(RPCError) {
+                try request.params.rejectUnknown(for: method)
+                client.events = try Self.subscriptionEvents(request.params)
+            } catch {
+                done(.failure(error))
+                return
+            }
             subscribers[ObjectIdentifier(client)] = client
             client.connection.setIdleTimeout(nil)  // B.3: subscribers are not idle
             done(.success([:]))
@@ -201,10 +208,42 @@ final class ControlServer {
     // MARK: - Notifications (LS-1, LS-2, LS-3)
 
     func broadcast(reason: FlagChangeReason, keys: [String]) {
-        guard !subscribers.isEmpty else { return }
-        let bytes = RPCEncoder.notification(method: SocketMethod.flagsDidUpdate,
-                                            params: ["reason": .string(reason.rawValue), "changed": .array(keys.map(JSONValue.string))])
-        for client in subscribers.values { client.connection.send(bytes) }
+        send(.flags, SocketMethod.flagsDidUpdate, ["reason": .string(reason.rawValue), "changed": .array(keys.map(JSONValue.string))])
+    }
+
+    /// PROTOCOL H `refreshCompleted`: after every refresh, changed or not.
+    func broadcastRefresh(trigger: RefreshTrigger, error: RefreshError?, sent: Bool, at: Date) {
+        send(.refresh, SocketMethod.refreshCompleted, ["trigger": .string(trigger.rawValue), "error": StatusReport.errorJSON(error),
+                                                       "sent": .bool(sent), "at": StatusReport.iso(at)])
+    }
+
+    /// PROTOCOL H `stateChanged`.
+    func broadcastState(_ state: AgentStatus.State, previous: AgentStatus.State?, at: Date) {
+        send(.state, SocketMethod.stateChanged, ["state": .string(state.rawValue),
+                                                 "previous": previous.map { .string($0.rawValue) } ?? .null, "at": StatusReport.iso(at)])
+    }
+
+    private func send(_ event: SubscriptionEvent, _ method: String, _ params: [String: JSONValue]) {
+        guard subscribers.values.contains(where: { $0.events.contains(event) }) else { return }
+        let bytes = RPCEncoder.notification(method: method, params: .object(params))
+        for client in subscribers.values where client.events.contains(event) { client.connection.send(bytes) }
+    }
+
+    /// `subscribe`'s `events` (PROTOCOL H): default `["flags"]`; unknown names are -32602.
+    static func subscriptionEvents(_ params: RPCParams) throws(RPCError) -> Set<SubscriptionEvent> {
+        guard let value = params["events"], !value.isNull else { return [.flags] }
+        let names = SubscriptionEvent.allCases.map(\.rawValue).joined(separator: ", ")
+        guard let array = value.arrayValue, !array.isEmpty else {
+            throw .invalidParams("parameter 'events' must be a non-empty array of \(names)", parameter: "events")
+        }
+        var events: Set<SubscriptionEvent> = []
+        for item in array {
+            guard let event = item.stringValue.flatMap(SubscriptionEvent.init(rawValue:)) else {
+                throw .invalidParams("parameter 'events': unknown event \(JSONWriter.string(item)) (expected \(names))", parameter: "events")
+            }
+            events.insert(event)
+        }
+        return events
     }
 }
 
@@ -227,6 +266,8 @@ final class Client {
     var framer = LineFramer()
     var pendingAnswers = 0
     var inputClosed = false
+    /// What a subscriber hears (PROTOCOL H `subscribe` `events`).
+    var events: Set<SubscriptionEvent> = [.flags]
 
     init(connection: Connection, credentials: PeerCredentials?, mayChangeState: Bool) {
         self.connection = connection

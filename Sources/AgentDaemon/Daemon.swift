@@ -22,6 +22,12 @@ public final class Daemon {
     private var lastStatusLine = ""
     private let metrics = Metrics()
     private var http: HTTPService?
+    /// What the store held at start (read before the agent exists: the device clock's
+    /// offset is in it, PROTOCOL H).
+    private let loaded: StoreLoad
+    /// The state's clock offset while `Clock=system` runs: cleared at start.
+    private let abandonedOffset: Seconds?
+    private var lastState: AgentStatus.State?
 
     /// Prepares everything that can fail before the loop runs; errors name what is wrong.
     /// Must be called before any other thread exists (signals are blocked here).
@@ -35,13 +41,22 @@ public final class Daemon {
         configuration = try options.loadConfiguration(environment: environment)
         loop = try EventLoop()
         notifications = Notifications(loop: loop, log: log)
-        host = AgentHost(loop: loop)
 
         let store = try FileStateStore(directory: configuration.stateDirectory)
+        loaded = Agent.load(store)
+        let storedOffset = loaded.state?.clockOffset ?? 0
+        let mode = configuration.device.clock
+        abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
+        let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
+        host = AgentHost(loop: loop, clock: clock)
         let transport = MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics)
-        let agent = Agent(settings: Self.agentSettings(configuration), clock: SystemClock(), transport: transport,
+        let agent = Agent(settings: Self.agentSettings(configuration), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
+        if mode == .controlled {
+            host.clockController = DeviceClockController(clock: clock, host: host, transport: transport, loop: loop, log: log)
+        }
+        host.onUnsentRefresh = { [unowned self] error in self.refreshAnsweredWithoutRequest(error) }
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
@@ -93,9 +108,21 @@ public final class Daemon {
             log(.error, "cannot start", ["error": error])
             return 1
         }
-        host.agent.start()  // loads stored flags; requests go out without being waited for
+        host.agent.start(loaded)  // stored flags; requests go out without being waited for
+        if let offset = abandonedOffset {
+            // PROTOCOL H: back to the host's clock from a device clock that was ahead: a
+            // backward clock step, treated as one (stored flags from the future are not trusted).
+            log(.warning, "device clock was ahead of the host's; Clock=system goes back to the host's time",
+                ["ahead_s": Int(offset.rounded())])
+            host.agent.clockOffsetChanged(0)
+        }
+        if host.clock.mode == .controlled {
+            log(.info, "device clock controlled", ["now": host.clock.wall.formatted(.iso8601), "offset_s": Int(host.clock.offset.rounded())])
+        }
+        warnAboutUnrealTimings()
         let status = host.agent.status()
-        lastStatusLine = StatusReport.line(status, now: Date())
+        lastState = status.state
+        lastStatusLine = StatusReport.line(status, now: host.clock.wall)
         notifications.ready(status: lastStatusLine)
         log(.info, "ready", [
             "socket": listener.path ?? "fd \(listener.fd) (socket activation)", "state_dir": configuration.stateDirectory,
@@ -139,15 +166,21 @@ public final class Daemon {
             fresh.socket.path = configuration.socket.path
             fresh.stateDirectory = configuration.stateDirectory
             fresh.http.listen = configuration.http.listen
+            if fresh.device.clock != configuration.device.clock {
+                log(.warning, "Clock= changes at the next start, not on reload", ["running": configuration.device.clock.rawValue,
+                                                                                 "file": fresh.device.clock.rawValue])
+                fresh.device.clock = configuration.device.clock
+            }
             try http?.reload(fresh.http)
             configuration = fresh
             server.update(settings: fresh.socket)
             host.agent.reload(Self.agentSettings(fresh))
             log(.info, "configuration reloaded", ["file": options.configFile])
+            warnAboutUnrealTimings()
         } catch {
             log(.error, "configuration not reloaded; keeping the running one", ["error": error])
         }
-        lastStatusLine = StatusReport.line(host.agent.status(), now: Date())
+        lastStatusLine = StatusReport.line(host.agent.status(), now: host.clock.wall)
         notifications.ready(status: lastStatusLine)
     }
 
@@ -167,7 +200,12 @@ public final class Daemon {
     }
 
     private func updateStatus() {
-        let line = StatusReport.line(host.agent.status(), now: Date())
+        let status = host.agent.status()
+        if status.state != lastState {
+            server?.broadcastState(status.state, previous: lastState, at: host.clock.wall)
+            lastState = status.state
+        }
+        let line = StatusReport.line(status, now: host.clock.wall)
         guard line != lastStatusLine else { return }
         lastStatusLine = line
         notifications.status(line)
@@ -183,7 +221,9 @@ public final class Daemon {
             log(.info, "flags changed", ["reason": reason.rawValue, "count": keys.count, "keys": keys.prefix(10).joined(separator: ",")])
         case .refreshSucceeded(let trigger, let count, let partial):
             log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])
+            server?.broadcastRefresh(trigger: trigger, error: nil, sent: true, at: host.clock.wall)
         case .refreshFailed(let trigger, let error, let retryIn):
+            server?.broadcastRefresh(trigger: trigger, error: error, sent: true, at: host.clock.wall)
             // 401/403 stop the automatic refresh until a reload (RF-11): an error, not a warning.
             let level: Log.Level = error.code == 401 || error.code == 403 ? .error : .warning
             log(level, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
@@ -200,6 +240,20 @@ public final class Daemon {
             log(.info, "server base URL changed", ["base_url": url])
         }
         if server != nil { updateStatus() }
+    }
+
+    /// A manual refresh answered from the throttle window (RF-6) or not sendable (RF-8).
+    private func refreshAnsweredWithoutRequest(_ error: RefreshError?) {
+        metrics.refreshesNotSent += 1
+        server?.broadcastRefresh(trigger: .manual, error: error, sent: false, at: host.clock.wall)
+    }
+
+    /// Timings no real device has (PROTOCOL H: test with the device clock instead).
+    private func warnAboutUnrealTimings() {
+        let f = configuration.featureFlags
+        guard f.storedFlagsLifetime < f.refreshInterval else { return }
+        log(.warning, "StoredFlagsLifetime is shorter than RefreshInterval: an idle device will sit without flags between refreshes, which no real device does (the SDK keeps 24 h and refreshes hourly); to test expiry, use [Device] Clock=controlled and advanceClock",
+            ["lifetime": TimeSpan.format(f.storedFlagsLifetime), "refresh_interval": TimeSpan.format(f.refreshInterval)])
     }
 
     // MARK: - HTTP interface and metrics (PROTOCOL F)

@@ -37,7 +37,15 @@ enum Methods {
                 done(.success(FlagAnswers.property(e.value, e.provenance)))
             case .refresh:
                 try p.rejectUnknown(for: method)
-                host.agent.refresh { error in done(.success(["error": StatusReport.errorJSON(error)])) }
+                // A refresh answered at once never went to the server: the throttle window
+                // (RF-6) or no flags URL (RF-8). `sent` says which kind it was (PROTOCOL H).
+                var returned = false
+                host.agent.refresh { [weak host] error in
+                    let sent = returned
+                    if !sent { host?.onUnsentRefresh?(error) }
+                    done(.success(["error": StatusReport.errorJSON(error), "sent": .bool(sent)]))
+                }
+                returned = true
             case .logImpression:
                 let key = try p.string("key")
                 try p.rejectUnknown(for: method)
@@ -75,6 +83,13 @@ enum Methods {
             case .status:
                 try p.rejectUnknown(for: method)
                 done(.success(StatusReport.json(host.agent.status())))
+            case .clock:
+                try p.rejectUnknown(for: method)
+                guard let controller = host.clockController else { throw .clockNotControlled(method: method.rawValue) }
+                done(.success(controller.clockResult()))
+            case .advanceClock:
+                guard let controller = host.clockController else { throw .clockNotControlled(method: method.rawValue) }
+                try controller.advance(p, done)
             case .subscribe, .unsubscribe, .metrics:
                 throw .methodNotFound(request.method)
             }

@@ -21,6 +21,8 @@ final class Metrics {
     private(set) var durationCounts = [Int](repeating: 0, count: Metrics.durationBuckets.count)
     private(set) var durationCount = 0
     private(set) var durationSum = 0.0
+    /// Manual refreshes answered without a request (RF-6 throttle window, RF-8).
+    var refreshesNotSent = 0
     var impressionsSent = 0
     var impressionsDeduplicated = 0
     var impressionsFailed = 0
@@ -99,6 +101,9 @@ final class Metrics {
         for (key, n) in refreshes.sorted(by: { ($0.key.trigger, $0.key.outcome, $0.key.code) < ($1.key.trigger, $1.key.outcome, $1.key.code) }) {
             out.sample("pushwoosh_agent_refreshes_total", [("trigger", key.trigger), ("outcome", key.outcome), ("code", String(key.code))], Double(n))
         }
+        out.family("pushwoosh_agent_refreshes_not_sent_total", "counter",
+                   "Manual refreshes answered from the stored flags without a request: inside the throttle window (RF-6) or with no flags URL.")
+        out.sample("pushwoosh_agent_refreshes_not_sent_total", [], Double(refreshesNotSent))
         out.family("pushwoosh_agent_refresh_duration_seconds", "histogram", "Time from sending a flags request to its answer.")
         for (index, bound) in Self.durationBuckets.enumerated() {
             out.sample("pushwoosh_agent_refresh_duration_seconds_bucket", [("le", PrometheusText.number(bound))], Double(durationCounts[index]))

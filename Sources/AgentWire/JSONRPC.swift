@@ -51,6 +51,8 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let internalErrorCode = -32603
     /// B.3: a state-changing method called by a client that may not.
     public static let permissionDeniedCode = -32001
+    /// PROTOCOL H: `clock` or `advanceClock` with `Clock=system`.
+    public static let clockNotControlledCode = -32004
 
     /// -32700: the line is not valid UTF-8 JSON.
     public static func parseError(_ detail: String) -> RPCError {
@@ -87,6 +89,12 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func permissionDenied(method: String) -> RPCError {
         RPCError(code: permissionDeniedCode,
                  message: "permission denied: '\(method)' needs root, the agent's user or membership in ControlGroup",
+                 data: ["method": .string(method)])
+    }
+
+    /// -32004 (PROTOCOL H).
+    public static func clockNotControlled(method: String) -> RPCError {
+        RPCError(code: clockNotControlledCode, message: "the device clock is not controlled: '\(method)' needs [Device] Clock=controlled",
                  data: ["method": .string(method)])
     }
 

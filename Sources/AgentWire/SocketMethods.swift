@@ -12,6 +12,8 @@ public enum SocketMethod: String, Sendable, CaseIterable {
     case setNotificationAuthorization, presentPushPrimer, status
     /// The Prometheus text of the HTTP interface's /metrics (PROTOCOL F.2), for agentctl.
     case metrics
+    // H The device clock
+    case clock, advanceClock
 
     /// B.3: who may call a method.
     public enum Access: Sendable, Equatable {
@@ -25,7 +27,7 @@ public enum SocketMethod: String, Sendable, CaseIterable {
         switch self {
         case .get, .isEnabled, .property, .status, .subscribe, .unsubscribe, .metrics: .read
         case .refresh, .logImpression, .setUserId, .setAppState, .registerForPushNotifications,
-             .unregisterForPushNotifications, .setNotificationAuthorization, .presentPushPrimer: .control
+             .unregisterForPushNotifications, .setNotificationAuthorization, .presentPushPrimer, .clock, .advanceClock: .control
         }
     }
 
@@ -39,13 +41,29 @@ public enum SocketMethod: String, Sendable, CaseIterable {
         case .setAppState: ["state"]
         case .setNotificationAuthorization: ["status"]
         case .presentPushPrimer: PrimerConfiguration.parameterNames
-        case .refresh, .subscribe, .unsubscribe, .registerForPushNotifications,
-             .unregisterForPushNotifications, .status, .metrics: []
+        case .subscribe: ["events"]
+        case .advanceClock: ["seconds", "to"]
+        case .refresh, .unsubscribe, .registerForPushNotifications,
+             .unregisterForPushNotifications, .status, .metrics, .clock: []
         }
     }
 
     /// The notification a subscriber receives (B.1 `subscribe`).
     public static let flagsDidUpdate = "featureFlagsDidUpdate"
+    /// PROTOCOL H: after every refresh, changed or not (`subscribe` with `"refresh"`).
+    public static let refreshCompleted = "refreshCompleted"
+    /// PROTOCOL H: `status.state` changed (`subscribe` with `"state"`).
+    public static let stateChanged = "stateChanged"
+}
+
+/// What a subscriber asks to hear (PROTOCOL H `subscribe` `events`; default `["flags"]`).
+public enum SubscriptionEvent: String, Sendable, CaseIterable {
+    /// `featureFlagsDidUpdate` (B.1).
+    case flags
+    /// `refreshCompleted`.
+    case refresh
+    /// `stateChanged`.
+    case state
 }
 
 extension RPCParams {

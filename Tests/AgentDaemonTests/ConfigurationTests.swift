@@ -414,3 +414,18 @@ private let protocolExample = """
         }
     }
 }
+
+/// PROTOCOL H: `[Device] Clock=`.
+@Suite struct DeviceClockConfigurationTests {
+    @Test func clockIsSystemUnlessControlled() throws {
+        #expect(try parse("[Agent]\nApplicationCode=A\n").device.clock == .system)
+        #expect(try parse("[Agent]\nApplicationCode=A\n[Device]\nClock=controlled\n").device.clock == .controlled)
+        #expect(try parse("[Agent]\nApplicationCode=A\n[Device]\nClock=controlled\nClock=\n").device.clock == .system)
+    }
+
+    @Test func aBadClockNamesTheLineAndKey() {
+        let message = error("[Agent]\nApplicationCode=A\n[Device]\nClock=fake\n")
+        #expect(message?.hasPrefix("/etc/pushwoosh-agent/agent.conf:4: Clock:") == true, "\(message ?? "nil")")
+        #expect(message?.contains("controlled") == true, "\(message ?? "nil")")
+    }
+}

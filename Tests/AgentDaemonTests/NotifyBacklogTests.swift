@@ -8,14 +8,17 @@ import Testing
 /// Issue 17: a service manager (or harness) that stops reading its notify socket must not
 /// stop the agent. With `net.unix.max_dgram_qlen` at Debian's 10, libsystemd's blocking
 /// `sd_notify` hung the whole event loop at the 12th unread datagram: no answers on the
-/// socket, no SIGTERM handling. The watchdog at 100 ms makes the agent send a datagram
-/// every 50 ms, so the queue is full within a second.
+/// socket, no SIGTERM handling. The watchdog at 20 ms makes the agent send a datagram
+/// every 10 ms, so the queue is full a fraction of a second after start.
 @Suite(.serialized) struct NotifyBacklogTests {
     func startUnread() throws -> (EmulatorProcess, AgentProcess) {
         let emulator = try EmulatorProcess()
-        let agent = try AgentProcess(server: emulator.serverURL, environment: ["WATCHDOG_USEC": "100000"])
-        // Nothing is read from the notify socket in this test until it says so.
-        #expect(eventually { FileManager.default.fileExists(atPath: agent.socketPath) })
+        let agent = try AgentProcess(server: emulator.serverURL, environment: ["WATCHDOG_USEC": "20000"])
+        // Nothing is read from the notify socket in this test until it says so. Once the
+        // socket answers, the loop runs and pings; half a second of real time is ~50 pings
+        // against a queue of 11.
+        #expect(eventually { (try? LineClient(path: agent.socketPath, timeout: 0.5))?.call("status")["result"] != nil })
+        usleep(500_000)
         return (emulator, agent)
     }
 
@@ -35,7 +38,6 @@ import Testing
     /// then the agent must still answer, and deliver what waited once the receiver reads.
     @Test func aFullNotifySocketDoesNotStopTheLoop() throws {
         let (_, agent) = try startUnread()
-        usleep(1_200_000)  // real time: ~24 watchdog datagrams against a queue of 11
         let client = try LineClient(path: agent.socketPath, timeout: 3)
         let status = client.call("status")["result"]
         #expect(status?["state"] != nil, "no answer while the notify socket is full")
@@ -59,7 +61,6 @@ import Testing
     /// Nobody ever reads: SIGTERM still stops the agent cleanly, within PROTOCOL C's second.
     @Test func sigtermIsHandledWhileTheNotifySocketIsFull() throws {
         let (_, agent) = try startUnread()
-        usleep(1_200_000)  // real time, as above
         let stop = stop(agent)
         #expect(stop.status == 0)
         #expect(stop.seconds < 1.5)

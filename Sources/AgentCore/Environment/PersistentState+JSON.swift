@@ -33,6 +33,7 @@ extension PersistentState {
         }
         if let primerLastShownAt { o["primerLastShownAt"] = .number(primerLastShownAt.timeIntervalSince1970) }
         if let baseURL { o["baseURL"] = .string(baseURL) }
+        if let clockOffset { o["clockOffset"] = .number(clockOffset) }
         return .object(o)
     }
 
@@ -83,5 +84,9 @@ extension PersistentState {
         }
         if let v = optional(json["primerLastShownAt"]) { primerLastShownAt = try date(v, "primerLastShownAt") }
         if let v = optional(json["baseURL"]) { baseURL = try string(v, "baseURL") }
+        if let v = optional(json["clockOffset"]) {
+            guard let seconds = v.numberValue, seconds.isFinite, seconds >= 0 else { throw fail("clockOffset: expected seconds ≥ 0") }
+            clockOffset = seconds
+        }
     }
 }

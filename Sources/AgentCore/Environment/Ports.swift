@@ -37,6 +37,9 @@ public struct PersistentState: Sendable, Equatable, Codable {
     public var primerLastShownAt: Date?
     /// A `base_url` the server handed out (A.1), used when no server URL is configured.
     public var baseURL: String?
+    /// PROTOCOL H: how far the controlled device clock is ahead of the real one (seconds,
+    /// only ever growing); nil while the clock was never advanced.
+    public var clockOffset: Seconds?
 
     public init(hwid: String) { self.hwid = hwid }
 

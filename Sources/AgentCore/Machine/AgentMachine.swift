@@ -165,10 +165,44 @@ public struct AgentMachine {
 
     // MARK: - Timers
 
+    /// What a timer does when it fires (PROTOCOL H: `advanceClock` lists them).
+    public enum TimerKind: String, Sendable, Equatable, CaseIterable {
+        /// RF-2: the hourly refresh (while active).
+        case refresh
+        /// RF-10: a failed refresh retried (or deferred by `Retry-After`).
+        case retry
+        /// ST-3: the served flags reach their lifetime.
+        case expired
+        /// SE-3: `registerDevice` retried.
+        case registrationRetry
+        /// ST-6: a failed save retried.
+        case saveRetry
+    }
+
+    /// Every armed timer with its monotonic deadline, earliest first, derived from the state.
+    public var timers: [(kind: TimerKind, deadline: Seconds)] {
+        let all: [(TimerKind, Seconds?)] = [
+            (.refresh, refresh.periodicDeadline), (.retry, refresh.retryDeadline),
+            (.expired, validity.deadline(lifetime: settings.flags.storedFlagsLifetime)),
+            (.registrationRetry, registrations.retryDeadline), (.saveRetry, storage.retryDeadline),
+        ]
+        return all.compactMap { kind, deadline in deadline.map { (kind: kind, deadline: $0) } }.sorted { $0.deadline < $1.deadline }
+    }
+
     /// The earliest monotonic time at which `fireDueTimers` has work, derived from the state.
-    public var nextDeadline: Seconds? {
-        (refresh.deadlines + [validity.deadline(lifetime: settings.flags.storedFlagsLifetime),
-         registrations.retryDeadline, storage.retryDeadline]).compactMap { $0 }.min()
+    public var nextDeadline: Seconds? { timers.first?.deadline }
+
+    /// PROTOCOL H: the controlled device clock is now `offset` ahead of the real one; the
+    /// offset is part of the device's state (ST-6). With `save` false it rides along with
+    /// the next save, which is never later than the save of anything received at the new
+    /// time (flags stored with a later offset than the one on disk would look as if they
+    /// came from the future after a crash); `save` true saves it now.
+    public mutating func clockOffsetChanged(_ offset: Seconds, save: Bool, now: Now) -> [AgentAction] {
+        state.clockOffset = offset > 0 ? offset : nil
+        guard save else { return [] }
+        let out = begin(now)
+        storage.saveDue = true
+        return finish(out)
     }
 
     /// Runs every timer whose deadline has passed; the expiry timer's work (ST-3) is `begin`'s.

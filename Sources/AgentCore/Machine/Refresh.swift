@@ -60,6 +60,7 @@ struct RefreshMachine: Sendable {
         interval = flags.refreshInterval
     }
 
+    /// Both timers' deadlines (nil when not armed).
     var deadlines: [Seconds?] { [periodicDeadline, retryDeadline] }
 
     // MARK: - Events

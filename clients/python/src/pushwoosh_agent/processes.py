@@ -65,6 +65,7 @@ AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     "initial_app_state": ("Device", "InitialAppState"),
     "notification_authorization": ("Device", "NotificationAuthorization"),
     "permission_prompt_answer": ("Device", "PermissionPromptAnswer"),
+    "clock": ("Device", "Clock"),
     "http_listen": ("HTTP", "Listen"),
     "http_token_file": ("HTTP", "TokenFile"),
 }

@@ -1,0 +1,31 @@
+import FoundationEssentials
+
+/// PROTOCOL H: the device's clock. With `Clock=system` it is the host's; with
+/// `Clock=controlled` it is the host's plus `offset`, which only moves forward
+/// (`advance(by:)`), in both kinds of time at once: scheduling (monotonic) and the wall
+/// time that ages stored flags (ST-1, ST-3). What belongs to the host (request timeouts,
+/// the watchdog, idle connections, log stamps) keeps using the host's clock.
+public final class DeviceClock: AgentClock {
+    public let base: any AgentClock
+    public let mode: DeviceClockMode
+    public private(set) var offset: Seconds
+
+    public init(base: any AgentClock, mode: DeviceClockMode, offset: Seconds = 0) {
+        self.base = base
+        self.mode = mode
+        self.offset = mode == .controlled ? max(0, offset) : 0
+    }
+
+    public var monotonic: Seconds { base.monotonic + offset }
+    public var wall: Date { base.wall.addingTimeInterval(offset) }
+
+    /// Moves the device's time forward by `seconds` (≥ 0); the clock is controlled.
+    public func advance(by seconds: Seconds) {
+        precondition(mode == .controlled, "the device clock is not controlled")
+        precondition(seconds >= 0 && seconds.isFinite, "the device clock only moves forward, not by \(seconds) s")
+        offset += seconds
+    }
+
+    /// The host's monotonic time at which the device's clock reads `deviceMonotonic`.
+    public func hostMonotonic(_ deviceMonotonic: Seconds) -> Seconds { deviceMonotonic - offset }
+}

@@ -1,0 +1,161 @@
+import AgentCore
+import AgentPosix
+import AgentWire
+import FoundationEssentials
+
+/// The socket methods `clock` and `advanceClock` (PROTOCOL H) on a controlled device clock.
+///
+/// `advanceClock` moves the device's time to the target in steps: while a timer falls due
+/// before the target, the clock jumps to that timer's deadline (never back), the timer
+/// runs at its own device time, and the next step waits until the network work it started
+/// has finished (`MeteredTransport.onIdle`); then the clock jumps to the target and the
+/// answer lists what fired. Steps run on the event loop, so the agent keeps answering its
+/// socket meanwhile; advances asked for while one runs wait their turn.
+final class DeviceClockController {
+    /// One timer's run, for the answer.
+    struct Fired {
+        var at: Date
+        var kind: AgentMachine.TimerKind
+        var trigger: RefreshTrigger?
+
+        var json: JSONValue {
+            var o: [String: JSONValue] = ["at": StatusReport.iso(at), "event": .string(kind.rawValue)]
+            if let trigger { o["trigger"] = .string(trigger.rawValue) }
+            return .object(o)
+        }
+    }
+
+    private struct Advance {
+        /// The device's monotonic time to reach.
+        var target: Seconds
+        var fired: [Fired] = []
+        var requestsBefore: Int
+        var done: (RPCOutcome) -> Void
+        /// Steps at one deadline without the agent moving it (a guard against a timer that
+        /// never clears).
+        var stuck = 0
+        var lastDeadline: Seconds?
+    }
+
+    /// The longest advance one call may ask for (ten years).
+    static let maximumSeconds: Seconds = 10 * 365 * 86_400
+
+    let clock: DeviceClock
+    private let host: AgentHost
+    private let transport: MeteredTransport
+    private let loop: EventLoop
+    private let log: Log
+    private var queue: [Advance] = []
+    private var stepScheduled = false
+
+    init(clock: DeviceClock, host: AgentHost, transport: MeteredTransport, loop: EventLoop, log: Log) {
+        self.clock = clock
+        self.host = host
+        self.transport = transport
+        self.loop = loop
+        self.log = log
+        transport.onIdle = { [weak self] in self?.scheduleStep() }
+    }
+
+    var isAdvancing: Bool { !queue.isEmpty }
+
+    /// `clock`: `{"now", "offsetSeconds", "controlled"}`.
+    func clockResult() -> JSONValue {
+        ["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
+         "controlled": .bool(clock.mode == .controlled)]
+    }
+
+    /// `advanceClock` with `seconds` (> 0) or `to` (ISO 8601, not before now).
+    func advance(_ params: RPCParams, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
+        try params.rejectUnknown(for: .advanceClock)
+        let seconds: Seconds
+        switch (params["seconds"].flatMap { $0.isNull ? nil : $0 }, params["to"].flatMap { $0.isNull ? nil : $0 }) {
+        case (nil, nil):
+            throw .invalidParams("advanceClock needs 'seconds' (> 0) or 'to' (an ISO 8601 time)", parameter: "seconds")
+        case (_?, _?):
+            throw .invalidParams("give 'seconds' or 'to', not both", parameter: "to")
+        case (let value?, nil):
+            guard let n = value.numberValue, n.isFinite else {
+                throw .invalidParams("parameter 'seconds' must be a number, found \(JSONWriter.string(value))", parameter: "seconds")
+            }
+            guard n > 0 else { throw .invalidParams("parameter 'seconds' must be > 0 (the device clock only moves forward), found \(JSONWriter.string(value))", parameter: "seconds") }
+            seconds = n
+        case (nil, let value?):
+            guard let text = value.stringValue, let date = try? Date(text, strategy: .iso8601) else {
+                throw .invalidParams("parameter 'to' must be an ISO 8601 time such as 2026-12-03T10:00:00Z, found \(JSONWriter.string(value))", parameter: "to")
+            }
+            let ahead = date.timeIntervalSince(clock.wall)
+            guard ahead >= 0 else {
+                throw .invalidParams("parameter 'to' is \(Int(-ahead.rounded(.up))) s before the device's time \(clock.wall.formatted(.iso8601)): the device clock only moves forward", parameter: "to")
+            }
+            seconds = ahead
+        }
+        guard seconds <= Self.maximumSeconds else {
+            throw .invalidParams("advanceClock by at most \(Int(Self.maximumSeconds)) s (ten years) per call", parameter: params["to"] == nil ? "seconds" : "to")
+        }
+        // The target is a device time; time spent waiting for earlier advances counts.
+        queue.append(Advance(target: clock.monotonic + seconds, requestsBefore: transport.sent, done: done))
+        if queue.count == 1 { scheduleStep() }
+    }
+
+    private func scheduleStep() {
+        guard !queue.isEmpty, !stepScheduled else { return }
+        stepScheduled = true
+        _ = loop.schedule(after: 0) { [weak self] in
+            self?.stepScheduled = false
+            self?.step()
+        }
+    }
+
+    /// One step of the advance at the head of the queue.
+    private func step() {
+        guard var advance = queue.first else { return }
+        // The network work of the previous step finishes first (onIdle schedules the next).
+        guard transport.inFlight == 0 else { return }
+        let agent = host.agent!
+        if let next = agent.nextDeadline, next <= advance.target {
+            if next == advance.lastDeadline { advance.stuck += 1 } else { advance.stuck = 0 }
+            advance.lastDeadline = next
+            guard advance.stuck < 100 else {
+                queue.removeFirst()
+                log(.error, "advanceClock stopped: a timer does not clear", ["timers": "\(agent.timers.map(\.kind.rawValue))"])
+                advance.done(.failure(.internalError("a timer at the same deadline keeps firing: \(agent.timers)")))
+                scheduleStep()
+                return
+            }
+            moveClock(to: next, save: false)
+            let nowDevice = clock.monotonic
+            for timer in agent.timers where timer.deadline <= nowDevice {
+                let trigger: RefreshTrigger? = switch timer.kind {
+                case .refresh: .periodic
+                case .retry: .retry
+                default: nil
+                }
+                advance.fired.append(Fired(at: clock.wall, kind: timer.kind, trigger: trigger))
+            }
+            queue[0] = advance
+            agent.fireDueTimers()
+            host.rearm()
+            scheduleStep()  // waits for the requests the timers sent, if any
+            return
+        }
+        moveClock(to: advance.target, save: true)
+        queue.removeFirst()
+        let requests = transport.sent - advance.requestsBefore
+        advance.done(.success(["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
+                               "fired": .array(advance.fired.map(\.json)), "requests": .number(Double(requests))]))
+        log(.info, "device clock advanced", ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset),
+                                            "fired": advance.fired.count, "requests": requests])
+        scheduleStep()
+    }
+
+    /// Moves the device's time forward to `deviceMonotonic` (not back), records the offset
+    /// in the device's state (saved now with `save`, else with the next save: at the latest
+    /// with what the timers bring back, ST-6), and re-arms the loop timer.
+    private func moveClock(to deviceMonotonic: Seconds, save: Bool) {
+        let ahead = deviceMonotonic - clock.monotonic
+        if ahead > 0 { clock.advance(by: ahead) }
+        host.agent.clockOffsetChanged(clock.offset, save: save)
+        host.rearm()
+    }
+}
