@@ -46,6 +46,59 @@ public struct DeviceRecord: Sendable, Equatable {
         }
     }
 
+    /// Everything known about the device, for `GET /admin/state`: `json` plus the
+    /// event names and impression times kept beyond the `events` cap.
+    public var stateJSON: JSONValue {
+        guard case .object(var o) = json else { return json }
+        o["eventNames"] = .array(eventNames.sorted().map(JSONValue.string))
+        o["lastImpressions"] = .object(lastImpression.mapValues { .string(Timestamp.format($0)) })
+        return .object(o)
+    }
+
+    /// Decodes `stateJSON` strictly; errors name the path under `path`.
+    public init(stateJSON json: JSONValue, at path: [DefinitionError.PathComponent]) throws(DefinitionError) {
+        let r = try ObjectReader(json, at: path, allowed: ["hwid", "userId", "pushToken", "gateway", "lastSeen", "events",
+                                                           "eventNames", "lastImpressions"])
+        func optionalString(_ key: String) throws(DefinitionError) -> String? {
+            if r.members[key] == .null { return nil }
+            return try r.string(key, nonEmpty: false)
+        }
+        func time(_ v: JSONValue, _ at: [DefinitionError.PathComponent]) throws(DefinitionError) -> Date {
+            guard case .string(let text) = v, let d = Timestamp.parse(text) else {
+                throw DefinitionError(at, "expected an ISO 8601 time, found \(JSONWriter.string(v))")
+            }
+            return d
+        }
+        hwid = try r.string("hwid", required: true)!
+        userId = try optionalString("userId")
+        pushToken = try optionalString("pushToken")
+        gateway = try optionalString("gateway")
+        if let v = r.members["lastSeen"], v != .null { lastSeen = try time(v, r.at("lastSeen")) }
+        if let v = r.members["events"] {
+            guard case .array(let items) = v else { throw DefinitionError(r.at("events"), "expected an array, found \(v.kindName)") }
+            for (k, item) in items.enumerated() {
+                let at = r.at("events") + [.index(k)]
+                let e = try ObjectReader(item, at: at, allowed: ["event", "time", "attributes"])
+                let name = try e.string("event", required: true)!
+                guard let t = e.members["time"] else { throw DefinitionError(e.at("time"), "missing (expected an ISO 8601 time)") }
+                var attributes: [String: JSONValue] = [:]
+                switch e.members["attributes"] {
+                case nil: break
+                case .object(let a)?: attributes = a
+                case let other?: throw DefinitionError(e.at("attributes"), "expected an object, found \(other.kindName)")
+                }
+                record(PostedEvent(name: name, time: try time(t, e.at("time")), attributes: attributes))
+            }
+        }
+        for name in try r.strings("eventNames") ?? [] { eventNames.insert(name) }
+        if let v = r.members["lastImpressions"] {
+            guard case .object(let o) = v else {
+                throw DefinitionError(r.at("lastImpressions"), "expected an object, found \(v.kindName)")
+            }
+            for (key, t) in o { lastImpression[key] = try time(t, r.at("lastImpressions") + [.key(key)]) }
+        }
+    }
+
     public var json: JSONValue {
         .object([
             "hwid": .string(hwid),
