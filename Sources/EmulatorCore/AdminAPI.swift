@@ -93,6 +93,7 @@ extension EmulatorState {
         case .requests:
             if verb == "DELETE" {
                 requestLog.clear()
+                recountParkedWaits()
                 return .json(200, .object(["cleared": true]))
             }
             do throws(DefinitionError) {

@@ -17,11 +17,11 @@ extension EmulatorState {
         case nil: body = .null
         }
         let (hwid, userId) = caller(p)
-        requestLog.append(RecordedRequest(time: now, method: method, headers: p.request.headers, body: body,
-                                          status: outcome.drop ? nil : outcome.status, fault: fault?.kind.name,
-                                          hwid: hwid, userId: userId))
+        let call = RecordedRequest(time: now, method: method, headers: p.request.headers, body: body,
+                                   status: outcome.drop ? nil : outcome.status, fault: fault?.kind.name, hwid: hwid, userId: userId)
+        requestLog.append(call)
         var answered = outcome
-        answered.woken = wakeParkedWaits()
+        answered.woken = wakeParkedWaits(for: call)
         return answered
     }
 

@@ -65,6 +65,7 @@ public struct EmulatorState: Sendable {
         devices.removeAll()
         faults.clear()
         requestLog.clear()
+        recountParkedWaits()
         clockOffset = 0
     }
 

@@ -54,7 +54,7 @@ public struct RecordedRequest: Sendable {
 }
 
 /// Which recorded calls a `GET /admin/requests[/wait|/count]` selects; nil fields match all.
-public struct RequestFilter: Sendable, Equatable {
+public struct RequestFilter: Sendable, Hashable {
     public var method: String?
     public var since: Date?
     public var hwid: String?
@@ -91,7 +91,7 @@ public struct RequestFilter: Sendable, Equatable {
 
 /// A parked `GET /admin/requests/wait`: answered once `count` calls match, or at `timeout`
 /// (seconds of host time: the HTTP client's patience, not emulator time).
-public struct RequestWait: Sendable, Equatable {
+public struct RequestWait: Sendable, Hashable {
     public var filter: RequestFilter
     public var count: Int
     public var timeout: Double
@@ -128,14 +128,11 @@ public struct RequestWait: Sendable, Equatable {
 public struct RequestLog: Sendable {
     public let limit: Int
     private var entries: [RecordedRequest] = []
-    /// Calls appended since start (never decreases; lets a server see that the log grew).
-    public private(set) var appended = 0
 
     public init(limit: Int) { self.limit = max(1, limit) }
 
     public mutating func append(_ r: RecordedRequest) {
         entries.append(r)
-        appended += 1
         // Trim in chunks so appending stays amortized O(1).
         if entries.count >= limit + max(1, limit / 4) { entries.removeFirst(entries.count - limit) }
     }
@@ -150,10 +147,6 @@ public struct RequestLog: Sendable {
     public func select(_ filter: RequestFilter) -> [RecordedRequest] {
         entries.suffix(limit).filter(filter.matches)
     }
-
-    var entriesCount: Int { entries.count }
-
-    func entriesSuffix(from start: Int) -> ArraySlice<RecordedRequest> { entries[start...] }
 
     public func count(_ filter: RequestFilter) -> Int {
         entries.suffix(limit).reduce(0) { $0 + (filter.matches($1) ? 1 : 0) }

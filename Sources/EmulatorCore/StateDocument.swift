@@ -85,5 +85,6 @@ extension EmulatorState {
         clockOffset = doc.clockOffset
         faults.clear()
         requestLog.clear()
+        recountParkedWaits()
     }
 }

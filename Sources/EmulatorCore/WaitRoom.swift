@@ -2,77 +2,100 @@ import AgentCore
 import Foundation
 
 /// The parked `GET /admin/requests/wait` calls (PROTOCOL D.3), by ticket. Each keeps a
-/// running count of the matching calls, so a new device call costs one filter check
-/// per parked wait, not a scan of the log.
+/// running count of the matching calls, and waits are indexed by the HWID they ask
+/// for, so a device call costs a check of only the waits it could complete, however
+/// many others are parked.
 public struct WaitRoom: Sendable {
     struct Parked: Sendable {
         let wait: RequestWait
         var matched: Int
-        /// `RequestLog.appended` when `matched` was last brought up to date.
-        var mark: Int
     }
 
     var parked: [Int: Parked] = [:]
+    /// Tickets of waits with an `hwid` filter, by that HWID; the others are `unscoped`.
+    var byHWID: [String: Set<Int>] = [:]
+    var unscoped: Set<Int> = []
     var nextTicket = 1
 
     public init() {}
 
     /// How many waits are parked.
     public var count: Int { parked.count }
-}
 
-extension RequestLog {
-    /// The calls appended after `mark` (an earlier `appended`), or nil when some of
-    /// them are gone (trimmed or cleared).
-    func appended(after mark: Int) -> ArraySlice<RecordedRequest>? {
-        let start = mark - (appended - entriesCount)
-        guard start >= 0, start <= entriesCount else { return nil }
-        return entriesSuffix(from: start)
+    mutating func insert(_ wait: RequestWait, matched: Int) -> Int {
+        let ticket = nextTicket
+        nextTicket += 1
+        parked[ticket] = Parked(wait: wait, matched: matched)
+        if let hwid = wait.filter.hwid { byHWID[hwid, default: []].insert(ticket) } else { unscoped.insert(ticket) }
+        return ticket
+    }
+
+    @discardableResult
+    mutating func remove(_ ticket: Int) -> Parked? {
+        guard let p = parked.removeValue(forKey: ticket) else { return nil }
+        if let hwid = p.wait.filter.hwid {
+            byHWID[hwid]?.remove(ticket)
+            if byHWID[hwid]?.isEmpty == true { byHWID[hwid] = nil }
+        } else {
+            unscoped.remove(ticket)
+        }
+        return p
+    }
+
+    /// The tickets a call by `hwid` could complete.
+    func candidates(hwid: String?) -> [Int] {
+        var out = Array(unscoped)
+        if let hwid, let scoped = byHWID[hwid] { out += scoped }
+        return out.sorted()
     }
 }
 
 extension EmulatorState {
     /// Parks `wait` and returns its ticket; the server holds the connection until
-    /// `wakeParkedWaits()` or `timeOutWait(_:)` answers it.
+    /// `wakeParkedWaits(for:)` or `timeOutWait(_:)` answers it.
     public mutating func park(_ wait: RequestWait) -> Int {
-        let ticket = waits.nextTicket
-        waits.nextTicket += 1
-        waits.parked[ticket] = WaitRoom.Parked(wait: wait, matched: requestLog.count(wait.filter), mark: requestLog.appended)
-        return ticket
+        waits.insert(wait, matched: requestLog.count(wait.filter))
     }
 
-    /// The parked waits that have what they asked for now, answered and removed.
-    public mutating func wakeParkedWaits() -> [(ticket: Int, outcome: Outcome)] {
-        guard !waits.parked.isEmpty else { return [] }
-        let now = requestLog.appended
+    /// The parked waits that the call just recorded completes, answered and removed.
+    mutating func wakeParkedWaits(for call: RecordedRequest) -> [(ticket: Int, outcome: Outcome)] {
+        guard waits.count > 0 else { return [] }
         var woken: [(ticket: Int, outcome: Outcome)] = []
-        for (ticket, var p) in waits.parked where p.mark != now {
-            if let fresh = requestLog.appended(after: p.mark) {
-                p.matched += fresh.reduce(0) { $0 + (p.wait.filter.matches($1) ? 1 : 0) }
-            } else {
-                p.matched = requestLog.count(p.wait.filter)
+        var answers: [RequestWait: Outcome?] = [:]  // a thousand waits for the same thing: one answer
+        for ticket in waits.candidates(hwid: call.hwid) {
+            guard var p = waits.parked[ticket], p.wait.filter.matches(call) else { continue }
+            p.matched += 1
+            guard p.matched >= p.wait.count else { waits.parked[ticket] = p; continue }
+            let outcome: Outcome?
+            if let known = answers[p.wait] { outcome = known } else {
+                outcome = answer(p.wait, timedOut: false)
+                answers[p.wait] = outcome
             }
-            p.mark = now
-            if p.matched >= p.wait.count, let outcome = answer(p.wait, timedOut: false) {
+            if let outcome {
                 woken.append((ticket, outcome))
-                waits.parked[ticket] = nil
+                waits.remove(ticket)
             } else {
-                if p.matched >= p.wait.count { p.matched = requestLog.count(p.wait.filter) }  // cleared meanwhile
+                p.matched = requestLog.count(p.wait.filter)  // old calls were trimmed from the log meanwhile
                 waits.parked[ticket] = p
             }
         }
-        return woken.sorted { $0.ticket < $1.ticket }
+        return woken
+    }
+
+    /// Brings every parked wait's count up to date after the log lost calls (cleared, reset, loaded).
+    mutating func recountParkedWaits() {
+        for ticket in waits.parked.keys.sorted() { waits.parked[ticket]!.matched = requestLog.count(waits.parked[ticket]!.wait.filter) }
     }
 
     /// The answer for a parked wait whose timeout fired (408 with what arrived, or
     /// 200 if enough arrived meanwhile); nil when it was answered already.
     public mutating func timeOutWait(_ ticket: Int) -> Outcome? {
-        guard let p = waits.parked.removeValue(forKey: ticket) else { return nil }
+        guard let p = waits.remove(ticket) else { return nil }
         return answer(p.wait, timedOut: true)
     }
 
     /// Forgets a parked wait (its connection is gone).
-    public mutating func cancelWait(_ ticket: Int) { waits.parked[ticket] = nil }
+    public mutating func cancelWait(_ ticket: Int) { waits.remove(ticket) }
 
     public var parkedWaits: Int { waits.count }
 }

@@ -37,7 +37,7 @@ struct Lab {
     /// Everything stored, to show that a rejected call changed nothing.
     var snapshot: String {
         JSONWriter.string(state.document.json) + JSONWriter.string(.array(state.faults.entries.map(\.json)))
-            + "\(state.requestLog.appended) \(state.parkedWaits)"
+            + "\(state.requestLog.count(RequestFilter())) \(state.parkedWaits)"
     }
 }
 
