@@ -175,6 +175,7 @@ public final class EmulatorServer: Sendable {
             return d
         }
         guard let daemon else { return }
+        state.withLock { $0.cancelAllWaits() }  // their connections were resumed unanswered: closed
         MHD_stop_daemon(daemon.raw)
         Unmanaged.passUnretained(self).release()  // the reference taken in start()
         log?("emulator stopped")

@@ -64,8 +64,10 @@ public struct DeviceRecord: Sendable, Equatable {
             return try r.string(key, nonEmpty: false)
         }
         func time(_ v: JSONValue, _ at: [DefinitionError.PathComponent]) throws(DefinitionError) -> Date {
-            guard case .string(let text) = v, let d = Timestamp.parse(text) else {
-                throw DefinitionError(at, "expected an ISO 8601 time, found \(JSONWriter.string(v))")
+            // Years 1970-9999: what ISO 8601 with four-digit years writes back as it was read.
+            guard case .string(let text) = v, let d = Timestamp.parse(text),
+                  (0...253_402_300_799).contains(d.timeIntervalSince1970) else {
+                throw DefinitionError(at, "expected an ISO 8601 time in the years 1970-9999, found \(JSONWriter.string(v))")
             }
             return d
         }

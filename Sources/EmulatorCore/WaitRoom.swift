@@ -94,6 +94,9 @@ extension EmulatorState {
         return answer(p.wait, timedOut: true)
     }
 
+    /// Forgets every parked wait (the server stopped: their connections are closed).
+    public mutating func cancelAllWaits() { waits = WaitRoom() }
+
     /// Forgets a parked wait (its connection is gone).
     public mutating func cancelWait(_ ticket: Int) { waits.remove(ticket) }
 

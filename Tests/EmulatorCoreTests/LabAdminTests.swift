@@ -189,6 +189,7 @@ import Testing
         ("PUT", "/admin/state", [:], ["version": 1, "devices": [["hwid": "h1"], ["hwid": "h1"]]], "devices[1].hwid"),
         ("PUT", "/admin/state", [:], ["version": 1, "devices": [["hwid": "h1", "events": [["event": "e", "time": "later"]]]]], "devices[0].events[0].time"),
         ("PUT", "/admin/state", [:], ["version": 1, "devices": [["hwid": "h1", "color": "red"]]], "devices[0].color"),
+        ("PUT", "/admin/state", [:], ["version": 1, "devices": [["hwid": "h1", "lastSeen": "1e300"]]], "devices[0].lastSeen"),
         ("GET", "/admin/state", ["apps": "1"], .null, "apps"),
     ] as [(String, String, [String: String], JSONValue, String)])
     func isA400NamingItAndChangesNothing(_ verb: String, _ path: String, _ query: [String: String], _ body: JSONValue, _ field: String) throws {

@@ -191,6 +191,32 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
     }
 }
 
+@Suite struct LabStopTests {
+    @Test func stopWhileWaitsAndAStallAreParked() async throws {
+        let server = try EmulatorServer(listen: "127.0.0.1:0", apps: EmulatorCommand.loadApps(path: exampleFile))
+        let port = try server.start()
+        let client = Client(port: port)
+        try await client.arm(["method": "getFeatureFlags", "stallAfterHeaders": true])
+        let stalled = try RawSocket(port: port)
+        stalled.device("getFeatureFlags", hwid: "h1")
+        let waiters = try (0..<3).map { _ in
+            let s = try RawSocket(port: port)
+            s.request("GET", "/admin/requests/wait?hwid=nobody&timeout=60")
+            return s
+        }
+        try await parked(server, 3)
+        let clock = ContinuousClock()
+        let start = clock.now
+        server.stop()
+        #expect(clock.now - start < .seconds(2))
+        #expect(server.parkedWaits == 0)
+        let cut = try await offPool { readAll(waiters + [stalled], timeout: 5) }
+        // Closed unanswered (the stalled one after its headers), none left hanging.
+        #expect(cut.allSatisfy { ($0.0.end == .eof || $0.0.end == .reset) && !$0.0.complete }, "\(cut.map(\.0.end))")
+        #expect(clock.now - start < .seconds(5))
+    }
+}
+
 @Suite struct StateFileTests {
     @Test func stateFileLoadsAndErrorsNameTheFileAndField() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("emu-state-\(UUID().uuidString)")
