@@ -118,9 +118,16 @@ public struct DeviceRecord: Sendable, Equatable {
 
 /// ISO 8601 formatting and the `since=` parameter of `GET /admin/requests`.
 public enum Timestamp {
-    /// `2024-05-01T12:00:00.123Z`.
+    /// `2024-05-01T12:00:00.123Z`: rounded to the millisecond, so that `format(parse(s)) == s`
+    /// (Foundation's formatter truncates, and the double parsed from `.005` is a hair below it).
     public static func format(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let ms = (date.timeIntervalSince1970 * 1000).rounded()
+        guard ms.isFinite, abs(ms) < 1e17 else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
+        let total = Int64(ms)
+        let (seconds, fraction) = (total.quotientAndRemainder(dividingBy: 1000))
+        let (s, f) = fraction < 0 ? (seconds - 1, fraction + 1000) : (seconds, fraction)
+        let whole = Date(timeIntervalSince1970: Double(s)).formatted(Date.ISO8601FormatStyle())
+        return whole.dropLast() + "." + String(repeating: "0", count: f < 10 ? 2 : f < 100 ? 1 : 0) + String(f) + "Z"
     }
 
     /// Unix seconds (`1714564800`, `1714564800.5`) or ISO 8601

@@ -208,6 +208,18 @@ import Testing
     }
 }
 
+@Suite struct TimestampTests {
+    /// The state document's times come back as they were saved.
+    @Test func formatThenParseGivesTheSameText() throws {
+        for k in 0..<2000 {
+            let text = Timestamp.format(Date(timeIntervalSince1970: 1_796_173_234 + Double(k) * 0.000_137))
+            #expect(Timestamp.format(try #require(Timestamp.parse(text))) == text)
+        }
+        #expect(Timestamp.format(Date(timeIntervalSince1970: 1_800_000_000.005)) == "2027-01-15T08:00:00.005Z")
+        #expect(Timestamp.format(Date(timeIntervalSince1970: -0.25)) == "1969-12-31T23:59:59.750Z")
+    }
+}
+
 @Suite struct RolloutBucketExamples {
     /// The README's table of User IDs on each side of 50 % for `new_checkout`.
     @Test func theREADMEsExamples() {
