@@ -3,11 +3,12 @@ import EmulatorCore
 import Foundation
 import Glibc
 
-/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--require-token TOKEN]`.
+/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token TOKEN]`.
 public enum EmulatorCommand {
     public static let usage = """
-        usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--require-token TOKEN]
-                                  [--threads N] [--record-limit N] [--verbose]
+        usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
+                                  [--require-token TOKEN] [--threads N] [--record-limit N]
+                                  [--max-connections N] [--verbose]
 
         A fake Pushwoosh server: the device API at /json/1.3/{method} and an admin API
         under /admin/ (PROTOCOL.md sections A and D).
@@ -15,9 +16,13 @@ public enum EmulatorCommand {
           --listen HOST:PORT     IPv4 address and port (default 127.0.0.1:8080; port 0 picks a
                                  free port). Prints "listening on HOST:PORT" once bound.
           --apps FILE            JSON file with one application definition or an array of them
+          --state FILE           a saved lab (GET /admin/state): apps, devices, clock offset,
+                                 loaded over --apps at start (POST /admin/reset goes back to --apps)
           --require-token TOKEN  device API calls need "Authorization: Token TOKEN", else HTTP 401
           --threads N            HTTP worker threads (default: number of CPUs, at least 2)
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
+          --max-connections N    connections at once, parked waits included (default 4096; the
+                                 open-files limit is raised to fit)
           --verbose              log every request to standard error
           --help                 show this help
 
@@ -28,6 +33,8 @@ public enum EmulatorCommand {
     public struct Options: Sendable, Equatable {
         public var listen = "127.0.0.1:8080"
         public var appsFile: String?
+        public var stateFile: String?
+        public var maxConnections = 4096
         public var requireToken: String?
         public var threads = max(2, ProcessInfo.processInfo.activeProcessorCount)
         public var recordLimit = 20_000
@@ -67,6 +74,8 @@ public enum EmulatorCommand {
             switch arg {
             case "--listen": o.listen = try value()
             case "--apps": o.appsFile = try value()
+            case "--state": o.stateFile = try value()
+            case "--max-connections": o.maxConnections = try number(16...1_000_000)
             case "--require-token":
                 let t = try value()
                 guard !t.isEmpty else { throw UsageError(description: "--require-token: expected a non-empty token") }
@@ -99,6 +108,32 @@ public enum EmulatorCommand {
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
         }
+    }
+
+    /// Reads a saved lab (`GET /admin/state`); errors name the file and the field.
+    public static func loadState(path: String) throws(EmulatorServerError) -> StateDocument {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw EmulatorServerError(description: "\(path): cannot read the file")
+        }
+        do throws(DefinitionError) {
+            return try StateDocument(json: StrictJSONParser.parse([UInt8](data)))
+        } catch {
+            throw EmulatorServerError(description: "\(path): \(error.description)")
+        }
+    }
+
+    /// Raises the soft open-files limit towards the hard one so that `connections` fit; returns the soft limit.
+    @discardableResult
+    public static func raiseOpenFilesLimit(toFit connections: Int) -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        let wanted = rlim_t(connections + 64)
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = min(wanted, limit.rlim_max)
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        return Int(limit.rlim_cur)
     }
 
     /// Writes one line to standard error in a single write(2).
@@ -138,10 +173,18 @@ public enum EmulatorCommand {
                     logLine("app loaded code=\(app.code) flags=\(app.flags.count) file=\(file)")
                 }
             }
+            var saved: StateDocument?
+            if let file = options.stateFile {
+                let doc = try loadState(path: file)
+                logLine("state loaded apps=\(doc.apps.count) devices=\(doc.devices.count) clockOffsetSeconds=\(doc.clockOffset) file=\(file)")
+                saved = doc
+            }
+            let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
                 listen: options.listen,
                 configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit),
-                apps: apps, threads: options.threads, verbose: options.verbose, log: logLine)
+                apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
+                connectionLimit: min(options.maxConnections, max(16, files - 64)))
             let port = try server.start()
             print("listening on \(server.host):\(port)")
             fflush(nil)

@@ -21,9 +21,12 @@ public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equ
 ///
 /// Threading: libmicrohttpd's epoll thread pool. The state is one `Mutex`
 /// held only while a request is applied (JSON parsing and serializing happen
-/// outside it). `delayMs` suspends the connection and resumes it from a
-/// timer, so no thread and no lock is held while waiting, and a delayed
-/// request never holds up another.
+/// outside it). `delayMs`, `stallAfterHeaders` and a parked
+/// `GET /admin/requests/wait` suspend the connection (`MHD_suspend_connection`)
+/// and resume it from a timer or from the device call that completes the wait,
+/// so no thread and no lock is held while waiting, and a waiting request never
+/// holds up another. Lock order: `state` may be held when `runtime` is taken,
+/// never the reverse.
 public final class EmulatorServer: Sendable {
     public let host: String
     public let requestedPort: UInt16
@@ -34,15 +37,21 @@ public final class EmulatorServer: Sendable {
 
     let state: Mutex<EmulatorState>
     let runtime = Mutex(Runtime())
-    let clock: @Sendable () -> Date
+    let clock: any EmulatorClock
+    let connectionLimit: Int
     let log: (@Sendable (String) -> Void)?
 
     struct Runtime {
         var daemon: Handle?
         var port: UInt16 = 0
         var stopping = false
-        /// Connections suspended for a `delayMs`, by address, until their timer resumes them.
+        /// Connections suspended (a `delayMs`, a stall, a parked wait), by address, until resumed.
         var suspended: [UInt: Handle] = [:]
+        /// Parked waits' connections by ticket, and the answers waiting for them by connection.
+        var parked: [Int: UInt] = [:]
+        var answers: [UInt: EmulatorResponse] = [:]
+        /// Tickets answered before their connection was parked (a device call on another thread won the race).
+        var early: [Int: EmulatorResponse] = [:]
     }
 
     /// A libmicrohttpd daemon or connection handle. @unchecked Sendable:
@@ -58,11 +67,14 @@ public final class EmulatorServer: Sendable {
     ///   - threads: libmicrohttpd's thread pool size.
     ///   - log: receives one line per notable event (app loaded, fault armed or fired); nil: silent.
     ///   - verbose: also log one line per request.
-    ///   - clock: the time given to the state (rules, request log).
+    ///   - clock: the host time given to the state; the emulator's time is it plus the state's clock offset.
+    ///   - initialState: a saved lab (`--state FILE`) loaded over `apps` at start; `POST /admin/reset` goes back to `apps`.
+    ///   - connectionLimit: connections libmicrohttpd accepts at once (parked waits count).
     public init(listen: String = "127.0.0.1:0", configuration: EmulatorConfiguration = EmulatorConfiguration(),
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
-                clock: @escaping @Sendable () -> Date = { Date() }) throws(EmulatorServerError) {
+                clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
+                connectionLimit: Int = 4096) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
         self.host = host
         requestedPort = port
@@ -70,7 +82,10 @@ public final class EmulatorServer: Sendable {
         self.verbose = verbose
         self.log = log
         self.clock = clock
-        state = Mutex(EmulatorState(configuration: configuration, apps: apps))
+        self.connectionLimit = max(16, connectionLimit)
+        var initial = EmulatorState(configuration: configuration, apps: apps, clock: clock)
+        if let initialState { initial.load(initialState) }
+        state = Mutex(initial)
     }
 
     /// Splits `HOST:PORT`; `localhost` means 127.0.0.1.
@@ -117,6 +132,7 @@ public final class EmulatorServer: Sendable {
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
             Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
             Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
+            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(connectionLimit),
             Int32(MHD_OPTION.NOTIFY_COMPLETED.rawValue), OpaquePointer(unsafeBitCast(completed, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.END.rawValue),
         ]
@@ -152,11 +168,14 @@ public final class EmulatorServer: Sendable {
             // libmicrohttpd requires every suspended connection to be resumed before stopping.
             for (_, c) in r.suspended { MHD_resume_connection(c.raw) }
             r.suspended.removeAll()
+            r.parked.removeAll()
+            r.early.removeAll()
             r.daemon = nil
             r.port = 0
             return d
         }
         guard let daemon else { return }
+        state.withLock { $0.cancelAllWaits() }  // their connections were resumed unanswered: closed
         MHD_stop_daemon(daemon.raw)
         Unmanaged.passUnretained(self).release()  // the reference taken in start()
         log?("emulator stopped")
@@ -203,10 +222,16 @@ public final class EmulatorServer: Sendable {
             return MHD_Result.YES
         }
         let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
-        if let pending = ctx.pending {  // resumed after delayMs
+        if let pending = ctx.pending {  // resumed after delayMs, or a parked wait answered
             ctx.pending = nil
-            guard case .respond(let response) = pending else { return MHD_Result.NO }
-            return send(response, on: connection)
+            switch pending {
+            case .respond(let response, let delivery): return send(response, delivery, on: connection)
+            case .drop: return MHD_Result.NO
+            case .reset: return reset(connection)
+            case .parked(let key):
+                guard let answer = runtime.withLock({ $0.answers.removeValue(forKey: key) }) else { return MHD_Result.NO }
+                return send(answer, .normal, on: connection)
+            }
         }
         if uploadDataSize.pointee > 0 {
             let n = uploadDataSize.pointee
@@ -221,7 +246,7 @@ public final class EmulatorServer: Sendable {
             return MHD_Result.YES
         }
         if ctx.tooLarge {
-            return send(.json(413, .object(["error": .string("body larger than \(Self.maxBodyBytes) bytes")])), on: connection)
+            return send(.json(413, .object(["error": .string("body larger than \(Self.maxBodyBytes) bytes")])), .normal, on: connection)
         }
 
         let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
@@ -229,25 +254,77 @@ public final class EmulatorServer: Sendable {
                                   headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
         ctx.body = []
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
-        let now = clock()
+        let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
         let response = outcome.render()          // serializing: outside the lock
+        for (ticket, answer) in outcome.woken {
+            if let r = answer.render() { deliver(ticket, r) }
+        }
         if let log {
             for line in outcome.events { log(line) }
             if verbose {
-                log("request method=\(request.method) path=\(request.path) status=\(response.map { String($0.status) } ?? "dropped") delayMs=\(outcome.delayMs)")
+                let what = outcome.wait != nil ? "parked" : response.map { String($0.status) } ?? "dropped"
+                log("request method=\(request.method) path=\(request.path) status=\(what) delayMs=\(outcome.delayMs)")
             }
         }
+        if let wait = outcome.wait, let ticket = outcome.ticket {
+            return park(connection, ctx, ticket: ticket, timeout: wait.timeout)
+        }
         if outcome.delayMs > 0 {
-            ctx.pending = response.map(Pending.respond) ?? .drop
+            ctx.pending = response.map { .respond($0, outcome.delivery) } ?? (outcome.delivery == .reset ? .reset : .drop)
             return suspend(connection, forMilliseconds: outcome.delayMs)
         }
+        if outcome.delivery == .reset { return reset(connection) }
         guard let response else { return MHD_Result.NO }  // drop: libmicrohttpd closes the connection unanswered
-        return send(response, on: connection)
+        return send(response, outcome.delivery, on: connection)
     }
 
+    static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection))) }
+
+    /// Parks a wait's connection until `deliver` answers its ticket or its timeout fires.
+    private func park(_ connection: OpaquePointer, _ ctx: RequestContext, ticket: Int, timeout: Double) -> MHD_Result {
+        let key = Self.key(connection)
+        enum Parking { case parked, answered(EmulatorResponse), stopping }
+        let result: Parking = runtime.withLock { r in
+            if let early = r.early.removeValue(forKey: ticket) { return .answered(early) }
+            if r.stopping { return .stopping }
+            MHD_suspend_connection(connection)
+            r.suspended[key] = Handle(raw: connection)
+            r.parked[ticket] = key
+            return .parked
+        }
+        switch result {
+        case .answered(let response): return send(response, .normal, on: connection)
+        case .stopping:
+            state.withLock { $0.cancelWait(ticket) }
+            return MHD_Result.NO
+        case .parked:
+            ctx.pending = .parked(key)
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
+                guard let answer = state.withLock({ $0.timeOutWait(ticket) })?.render() else { return }
+                deliver(ticket, answer)
+            }
+            return MHD_Result.YES
+        }
+    }
+
+    /// Answers a parked wait: resumes its connection, or keeps the answer for it if it is not parked yet.
+    func deliver(_ ticket: Int, _ response: EmulatorResponse) {
+        runtime.withLock { r in
+            guard let key = r.parked.removeValue(forKey: ticket) else {
+                if !r.stopping { r.early[ticket] = response }
+                return
+            }
+            r.answers[key] = response
+            if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
+        }
+    }
+
+    /// The parked waits (tests, tools).
+    public var parkedWaits: Int { state.withLock { $0.parkedWaits } }
+
     private func suspend(_ connection: OpaquePointer, forMilliseconds ms: Int) -> MHD_Result {
-        let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+        let key = Self.key(connection)
         let ok = runtime.withLock { r in
             if r.stopping { return false }
             MHD_suspend_connection(connection)
@@ -264,11 +341,6 @@ public final class EmulatorServer: Sendable {
         return MHD_Result.YES
     }
 
-    private func send(_ response: EmulatorResponse, on connection: OpaquePointer) -> MHD_Result {
-        MicroHTTPD.respond(connection, status: response.status, headers: response.headers.map { ($0.name, $0.value) },
-                           body: response.body)
-    }
-
     /// Headers or query arguments of the request, in order.
     private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HeaderField] {
         MicroHTTPD.values(connection, kind).map { HeaderField($0.name, $0.value) }
@@ -276,8 +348,11 @@ public final class EmulatorServer: Sendable {
 }
 
 enum Pending {
-    case respond(EmulatorResponse)
+    case respond(EmulatorResponse, Outcome.Delivery)
     case drop
+    case reset
+    /// A parked wait: its answer is in `Runtime.answers` under this connection key.
+    case parked(UInt)
 }
 
 /// Per-request state kept in libmicrohttpd's `con_cls`; touched only by the

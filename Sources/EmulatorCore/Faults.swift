@@ -1,7 +1,9 @@
 import AgentCore
+import Foundation
 
-/// A fault armed with `POST /admin/faults` (PROTOCOL D.2): the next `times`
-/// calls of `method` fail as described.
+/// A fault armed with `POST /admin/faults` (PROTOCOL D.2, D.3): calls of `method`
+/// (only those of `hwid` / `userId` when set) fail as described, `times` times and/or
+/// for `forSeconds` of emulator time, each with `probability` (drawn from `seed`).
 public struct Fault: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         /// HTTP `status` (with a `Retry-After: retryAfter` header when set).
@@ -16,6 +18,12 @@ public struct Fault: Sendable, Equatable {
         case partial
         /// Only a delay (`delayMs`); the call is answered normally.
         case delayOnly
+        /// The normal answer's headers and its body's first N bytes, then the connection is closed.
+        case truncate(afterBytes: Int)
+        /// The normal answer's headers, then nothing until the client gives up.
+        case stall
+        /// The connection is reset (RST) before anything is answered.
+        case reset
 
         public var name: String {
             switch self {
@@ -25,33 +33,58 @@ public struct Fault: Sendable, Equatable {
             case .drop: "drop"
             case .partial: "partial"
             case .delayOnly: "delay"
+            case .truncate: "truncateAfterBytes"
+            case .stall: "stallAfterHeaders"
+            case .reset: "reset"
             }
         }
     }
 
     public var method: String
-    public var times: Int
+    /// How many calls it fails; nil: unlimited (only with `forSeconds`).
+    public var times: Int?
     /// Waited before the answer (or the drop); combines with any kind.
     public var delayMs: Int
     public var kind: Kind
+    /// Only calls whose body carries this `hwid` / `userId` match.
+    public var hwid: String?
+    public var userId: String?
+    /// Active this long from arming, in emulator time.
+    public var forSeconds: Double?
+    /// Each matching call fails with this probability (0–1), drawn from `seed`.
+    public var probability: Double?
+    public var seed: UInt64?
 
-    public init(method: String, times: Int = 1, delayMs: Int = 0, kind: Kind) {
+    public init(method: String, times: Int? = 1, delayMs: Int = 0, kind: Kind, hwid: String? = nil, userId: String? = nil,
+                forSeconds: Double? = nil, probability: Double? = nil, seed: UInt64? = nil) {
         self.method = method
         self.times = times
         self.delayMs = delayMs
         self.kind = kind
+        self.hwid = hwid
+        self.userId = userId
+        self.forSeconds = forSeconds
+        self.probability = probability
+        self.seed = seed
     }
 
     public static let maxDelayMs = 600_000
+    public static let maxTimes = 1_000_000
+    /// Ten years.
+    public static let maxForSeconds = 315_360_000.0
+    public static let maxTruncateBytes = 1 << 30
+    public static let fields: Set<String> = ["method", "times", "http", "retryAfter", "statusCode", "body", "drop", "delayMs",
+                                             "partial", "hwid", "userId", "forSeconds", "probability", "seed",
+                                             "truncateAfterBytes", "stallAfterHeaders", "reset"]
+    static let kindList = "http, statusCode, body, drop, partial, truncateAfterBytes, stallAfterHeaders, reset"
 
-    /// Decodes `{"method": "getFeatureFlags", "times": 3, "http": 503, "retryAfter": 10}`.
-    /// Exactly one of `http`, `statusCode`, `body`, `drop`, `partial`, or only
-    /// `delayMs`; `delayMs` may accompany any of them.
+    /// Decodes `{"method": "getFeatureFlags", "times": 3, "http": 503, "retryAfter": 10}`
+    /// and the D.3 fields. Exactly one kind (`http`, `statusCode`, `body`, `drop`,
+    /// `partial`, `truncateAfterBytes`, `stallAfterHeaders`, `reset`), or only `delayMs`;
+    /// `delayMs` and the scope fields may accompany any of them.
     public init(json: JSONValue) throws(DefinitionError) {
-        let r = try ObjectReader(json, at: [], allowed: ["method", "times", "http", "retryAfter", "statusCode",
-                                                        "body", "drop", "delayMs", "partial"])
+        let r = try ObjectReader(json, at: [], allowed: Self.fields)
         method = try r.string("method", required: true)!
-        times = Int(try r.number("times", expectation: "an integer 1-1000000", range: 1...1_000_000, integer: true) ?? 1)
         delayMs = Int(try r.number("delayMs", expectation: "an integer 0-\(Self.maxDelayMs)",
                                    range: 0...Double(Self.maxDelayMs), integer: true) ?? 0)
         var kinds: [Kind] = []
@@ -73,25 +106,45 @@ public struct Fault: Sendable, Equatable {
             }
             kinds.append(.garbage)
         }
-        if let drop = try r.bool("drop") {
-            guard drop else { throw DefinitionError([.key("drop")], "expected true") }
-            kinds.append(.drop)
+        for (field, kind) in [("drop", Kind.drop), ("partial", .partial), ("stallAfterHeaders", .stall), ("reset", .reset)] {
+            if let on = try r.bool(field) {
+                guard on else { throw DefinitionError([.key(field)], "expected true") }
+                kinds.append(kind)
+            }
         }
-        if let partial = try r.bool("partial") {
-            guard partial else { throw DefinitionError([.key("partial")], "expected true") }
-            kinds.append(.partial)
+        if let n = try r.number("truncateAfterBytes", expectation: "an integer 0-\(Self.maxTruncateBytes)",
+                                range: 0...Double(Self.maxTruncateBytes), integer: true) {
+            kinds.append(.truncate(afterBytes: Int(n)))
         }
         if kinds.count > 1 {
-            throw DefinitionError([], "expected only one of http, statusCode, body, drop, partial (delayMs may accompany any)")
+            if kinds.count == 2, kinds.allSatisfy({ ["http", "statusCode", "garbage", "drop", "partial"].contains($0.name) }) {
+                throw DefinitionError([], "expected only one of http, statusCode, body, drop, partial (delayMs may accompany any)")
+            }
+            let names = kinds.map { $0.name == "garbage" ? "body" : $0.name }
+            throw DefinitionError([.key(names[1])], "cannot be combined with \(names[0]) (expected only one of \(Self.kindList))")
         }
         if kinds.isEmpty, r.members["delayMs"] == nil {
             throw DefinitionError([], "expected one of http, statusCode, body, drop, partial, delayMs")
         }
         kind = kinds.first ?? .delayOnly
+        hwid = try r.string("hwid")
+        userId = try r.string("userId")
+        forSeconds = try r.number("forSeconds", expectation: "a number of seconds > 0 and at most \(Int(Self.maxForSeconds))",
+                                  range: 0...Self.maxForSeconds)
+        if forSeconds == 0 { throw DefinitionError([.key("forSeconds")], "expected a number of seconds > 0 and at most \(Int(Self.maxForSeconds)), found 0") }
+        let times = try r.number("times", expectation: "an integer 1-\(Self.maxTimes)", range: 1...Double(Self.maxTimes), integer: true)
+        // forSeconds alone: every matching call in the window; with times: whichever ends first.
+        self.times = times.map { Int($0) } ?? (forSeconds == nil ? 1 : nil)
+        probability = try r.number("probability", expectation: "a number 0-1", range: 0...1)
+        if let s = try r.number("seed", expectation: "an integer 0-9007199254740991", range: 0...9_007_199_254_740_991, integer: true) {
+            guard probability != nil else { throw DefinitionError([.key("seed")], "only allowed with \"probability\"") }
+            seed = UInt64(s)
+        }
     }
 
     public var json: JSONValue {
-        var o: [String: JSONValue] = ["method": .string(method), "times": .number(Double(times)), "kind": .string(kind.name)]
+        var o: [String: JSONValue] = ["method": .string(method), "times": times.map { .number(Double($0)) } ?? .null,
+                                      "kind": .string(kind.name)]
         if delayMs > 0 { o["delayMs"] = .number(Double(delayMs)) }
         switch kind {
         case .http(let status, let retryAfter):
@@ -102,36 +155,20 @@ public struct Fault: Sendable, Equatable {
         case .drop: o["drop"] = true
         case .partial: o["partial"] = true
         case .delayOnly: break
+        case .truncate(let n): o["truncateAfterBytes"] = .number(Double(n))
+        case .stall: o["stallAfterHeaders"] = true
+        case .reset: o["reset"] = true
         }
+        if let hwid { o["hwid"] = .string(hwid) }
+        if let userId { o["userId"] = .string(userId) }
+        if let forSeconds { o["forSeconds"] = .number(forSeconds) }
+        if let probability { o["probability"] = .number(probability) }
+        if let seed { o["seed"] = .number(Double(seed)) }
         return .object(o)
     }
-}
 
-/// Armed faults: a FIFO per method. Each call of a method takes one firing
-/// from the first fault in its queue; the fault leaves when its `times` are spent.
-public struct FaultQueue: Sendable, Equatable {
-    private var queues: [String: [Fault]] = [:]
-
-    public init() {}
-
-    public mutating func arm(_ fault: Fault) { queues[fault.method, default: []].append(fault) }
-
-    public mutating func clear() { queues.removeAll() }
-
-    public var isEmpty: Bool { queues.isEmpty }
-
-    /// The fault for this call of `method`, if one is armed, with the firings left after it.
-    public mutating func next(for method: String) -> (fault: Fault, remaining: Int)? {
-        guard var queue = queues[method], !queue.isEmpty else { return nil }
-        let fault = queue[0]
-        queue[0].times -= 1
-        if queue[0].times == 0 { queue.removeFirst() }
-        queues[method] = queue.isEmpty ? nil : queue
-        return (fault, queue.reduce(0) { $0 + $1.times })
-    }
-
-    /// The faults still armed, per method in arming order, with their remaining `times`.
-    public var pending: [Fault] {
-        queues.keys.sorted().flatMap { queues[$0]! }
+    /// Whether a call of this method by this device and user is in the fault's scope.
+    public func scopeMatches(hwid: String?, userId: String?) -> Bool {
+        (self.hwid == nil || self.hwid == hwid) && (self.userId == nil || self.userId == userId)
     }
 }

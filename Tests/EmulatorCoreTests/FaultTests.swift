@@ -38,7 +38,7 @@ func faultError(_ json: JSONValue) -> String? {
         (["method": "m", "partial": 1], "partial: expected a boolean, found number"),
         (["method": "m", "delayMs": 1.5], "delayMs: expected an integer 0-600000, found 1.5"),
         (["method": "m", "drop": true, "times": 0], "times: expected an integer 1-1000000, found 0"),
-        (["method": "m", "drop": true, "count": 2], "count: unknown field (expected one of: body, delayMs, drop, http, method, partial, retryAfter, statusCode, times)"),
+        (["method": "m", "drop": true, "count": 2], "count: unknown field (expected one of: body, delayMs, drop, forSeconds, http, hwid, method, partial, probability, reset, retryAfter, seed, stallAfterHeaders, statusCode, times, truncateAfterBytes, userId)"),
     ] as [(JSONValue, String)])
     func rejectsInvalidFaults(_ json: JSONValue, _ expected: String) {
         #expect(faultError(json) == expected)

@@ -11,8 +11,7 @@ import time
 import urllib.request
 
 import pytest
-import urllib3
-from requests.adapters import HTTPAdapter
+from pushwoosh_agent.openfeature import UNIX_BASE_URL
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "apps.json")
@@ -69,7 +68,7 @@ class Agent:
 
     @property
     def base_url(self):
-        return "http://ofrep-over-unix.invalid" if self.unix else f"http://127.0.0.1:{self.port}"
+        return UNIX_BASE_URL if self.unix else f"http://127.0.0.1:{self.port}"
 
     def get(self, path):
         """(status, body) of a GET over plain sockets (TCP only)."""
@@ -129,42 +128,6 @@ def unix_agent(emulator):
         time.sleep(0.05)
     yield a
     a.stop()
-
-
-# The OFREP provider speaks HTTP through `requests`, which has no Unix-socket transport of
-# its own; this adapter (mounted on the provider's own session) gives it one. The
-# provider's code is unchanged.
-class UnixConnection(urllib3.connection.HTTPConnection):
-    def __init__(self, path, **kwargs):
-        self.unix_path = path
-        super().__init__("localhost", **kwargs)
-
-    def _new_conn(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(10)
-        s.connect(self.unix_path)
-        return s
-
-
-class UnixConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.unix_path = path
-
-    def _new_conn(self):
-        return UnixConnection(self.unix_path)
-
-
-class UnixAdapter(HTTPAdapter):
-    def __init__(self, path):
-        super().__init__()
-        self.pool = UnixConnectionPool(path)
-
-    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
-        return self.pool
-
-    def get_connection(self, url, proxies=None):
-        return self.pool
 
 
 @pytest.fixture(scope="session")

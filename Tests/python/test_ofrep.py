@@ -18,7 +18,8 @@ from openfeature.exception import ErrorCode
 from openfeature.flag_evaluation import Reason
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT, USER, UnixAdapter
+from conftest import ROOT, USER
+from pushwoosh_agent.openfeature import UnixAdapter
 
 
 def client_for(agent, domain):

@@ -18,6 +18,7 @@ from .client import (
     DEFAULT_SOCKET_PATH,
     AgentClient,
     Flag,
+    FlagDetails,
     FlagsUpdate,
     PrimerResult,
     PushRegistration,
@@ -26,7 +27,7 @@ from .client import (
     instance_socket_path,
     resolve_socket_path,
 )
-from .emulator import EmulatorClient
+from .emulator import EmulatorClient, RequestsTimeout
 from .errors import (
     AgentError,
     AgentNotRunning,
@@ -44,6 +45,7 @@ __all__ = [
     "AgentClient",
     "Subscription",
     "Flag",
+    "FlagDetails",
     "FlagsUpdate",
     "PushRegistration",
     "PrimerResult",
@@ -57,6 +59,7 @@ __all__ = [
     "ProtocolError",
     "RefreshError",
     "EmulatorError",
+    "RequestsTimeout",
     "DEFAULT_SOCKET_PATH",
     "default_socket_path",
     "instance_socket_path",

@@ -35,6 +35,7 @@ __all__ = [
     "AgentClient",
     "Subscription",
     "Flag",
+    "FlagDetails",
     "FlagsUpdate",
     "PushRegistration",
     "PrimerResult",
@@ -123,6 +124,24 @@ class Flag:
     #: ``TARGETING_MATCH``, ``DEFAULT`` or ``DISABLED``.
     reason: Optional[str] = None
     #: ``network`` (fetched by this agent process) or ``cache`` (loaded from disk).
+    source: Optional[str] = None
+    age_seconds: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class FlagDetails:
+    """An evaluation with its provenance (PROTOCOL B.1), as :meth:`AgentClient.details` returns it.
+
+    ``reason`` is ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was
+    returned); with ``ERROR``, ``error_code`` tells ``FLAG_NOT_FOUND`` (flags are loaded but the
+    key is absent) from ``PROVIDER_NOT_READY`` (no valid flags yet, expired or discarded).
+    """
+
+    key: str
+    value: bool
+    reason: Optional[str]
+    error_code: Optional[str] = None
+    #: ``network``, ``cache`` or ``none``.
     source: Optional[str] = None
     age_seconds: Optional[float] = None
 
@@ -687,6 +706,18 @@ class AgentClient:
         if not isinstance(default, bool):
             raise TypeError(f"default must be a bool, not {default!r}")
         return self._result("isEnabled", {"key": key, "default": default}, "enabled")["enabled"] is True
+
+    def details(self, key: str, default: bool = False) -> FlagDetails:
+        """:meth:`is_enabled` with its provenance: value, ``reason``, ``error_code``,
+        ``source``, ``age_seconds`` (see :class:`FlagDetails`)."""
+        if not isinstance(default, bool):
+            raise TypeError(f"default must be a bool, not {default!r}")
+        result = self._result("isEnabled", {"key": key, "default": default}, "enabled")
+        age = result.get("ageSeconds")
+        code = result.get("errorCode")
+        return FlagDetails(key=key, value=result["enabled"] is True, reason=result.get("reason"),
+                           error_code=str(code) if code is not None else None, source=result.get("source"),
+                           age_seconds=float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else None)
 
     def property(self, key: str, name: str, type: Any, default: Any = None) -> Any:
         """Property ``name`` of flag ``key``, read as ``type``.

@@ -1,4 +1,4 @@
-"""A client of the Pushwoosh emulator's admin API (PROTOCOL D.2), on urllib only."""
+"""A client of the Pushwoosh emulator's admin API (PROTOCOL D.2 and D.3), on urllib only."""
 
 from __future__ import annotations
 
@@ -11,15 +11,68 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from .errors import EmulatorError
 
-__all__ = ["EmulatorClient", "FAULT_FIELDS"]
+__all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
 
-#: add_fault's keywords and the D.2 fault fields they become.
+#: add_fault's keywords and the D.2/D.3 fault fields they become.
 FAULT_FIELDS: Dict[str, str] = {
     "http": "http", "retry_after": "retryAfter", "status_code": "statusCode", "body": "body",
     "drop": "drop", "delay_ms": "delayMs", "partial": "partial",
-    # The D.2 names themselves are accepted too.
+    "truncate_after_bytes": "truncateAfterBytes", "stall_after_headers": "stallAfterHeaders", "reset": "reset",
+    # The protocol's names themselves are accepted too.
     "retryAfter": "retryAfter", "statusCode": "statusCode", "delayMs": "delayMs",
+    "truncateAfterBytes": "truncateAfterBytes", "stallAfterHeaders": "stallAfterHeaders",
 }
+
+Since = Union[None, float, int, str, _dt.datetime]
+
+
+class _Default:
+    """add_fault's ``times`` when not given."""
+
+    def __repr__(self) -> str:
+        return "1 (every call in the window with for_seconds)"
+
+
+_DEFAULT = _Default()
+
+
+class RequestsTimeout(EmulatorError, TimeoutError):
+    """``wait_for_requests`` timed out (the emulator's 408): fewer than ``expected``
+    matching requests arrived; ``requests`` holds those that did."""
+
+    def __init__(self, method: str, url: str, message: str, requests: List[Dict[str, Any]], expected: int,
+                 body: Any = None) -> None:
+        super().__init__(method, url, 408, message, None, body)
+        self.requests = requests
+        self.expected = expected
+
+
+def _since(since: Since) -> Optional[str]:
+    if since is None:
+        return None
+    if isinstance(since, _dt.datetime):
+        if since.tzinfo is None:
+            raise ValueError("since: give an aware datetime (e.g. with tzinfo=timezone.utc)")
+        return repr(since.timestamp())
+    if isinstance(since, (int, float)) and not isinstance(since, bool):
+        return repr(float(since))
+    if isinstance(since, str):
+        return since
+    raise TypeError(f"since: expected Unix seconds, a datetime or a string, not {since!r}")
+
+
+def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: Optional[str]) -> Dict[str, str]:
+    query: Dict[str, str] = {}
+    if method:
+        query["method"] = method
+    text = _since(since)
+    if text is not None:
+        query["since"] = text
+    if hwid is not None:
+        query["hwid"] = hwid
+    if user_id is not None:
+        query["userId"] = user_id
+    return query
 
 
 def _segment(text: str) -> str:
@@ -57,7 +110,7 @@ class EmulatorClient:
         return self.base_url + "/json/1.3/"
 
     def _request(self, method: str, path: str, body: Any = None,
-                 query: Optional[Mapping[str, str]] = None) -> Any:
+                 query: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Any:
         url = self.base_url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -66,7 +119,7 @@ class EmulatorClient:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
                 text = response.read()
         except urllib.error.HTTPError as error:
             raw = error.read()
@@ -78,6 +131,9 @@ class EmulatorClient:
                 answer = raw.decode("utf-8", "replace")
             message = answer.get("error") if isinstance(answer, dict) else None
             where = answer.get("path") if isinstance(answer, dict) else None
+            if error.code == 408 and isinstance(answer, dict) and isinstance(answer.get("requests"), list):
+                raise RequestsTimeout(method, url, str(message or "timed out"), answer["requests"],
+                                      int(query.get("count", "1") if query else 1), answer) from None
             raise EmulatorError(method, url, error.code, str(message or answer or error.reason),
                                 str(where) if where is not None else None, answer) from None
         except (urllib.error.URLError, OSError) as error:
@@ -143,26 +199,46 @@ class EmulatorClient:
 
     # -- faults --
 
-    def add_fault(self, method: str, times: int = 1, **fault: Any) -> Dict[str, Any]:
-        """The next ``times`` calls of device API ``method`` fail as described.
+    def add_fault(self, method: str, times: Union[int, None, _Default] = _DEFAULT, *, hwid: Optional[str] = None,
+                  user_id: Optional[str] = None, for_seconds: Optional[float] = None,
+                  probability: Optional[float] = None, seed: Optional[int] = None, **fault: Any) -> Dict[str, Any]:
+        """Calls of device API ``method`` fail as described; returns the armed fault
+        (with ``id``, ``remaining`` and ``until``).
 
-        Keywords (PROTOCOL D.2): ``http`` (status), ``retry_after`` (with
-        ``http``), ``status_code`` (envelope code with HTTP 200), ``body``
-        (``"garbage"``), ``drop`` (``True``: close without answering),
-        ``delay_ms``, ``partial`` (``True``). Returns the armed fault.
+        Scope (PROTOCOL D.3): ``hwid`` / ``user_id`` (only that device's or user's
+        calls), ``for_seconds`` (active that long from now in emulator time; with
+        ``times`` whichever ends first). ``times`` defaults to 1, or with
+        ``for_seconds`` to every matching call in the window. ``probability`` (0-1) with ``seed`` (the same seed gives
+        the same hits and misses). Kinds (D.2, D.3), as keywords: ``http`` (status),
+        ``retry_after`` (with ``http``), ``status_code`` (envelope code with HTTP 200),
+        ``body`` (``"garbage"``), ``drop``, ``delay_ms``, ``partial``,
+        ``truncate_after_bytes``, ``stall_after_headers``, ``reset`` (``True``).
         """
-        body: Dict[str, Any] = {"method": method, "times": times}
+        body: Dict[str, Any] = {"method": method}
+        if isinstance(times, _Default):
+            if for_seconds is None:
+                body["times"] = 1
+        elif times is not None:
+            body["times"] = times
+        elif for_seconds is None:
+            raise ValueError("add_fault: times=None needs for_seconds (a window instead of a count)")
+        for name, value in (("hwid", hwid), ("userId", user_id), ("forSeconds", for_seconds),
+                            ("probability", probability), ("seed", seed)):
+            if value is not None:
+                body[name] = value
         for name, value in fault.items():
             if name not in FAULT_FIELDS:
-                raise TypeError(f"add_fault: unknown fault field {name!r} "
-                                f"(known: http, retry_after, status_code, body, drop, delay_ms, partial)")
+                raise TypeError(f"add_fault: unknown fault field {name!r} (known: hwid, user_id, for_seconds, "
+                                f"probability, seed, http, retry_after, status_code, body, drop, delay_ms, partial, "
+                                f"truncate_after_bytes, stall_after_headers, reset)")
             body[FAULT_FIELDS[name]] = value
         result: Dict[str, Any] = self._request("POST", "/admin/faults", body)
         armed: Dict[str, Any] = result.get("armed", result) if isinstance(result, dict) else {}
         return armed
 
     def faults(self) -> List[Dict[str, Any]]:
-        """The faults still armed (``GET /admin/faults``)."""
+        """The faults still armed (``GET /admin/faults``), in arming order, each with
+        ``remaining`` (firings left, None: unlimited) and ``until`` (end of its window, or None)."""
         result = self._request("GET", "/admin/faults")
         faults: List[Dict[str, Any]] = result.get("faults", []) if isinstance(result, dict) else []
         return faults
@@ -173,29 +249,37 @@ class EmulatorClient:
 
     # -- what the devices did --
 
-    def requests(self, method: Optional[str] = None,
-                 since: Union[None, float, int, str, _dt.datetime] = None) -> List[Dict[str, Any]]:
+    def requests(self, method: Optional[str] = None, since: Since = None, hwid: Optional[str] = None,
+                 user_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """The recorded device API calls (oldest first): ``time``, ``unixTime``, ``method``,
-        ``headers``, ``body``, ``status``, ``fault``.
+        ``headers``, ``body``, ``status``, ``fault``, ``hwid``, ``userId``.
 
-        ``method`` selects one device API method; ``since`` (Unix seconds, an
-        aware ``datetime`` or an ISO 8601 string) the calls received at or after it.
+        ``method`` selects one device API method; ``since`` (Unix seconds, an aware
+        ``datetime`` or an ISO 8601 string, in emulator time) the calls received at or
+        after it; ``hwid`` / ``user_id`` one device's or user's calls.
         """
-        query: Dict[str, str] = {}
-        if method:
-            query["method"] = method
-        if since is not None:
-            if isinstance(since, _dt.datetime):
-                if since.tzinfo is None:
-                    raise ValueError("since: give an aware datetime (e.g. with tzinfo=timezone.utc)")
-                query["since"] = repr(since.timestamp())
-            elif isinstance(since, (int, float)) and not isinstance(since, bool):
-                query["since"] = repr(float(since))
-            elif isinstance(since, str):
-                query["since"] = since
-            else:
-                raise TypeError(f"since: expected Unix seconds, a datetime or a string, not {since!r}")
-        result = self._request("GET", "/admin/requests", query=query)
+        result = self._request("GET", "/admin/requests", query=_filters(method, since, hwid, user_id))
+        recorded: List[Dict[str, Any]] = result.get("requests", []) if isinstance(result, dict) else []
+        return recorded
+
+    def count_requests(self, method: Optional[str] = None, *, since: Since = None, hwid: Optional[str] = None,
+                       user_id: Optional[str] = None) -> int:
+        """How many recorded calls match (``GET /admin/requests/count``)."""
+        result = self._request("GET", "/admin/requests/count", query=_filters(method, since, hwid, user_id))
+        return int(result["count"])
+
+    def wait_for_requests(self, method: Optional[str] = None, *, hwid: Optional[str] = None,
+                          user_id: Optional[str] = None, since: Since = None, count: int = 1,
+                          timeout: float = 10.0) -> List[Dict[str, Any]]:
+        """Waits (a long poll, no sleeping) until ``count`` matching calls are recorded; returns
+        them. Raises :class:`RequestsTimeout` (a ``TimeoutError``) carrying what arrived when
+        ``timeout`` seconds (at most 300) pass first."""
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise TypeError(f"count must be an int, not {count!r}")
+        query = _filters(method, since, hwid, user_id)
+        query["count"] = str(count)
+        query["timeout"] = repr(float(timeout))
+        result = self._request("GET", "/admin/requests/wait", query=query, timeout=float(timeout) + self.timeout)
         recorded: List[Dict[str, Any]] = result.get("requests", []) if isinstance(result, dict) else []
         return recorded
 
@@ -208,3 +292,38 @@ class EmulatorClient:
         result = self._request("GET", "/admin/devices")
         devices: List[Dict[str, Any]] = result.get("devices", []) if isinstance(result, dict) else []
         return devices
+
+    # -- the lab (PROTOCOL D.3) --
+
+    def clock(self) -> Dict[str, Any]:
+        """The emulator's time: ``now`` (ISO 8601), ``unixTime``, ``offsetSeconds`` (ahead of the host)."""
+        result: Dict[str, Any] = self._request("GET", "/admin/clock")
+        return result
+
+    def advance_clock(self, seconds: float) -> Dict[str, Any]:
+        """Moves the emulator's time forward by ``seconds``; returns :meth:`clock`."""
+        result: Dict[str, Any] = self._request("POST", "/admin/clock", {"advanceSeconds": seconds})
+        return result
+
+    def set_clock(self, when: Union[str, _dt.datetime]) -> Dict[str, Any]:
+        """Sets the emulator's time (ISO 8601 or an aware datetime; never backwards)."""
+        if isinstance(when, _dt.datetime):
+            if when.tzinfo is None:
+                raise ValueError("set_clock: give an aware datetime (e.g. with tzinfo=timezone.utc)")
+            when = when.isoformat()
+        result: Dict[str, Any] = self._request("POST", "/admin/clock", {"set": when})
+        return result
+
+    def reset(self) -> None:
+        """Back to the ``--apps`` file: faults, requests, devices and the clock offset cleared."""
+        self._request("POST", "/admin/reset")
+
+    def state(self) -> Dict[str, Any]:
+        """The whole state (apps, devices with their events, clock offset) as one document."""
+        result: Dict[str, Any] = self._request("GET", "/admin/state")
+        return result
+
+    def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
+        """Replaces the state with a document from :meth:`state` (faults and requests are cleared)."""
+        result: Dict[str, Any] = self._request("PUT", "/admin/state", dict(document))
+        return result

@@ -18,17 +18,30 @@ Fixtures (each test gets its own processes in its own temporary directory):
 ``pushwoosh_restart_agent``
     ``restart(kill=True)``: kill -9 (or SIGTERM) and start again on the same
     state directory; returns the client, which reconnects on its next call.
+``pushwoosh_fleet``
+    a factory: ``pushwoosh_fleet(n, user_ids="fleet-user-{i}", **settings)`` starts
+    ``n`` agents against the one ``pushwoosh_emulator``, agent ``i`` (from 0) with User
+    ID ``user_ids.format(i=i)``, and returns a :class:`Fleet` (a list of
+    :class:`~pushwoosh_agent.processes.AgentProcess`, with ``.clients`` and
+    ``.hwids()``); all are stopped at the end of the test.
+``pushwoosh_http_url``
+    ``http://127.0.0.1:PORT`` of the ``pushwoosh_agent``'s HTTP interface; the agent
+    is started with ``[HTTP] Listen=127.0.0.1:0`` (a free port, read from its
+    ``ready`` log line) when the marker says ``http=True`` or this fixture is used.
+
+The emulator fixture can be stopped and started again on the same port
+(``pushwoosh_emulator.stop()`` / ``.start()``): the network goes away and comes back.
 
 Markers::
 
-    @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False)
+    @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
     @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t")
 
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
 file's own key names), plus ``extra_config`` (text appended to the file),
 ``client_timeout`` (the client's timeout, default 10 s) and
-``wait_for_flags`` (default True). The fixture sets
+``wait_for_flags`` (default True) and ``http`` (``[HTTP] Listen=127.0.0.1:0``). The fixture sets
 ``DisableThrottle=yes`` and ``RequestTimeout=5s`` unless the marker says
 otherwise.
 
@@ -111,6 +124,36 @@ class RunningEmulator(EmulatorClient):
         """The emulator's log so far."""
         return tail(self.log_path, 1 << 30)
 
+    def stop(self) -> Optional[int]:
+        """Stops the emulator (SIGTERM): its port refuses connections until :meth:`start`."""
+        return self.process.stop()
+
+    def start(self) -> "RunningEmulator":
+        """Starts the emulator again on the same port (its state afresh from the apps file)."""
+        self.process.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+
+class Fleet(List[AgentProcess]):
+    """The agents of ``pushwoosh_fleet``, in order (agent ``i`` has User ID ``user_ids[i]``)."""
+
+    def __init__(self, agents: List[AgentProcess], user_ids: List[str]) -> None:
+        super().__init__(agents)
+        self.user_ids = user_ids
+
+    @property
+    def clients(self) -> List[AgentClient]:
+        """Each agent's :class:`AgentClient`."""
+        return [agent.client for agent in self]
+
+    def hwids(self) -> List[str]:
+        """Each agent's HWID (from its ``status``)."""
+        return [str(agent.client.status()["hwid"]) for agent in self]
+
 
 @pytest.fixture(scope="session")
 def pushwoosh_bin(pytestconfig: pytest.Config) -> Optional[str]:
@@ -153,6 +196,15 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
         process.stop()
 
 
+def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    options = dict(AGENT_FIXTURE_DEFAULTS)
+    options.update(_marker_kwargs(request, "pushwoosh_agent"))
+    options.update(extra or {})
+    if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
+        options.setdefault("http_listen", "127.0.0.1:0")
+    return options
+
+
 def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     status: Dict[str, Any] = {}
@@ -168,8 +220,7 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
 def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                             pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> Iterator[AgentProcess]:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
-    options = dict(AGENT_FIXTURE_DEFAULTS)
-    options.update(_marker_kwargs(request, "pushwoosh_agent"))
+    options = _agent_options(request)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
     wait_for_flags = bool(options.pop("wait_for_flags", True))
@@ -205,4 +256,61 @@ def pushwoosh_restart_agent(pushwoosh_agent_process: AgentProcess) -> Callable[.
     return pushwoosh_agent_process.restart
 
 
-__all__ = ["RunningEmulator", "AGENT_FIXTURE_DEFAULTS"]
+@pytest.fixture
+def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
+    """``http://127.0.0.1:PORT`` of the agent's HTTP interface (OFREP, /metrics, /readyz)."""
+    url = pushwoosh_agent_process.http_url
+    if url is None:
+        pytest.fail("the agent has no HTTP interface on a TCP port (see its ready log line)", pytrace=False)
+    return url
+
+
+@pytest.fixture
+def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
+                    pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> Iterator[Callable[..., Fleet]]:
+    """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
+    agents against the test's emulator (see the module's documentation)."""
+    started: List[AgentProcess] = []
+
+    def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
+        options = _agent_options(request, settings)
+        extra = str(options.pop("extra_config", ""))
+        client_timeout = float(options.pop("client_timeout", 10.0))
+        options.pop("wait_for_flags", None)
+        try:
+            binary = find_binary("pushwoosh-agentd", pushwoosh_bin)
+        except StartError as error:
+            pytest.fail(str(error), pytrace=False)
+        agents: List[AgentProcess] = []
+        users: List[str] = []
+        first = len(started)
+        for i in range(first, first + n):
+            user = user_ids.format(i=i)
+            directory = os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}")
+            os.makedirs(directory, exist_ok=True)
+            agent = AgentProcess(directory, server_url=pushwoosh_emulator.server_url,
+                                 settings={**options, "user_id": user}, extra_config=extra, binary=binary,
+                                 client_timeout=client_timeout)
+            _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
+            started.append(agent)
+            try:
+                agent.start()
+            except StartError as error:
+                pytest.fail(str(error), pytrace=False)
+            agents.append(agent)
+            users.append(user)
+        if wait_for_flags:
+            for agent in agents:
+                _wait_for_first_refresh(agent)
+        return Fleet(agents, users)
+
+    try:
+        yield start
+    finally:
+        for agent in started:
+            agent.close()
+
+
+__all__ = ["RunningEmulator", "Fleet", "AGENT_FIXTURE_DEFAULTS"]

@@ -171,15 +171,20 @@ class EmulatorProcess:
     """``pushwoosh-emulator`` on a free loopback port, logging to ``directory/emulator.log``.
 
     ``apps``: a path, an application definition, a list of them, or None for
-    none; by default :data:`EXAMPLE_APP_PATH`.
+    none; by default :data:`EXAMPLE_APP_PATH`. ``state``: a saved lab
+    (``--state``: a path or a document from ``EmulatorClient.state()``).
+    After :meth:`stop`, :meth:`start` starts it again on the same port (the network
+    went away and came back); its state starts afresh from ``apps`` and ``state``.
     """
 
     def __init__(self, directory: str, apps: Union[str, Mapping[str, Any], List[Mapping[str, Any]], None] =
                  EXAMPLE_APP_PATH, binary: Optional[str] = None, require_token: Optional[str] = None,
-                 verbose: bool = True, start_timeout: float = 15.0) -> None:
+                 verbose: bool = True, start_timeout: float = 15.0,
+                 state: Union[str, Mapping[str, Any], None] = None) -> None:
         self.directory = directory
         self.binary = binary or find_binary("pushwoosh-emulator")
         self.apps = apps
+        self.state = state
         self.require_token = require_token
         self.verbose = verbose
         self.start_timeout = start_timeout
@@ -205,8 +210,15 @@ class EmulatorProcess:
             self._client = EmulatorClient(self.base_url)
         return self._client
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def start(self) -> "EmulatorProcess":
-        args = [self.binary, "--listen", "127.0.0.1:0"]
+        """Starts the emulator (on the port it had, if it ran before) and waits until it listens."""
+        if self.running:
+            raise RuntimeError("the emulator is already running")
+        args = [self.binary, "--listen", f"127.0.0.1:{self.port}"]
         if isinstance(self.apps, str):
             args += ["--apps", self.apps]
         elif self.apps is not None:
@@ -214,16 +226,25 @@ class EmulatorProcess:
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(self.apps if isinstance(self.apps, list) else dict(self.apps), f)
             args += ["--apps", path]
+        if isinstance(self.state, str):
+            args += ["--state", self.state]
+        elif self.state is not None:
+            path = os.path.join(self.directory, "state.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(dict(self.state), f)
+            args += ["--state", path]
         if self.require_token is not None:
             args += ["--require-token", self.require_token]
         if self.verbose:
             args.append("--verbose")
+        mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                             start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             with open(self.log_path, "rb") as f:
+                f.seek(mark)
                 for line in f:
                     if line.startswith(b"listening on "):
                         self.port = int(line.rsplit(b":", 1)[1])
@@ -236,7 +257,7 @@ class EmulatorProcess:
         raise StartError(f"pushwoosh-emulator did not listen within {self.start_timeout:g} s:\n{tail(self.log_path)}")
 
     def stop(self) -> Optional[int]:
-        """SIGTERM (SIGKILL after 5 s); the exit status."""
+        """SIGTERM (SIGKILL after 5 s); the exit status. The port is kept for :meth:`start`."""
         return _terminate(self.process, signal.SIGTERM, 5) if self.process else None
 
     def __enter__(self) -> "EmulatorProcess":
@@ -287,6 +308,8 @@ class AgentProcess:
         self._notify_stop = threading.Event()
         self._client: Optional[AgentClient] = None
         self.exit_statuses: List[Optional[int]] = []
+        self._log_mark = 0
+        self._http_address: Optional[str] = None
 
     # -- NOTIFY_SOCKET --
 
@@ -352,6 +375,8 @@ class AgentProcess:
         env.update(self.environment)
         with self._notify_cond:
             mark = len(self.notifications)
+        self._log_mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        self._http_address = None
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([self.binary, "--config", self.config_path], stdin=subprocess.DEVNULL,
                                             stdout=log, stderr=log, env=env, start_new_session=True)
@@ -368,6 +393,41 @@ class AgentProcess:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def http_address(self, timeout: float = 5.0) -> Optional[str]:
+        """The address the agent's HTTP interface (``[HTTP] Listen=``) is bound to, e.g.
+        ``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``, or a socket path; None when it has none.
+
+        Read from the ``http=`` field of the agent's ``ready`` log line of its latest start
+        (``status`` does not carry it). ``READY=1`` is sent just before that line is
+        written, so this waits up to ``timeout`` seconds for it.
+        """
+        if self._http_address is not None:
+            return self._http_address
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_mark)
+                for raw in f:
+                    line = raw.decode("utf-8", "replace")
+                    if "]: ready " not in line:
+                        continue
+                    for word in line.split():
+                        if word.startswith("http="):
+                            self._http_address = word[len("http="):].strip('"')
+                            return self._http_address
+                    return None  # ready, without an HTTP interface
+            if time.monotonic() >= deadline or not self.running:
+                return None
+            time.sleep(0.01)
+
+    @property
+    def http_url(self) -> Optional[str]:
+        """``http://HOST:PORT`` of the agent's HTTP interface on a TCP port, else None."""
+        address = self.http_address()
+        if address is None or address.startswith("/"):
+            return None
+        return f"http://{address}"
 
     @property
     def pid(self) -> Optional[int]:

@@ -1,0 +1,90 @@
+import AgentCore
+import Foundation
+
+/// The whole emulator state as one JSON document (`GET`/`PUT /admin/state`,
+/// `pushwoosh-emulator --state FILE`): applications, devices with their event
+/// history, and the clock offset. Faults and the request log are not part of it.
+///
+/// ```json
+/// {"version": 1, "clockOffsetSeconds": 7200,
+///  "apps": [{"code": "ABCDE-12345", "flags": [...]}],
+///  "devices": [{"hwid": "h1", "userId": "alice", "pushToken": null, "gateway": null,
+///               "lastSeen": "2027-01-15T08:00:00.000Z", "events": [...],
+///               "eventNames": ["PW_Purchase"], "lastImpressions": {"new_checkout": "…"}}]}
+/// ```
+public struct StateDocument: Sendable, Equatable {
+    public static let version = 1
+    public var apps: [Application]
+    public var devices: [DeviceRecord]
+    public var clockOffset: TimeInterval
+
+    public init(apps: [Application] = [], devices: [DeviceRecord] = [], clockOffset: TimeInterval = 0) {
+        self.apps = apps
+        self.devices = devices
+        self.clockOffset = clockOffset
+    }
+
+    /// Decodes the document strictly: unknown fields, wrong types and duplicate
+    /// application codes or HWIDs are errors that name the path.
+    public init(json: JSONValue) throws(DefinitionError) {
+        let r = try ObjectReader(json, at: [], allowed: ["version", "clockOffsetSeconds", "apps", "devices"])
+        guard let version = try r.number("version", expectation: "\(Self.version)", range: 1...1, integer: true) else {
+            throw DefinitionError([.key("version")], "missing (expected \(Self.version))")
+        }
+        _ = version
+        clockOffset = try r.number("clockOffsetSeconds", expectation: "a number of seconds 0-\(Int(EmulatorState.maxClockOffset))",
+                                   range: 0...EmulatorState.maxClockOffset) ?? 0
+        apps = []
+        if let v = r.members["apps"] {
+            guard case .array(let items) = v else { throw DefinitionError([.key("apps")], "expected an array, found \(v.kindName)") }
+            var codes: Set<String> = []
+            for (k, item) in items.enumerated() {
+                let app = try Application(json: item, at: [.key("apps"), .index(k)])
+                guard codes.insert(app.code).inserted else {
+                    throw DefinitionError([.key("apps"), .index(k), .key("code")], "duplicate application \"\(app.code)\"")
+                }
+                apps.append(app)
+            }
+        }
+        devices = []
+        if let v = r.members["devices"] {
+            guard case .array(let items) = v else { throw DefinitionError([.key("devices")], "expected an array, found \(v.kindName)") }
+            var hwids: Set<String> = []
+            for (k, item) in items.enumerated() {
+                let d = try DeviceRecord(stateJSON: item, at: [.key("devices"), .index(k)])
+                guard hwids.insert(d.hwid).inserted else {
+                    throw DefinitionError([.key("devices"), .index(k), .key("hwid")], "duplicate device \"\(d.hwid)\"")
+                }
+                devices.append(d)
+            }
+        }
+    }
+
+    public var json: JSONValue {
+        .object([
+            "version": .number(Double(Self.version)),
+            "clockOffsetSeconds": .number(clockOffset),
+            "apps": .array(apps.map(\.json)),
+            "devices": .array(devices.map(\.stateJSON)),
+        ])
+    }
+}
+
+extension EmulatorState {
+    /// The whole state as a document.
+    public var document: StateDocument {
+        StateDocument(apps: apps.keys.sorted().map { apps[$0]! }, devices: devices.keys.sorted().map { devices[$0]! },
+                      clockOffset: clockOffset)
+    }
+
+    /// Replaces apps, devices and the clock offset with the document's; faults and
+    /// the request log are cleared (a loaded lab starts clean).
+    public mutating func load(_ doc: StateDocument) {
+        apps = Dictionary(doc.apps.map { ($0.code, $0) }) { _, last in last }
+        devices = Dictionary(doc.devices.map { ($0.hwid, $0) }) { _, last in last }
+        clockOffset = doc.clockOffset
+        faults.clear()
+        requestLog.clear()
+        recountParkedWaits()
+    }
+}

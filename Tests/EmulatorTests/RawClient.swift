@@ -1,0 +1,137 @@
+import Dispatch
+import Foundation
+import Glibc
+
+/// A raw TCP client for what URLSession hides: truncated bodies, stalls, resets,
+/// and a thousand connections at once. Blocking calls run off the cooperative pool.
+final class RawSocket: @unchecked Sendable {
+    let fd: Int32
+
+    enum End: Equatable { case complete, eof, reset, timeout, error(Int32) }
+
+    struct Answer {
+        var bytes: [UInt8]
+        var end: End
+        var text: String { String(decoding: bytes, as: UTF8.self) }
+        var status: Int? {
+            let line = text.split(separator: "\r\n", maxSplits: 1).first ?? ""
+            let parts = line.split(separator: " ")
+            return parts.count >= 2 && line.hasPrefix("HTTP/1.") ? Int(parts[1]) : nil
+        }
+        var headerEnd: Int? {
+            guard bytes.count >= 4 else { return nil }
+            for k in 0...(bytes.count - 4) where bytes[k] == 13 && bytes[k + 1] == 10 && bytes[k + 2] == 13 && bytes[k + 3] == 10 {
+                return k + 4
+            }
+            return nil
+        }
+        var contentLength: Int? {
+            guard let h = headerEnd else { return nil }
+            let head = String(decoding: bytes[..<h], as: UTF8.self).lowercased()
+            guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }) else { return nil }
+            return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+        }
+        var body: [UInt8] { headerEnd.map { Array(bytes[$0...]) } ?? [] }
+        var complete: Bool {
+            guard let h = headerEnd, let n = contentLength else { return false }
+            return bytes.count - h >= n
+        }
+    }
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            let e = errno
+            close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: e) ?? .EIO)
+        }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            sent += n
+        }
+    }
+
+    /// An HTTP/1.1 request; `close`: ask the server to close after answering.
+    func request(_ verb: String, _ path: String, body: String = "", close: Bool = true) {
+        var head = "\(verb) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        if !body.isEmpty { head += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" }
+        if close { head += "Connection: close\r\n" }
+        send(head + "\r\n" + body)
+    }
+
+    func device(_ method: String, hwid: String, close: Bool = true) {
+        request("POST", "/json/1.3/\(method)",
+                body: #"{"request":{"application":"ABCDE-12345","hwid":"\#(hwid)","userId":"\#(hwid)","v":"7.2.10","device_type":1}}"#,
+                close: close)
+    }
+
+    /// Reads one answer: until it is complete (Content-Length), the server closes or resets, or `timeout`.
+    func read(timeout: Double, untilClose: Bool = false) -> Answer {
+        var answer = Answer(bytes: [], end: .timeout)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeout * 1e9)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            if !untilClose, answer.complete { answer.end = .complete; return answer }
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return answer }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, Int32(max(1, (deadline - now) / 1_000_000)))
+            if ready == 0 { continue }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 { answer.bytes += buffer[..<n]; continue }
+            if n == 0 { answer.end = answer.complete ? .complete : .eof; return answer }
+            if errno == EINTR || errno == EAGAIN { continue }
+            answer.end = errno == ECONNRESET ? .reset : .error(errno)
+            return answer
+        }
+    }
+}
+
+/// Runs blocking socket work on a dispatch thread, not the test's cooperative one.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { c in
+        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
+    }
+}
+
+/// Reads one answer from each socket with poll(2), all at once; the times are when each completed.
+func readAll(_ sockets: [RawSocket], timeout: Double) -> [(RawSocket.Answer, UInt64)] {
+    var answers = sockets.map { _ in (RawSocket.Answer(bytes: [], end: .timeout), UInt64(0)) }
+    var open = Set(sockets.indices)
+    let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(timeout * 1e9)
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while !open.isEmpty {
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard now < deadline else { break }
+        let order = open.sorted()
+        var fds = order.map { pollfd(fd: sockets[$0].fd, events: Int16(POLLIN), revents: 0) }
+        guard poll(&fds, nfds_t(fds.count), Int32(max(1, (deadline - now) / 1_000_000))) > 0 else { continue }
+        for (k, p) in zip(order, fds) where p.revents != 0 {
+            let n = buffer.withUnsafeMutableBytes { recv(sockets[k].fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 { answers[k].0.bytes += buffer[..<n] }
+            if n > 0, !answers[k].0.complete { continue }
+            answers[k].0.end = answers[k].0.complete ? .complete : (n == 0 ? .eof : .reset)
+            answers[k].1 = DispatchTime.now().uptimeNanoseconds
+            open.remove(k)
+        }
+    }
+    return answers
+}

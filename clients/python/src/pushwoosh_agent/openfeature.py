@@ -1,0 +1,71 @@
+"""OpenFeature's Python OFREP provider over the agent's HTTP interface on a Unix socket.
+
+The provider (``openfeature-provider-ofrep``) speaks HTTP through ``requests``, which has
+no Unix-socket transport of its own. :class:`UnixAdapter`, mounted on the provider's own
+session, gives it one; the provider's code is unchanged::
+
+    from openfeature.contrib.provider.ofrep import OFREPProvider
+    from pushwoosh_agent.openfeature import UNIX_BASE_URL, UnixAdapter
+
+    provider = OFREPProvider(UNIX_BASE_URL)
+    provider.session.mount(UNIX_BASE_URL, UnixAdapter("/run/pushwoosh-agent/http.sock"))
+
+``requests`` and ``urllib3`` are not dependencies of this package (it uses the standard
+library only): they come with the OFREP provider, and are imported when this module is.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Optional
+
+import urllib3  # type: ignore[import-not-found, unused-ignore]
+from requests.adapters import HTTPAdapter  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+__all__ = ["UNIX_BASE_URL", "UnixAdapter", "UnixConnection", "UnixConnectionPool"]
+
+#: A base URL for the provider whose host is never resolved: the adapter mounted on it
+#: sends every request to the socket.
+UNIX_BASE_URL = "http://ofrep-over-unix.invalid"
+
+
+class UnixConnection(urllib3.connection.HTTPConnection):  # type: ignore[misc, unused-ignore]
+    """An HTTP connection to a Unix-domain socket at ``path``."""
+
+    def __init__(self, path: str, timeout: float = 10.0, **kwargs: Any) -> None:
+        self.unix_path = path
+        self.unix_timeout = timeout
+        super().__init__("localhost", **kwargs)
+
+    def _new_conn(self) -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.unix_timeout)
+        s.connect(self.unix_path)
+        return s
+
+
+class UnixConnectionPool(urllib3.connectionpool.HTTPConnectionPool):  # type: ignore[misc, unused-ignore]
+    """A urllib3 pool whose connections go to the socket at ``path``."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        super().__init__("localhost")
+        self.unix_path = path
+        self.unix_timeout = timeout
+
+    def _new_conn(self) -> UnixConnection:
+        return UnixConnection(self.unix_path, self.unix_timeout)
+
+
+class UnixAdapter(HTTPAdapter):  # type: ignore[misc, unused-ignore]
+    """A ``requests`` transport adapter that sends every request to the socket at ``path``."""
+
+    def __init__(self, path: str, timeout: float = 10.0) -> None:
+        super().__init__()
+        self.pool = UnixConnectionPool(path, timeout)
+
+    def get_connection_with_tls_context(self, request: Any, verify: Any, proxies: Optional[Any] = None,
+                                        cert: Optional[Any] = None) -> UnixConnectionPool:
+        return self.pool
+
+    def get_connection(self, url: Any, proxies: Optional[Any] = None) -> UnixConnectionPool:
+        return self.pool
