@@ -62,6 +62,10 @@ public struct RequestFilter: Sendable, Hashable {
 
     public static let parameters: Set<String> = ["method", "since", "hwid", "userId"]
 
+    /// `since` compares at the log's resolution: a record's own time, as the log writes it
+    /// (rounded to the millisecond), selects that record.
+    static func milliseconds(_ date: Date) -> Double { (date.timeIntervalSince1970 * 1000).rounded() }
+
     public init(method: String? = nil, since: Date? = nil, hwid: String? = nil, userId: String? = nil) {
         self.method = method
         self.since = since
@@ -84,7 +88,7 @@ public struct RequestFilter: Sendable, Hashable {
     }
 
     public func matches(_ r: RecordedRequest) -> Bool {
-        (method == nil || r.method == method) && (since == nil || r.time >= since!)
+        (method == nil || r.method == method) && (since == nil || Self.milliseconds(r.time) >= Self.milliseconds(since!))
             && (hwid == nil || r.hwid == hwid) && (userId == nil || r.userId == userId)
     }
 }

@@ -28,6 +28,7 @@ from .client import (
     resolve_socket_path,
 )
 from .emulator import EmulatorClient, RequestsTimeout
+from .events import EventStream
 from .errors import (
     AgentError,
     AgentNotRunning,
@@ -44,6 +45,7 @@ __all__ = [
     "__version__",
     "AgentClient",
     "Subscription",
+    "EventStream",
     "Flag",
     "FlagDetails",
     "FlagsUpdate",

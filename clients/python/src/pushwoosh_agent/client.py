@@ -16,9 +16,11 @@ import queue
 import socket as _socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 
+from .events import EventStream
 from .errors import (
     METHOD_NOT_FOUND,
     PERMISSION_DENIED,
@@ -810,6 +812,50 @@ class AgentClient:
         if not isinstance(text, str):
             raise ProtocolError(f"metrics: unexpected text {text!r}")
         return text
+
+    # -- the device clock and events (PROTOCOL H) --
+
+    def clock(self) -> Dict[str, Any]:
+        """The device's time: ``now`` (ISO 8601), ``offsetSeconds``, ``controlled``.
+
+        An agent with ``Clock=system`` raises :class:`AgentError` with code -32004.
+        """
+        return self._result("clock", {}, "now")
+
+    def advance_clock(self, seconds: Optional[float] = None, to: Optional[str] = None, *,
+                      timeout: Optional[float] = _UNSET) -> Dict[str, Any]:
+        """Moves the controlled device clock forward by ``seconds`` or to ``to`` (ISO 8601).
+
+        Answered once the device is quiet again: every timer due meanwhile ran at its
+        own device time. The result has ``now``, ``fired`` (``at``, ``event``,
+        ``trigger``) and ``requests``.
+        """
+        if (seconds is None) == (to is None):
+            raise ValueError("advance_clock takes seconds or to, not both and not neither")
+        params: Dict[str, Any] = {"seconds": seconds} if seconds is not None else {"to": to}
+        return self._result("advanceClock", params, "now", "fired", timeout=timeout)
+
+    def events(self, *names: str) -> EventStream:
+        """A stream of ``names`` (``flags``, ``refresh``, ``state``) on a connection of its own,
+        subscribed before this returns (see :mod:`pushwoosh_agent.events`)."""
+        return EventStream(self.socket_path, names or ("flags",), self.timeout)
+
+    def wait_for_refresh(self, timeout: float = 10.0) -> Dict[str, Any]:
+        """Waits for the next refresh to complete, changed or not; its ``trigger``,
+        ``error``, ``sent`` and ``at``. To catch a refresh that something you do
+        starts, open :meth:`events` first."""
+        with self.events("refresh") as stream:
+            return stream.next("refreshCompleted", timeout)
+
+    def wait_for_state(self, state: str, timeout: float = 10.0) -> Dict[str, Any]:
+        """Returns the status once ``status()["state"]`` is ``state`` (at once if it is)."""
+        with self.events("state") as stream:
+            status = self.status()
+            deadline = time.monotonic() + timeout
+            while status.get("state") != state:
+                stream.next("stateChanged", max(0.0, deadline - time.monotonic()))
+                status = self.status()
+            return status
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates as a context manager yielding an iterator (see :class:`Subscription`).

@@ -43,7 +43,9 @@ file's own key names), plus ``extra_config`` (text appended to the file),
 ``client_timeout`` (the client's timeout, default 10 s) and
 ``wait_for_flags`` (default True) and ``http`` (``[HTTP] Listen=127.0.0.1:0``). The fixture sets
 ``DisableThrottle=yes`` and ``RequestTimeout=5s`` unless the marker says
-otherwise.
+otherwise, or says ``clock="controlled"``: then the agent runs the SDK's real timings
+(24 h lifetime, 1 h refresh, 30 min session, 5 min throttle) on a device clock the test
+moves with ``advance_clock``.
 
 Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
 ``PATH``. The processes are stopped with SIGTERM at the end; when a test
@@ -197,9 +199,12 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
 
 
 def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    options = dict(AGENT_FIXTURE_DEFAULTS)
-    options.update(_marker_kwargs(request, "pushwoosh_agent"))
-    options.update(extra or {})
+    marked = _marker_kwargs(request, "pushwoosh_agent")
+    marked.update(extra or {})
+    # With the device clock controlled (PROTOCOL H) a test runs the SDK's real timings
+    # (the throttle included): it moves the clock instead of shortening them.
+    options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
+    options.update(marked)
     if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
         options.setdefault("http_listen", "127.0.0.1:0")
     return options
