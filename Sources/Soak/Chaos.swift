@@ -38,7 +38,7 @@ public final class Chaos: @unchecked Sendable {
             if ctx.recorder.stopping || now() >= ctx.deadline { break }
             do {
                 if ctx.options.faults, rng.chance(0.5), try faultsIdle() {
-                    try armFault()
+                    if ctx.options.agents > 1, rng.chance(0.15) { try takeOneDeviceOffline() } else { try armFault() }
                 } else {
                     try changeFlag()
                 }
@@ -88,6 +88,22 @@ public final class Chaos: @unchecked Sendable {
         let t0 = now()
         _ = try http.json("POST", "/admin/faults", json: .object(f))
         ctx.recorder.fault(ArmedFault(method: f["method"]!.stringValue!, start: t0, end: now(), json: .object(f)))
+    }
+
+    /// PROTOCOL D.3: one device's network goes away for a while (a fault scoped to its
+    /// HWID, for a window of emulator time) while the others keep refreshing. The
+    /// `outage` check then holds the log to it: inside the window every flags request of
+    /// that device is dropped, and nobody else's is.
+    func takeOneDeviceOffline() throws(HTTPError) {
+        let hwids = ctx.recorder.state.withLock { $0.tracks.map(\.hwid) }
+        let candidates = hwids.indices.filter { !hwids[$0].isEmpty }
+        guard !candidates.isEmpty else { return try armFault() }
+        let agent = candidates[Int(rng.next() % UInt64(candidates.count))]
+        let window = (ctx.options.timings.refresh * (0.5 + rng.unit() * 1.5)).rounded()
+        let f: JSONValue = ["method": "getFeatureFlags", "hwid": .string(hwids[agent]), "forSeconds": .number(window), "drop": true]
+        let t0 = now()
+        _ = try http.json("POST", "/admin/faults", json: f)
+        ctx.recorder.fault(ArmedFault(method: "getFeatureFlags", start: t0, end: now(), json: f, agent: agent))
     }
 
     func changeFlag() throws(HTTPError) {

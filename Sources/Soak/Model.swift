@@ -267,12 +267,21 @@ public struct ArmedFault: Sendable {
     public var start: Time
     public var end: Time
     public var json: JSONValue
+    /// The one agent a fault scoped to its HWID hits (PROTOCOL D.3); nil: whoever calls.
+    public var agent: Int?
 
-    public init(method: String, start: Time, end: Time, json: JSONValue) {
+    public init(method: String, start: Time, end: Time, json: JSONValue, agent: Int? = nil) {
         self.method = method
         self.start = start
         self.end = end
         self.json = json
+        self.agent = agent
+    }
+
+    /// A window of `forSeconds` (emulator time, which is the runner's here): from when
+    /// the fault was certainly armed to when it certainly ended; nil for counted faults.
+    public var window: (from: Time, to: Time)? {
+        json["forSeconds"]?.numberValue.map { (end, start + $0) }
     }
 
     public var retryAfter: Double? { json["retryAfter"]?.numberValue }

@@ -270,7 +270,7 @@ extension SoakRunner {
                 "lifetime": n(lifetime.checks), "status": n(status.checks), "provenance": n(provenance.checks),
                 "killedArchivedLive": n(provenance.killedChecks), "cadence": n(schedule.cadenceChecks),
                 "storm": n(schedule.stormChecks), "retryAfter": n(schedule.retryAfterChecks),
-                "impressions": n(impressions.checks), "watchdog": n(watchdogChecks),
+                "impressions": n(impressions.checks), "watchdog": n(watchdogChecks), "outage": n(outages.checks),
                 "restartsWithReady": n(r.tracks.map(\.lane.readies.count).reduce(0, +)),
             ],
             "resources": [

@@ -33,6 +33,7 @@ public final class SoakRunner: @unchecked Sendable {
     var provenance = ProvenanceChecker(userFlag: RunContext.userFlag, userPool: Set(RunContext.userPool))
     var schedule: ScheduleChecker
     var impressions = ImpressionChecker()
+    var outages = OutageChecker()
     var watchdogChecks = 0
 
     public init(options: SoakOptions) {
@@ -324,6 +325,7 @@ public final class SoakRunner: @unchecked Sendable {
             found += schedule.check(agent: i, calls: flagCalls[hwid] ?? [], actions: actions[i], faults: faults, horizon: limit)
             found += impressions.check(agent: i, impressions: impressionCalls[hwid] ?? [], actions: actions[i], settled: min(settled, limit))
         }
+        found += outages.check(faults: faults, calls: flagCalls, hwids: hwids, horizon: horizon)
         for v in found { recorder.violation(v) }
     }
 
