@@ -22,6 +22,8 @@ public final class Daemon {
     private var lastStatusLine = ""
     private let metrics = Metrics()
     private var http: HTTPService?
+    /// PROTOCOL E.1: this process's exclusive lock on its state directory, held until exit.
+    private let stateLock: StateDirectoryLock
 
     /// Prepares everything that can fail before the loop runs; errors name what is wrong.
     /// Must be called before any other thread exists (signals are blocked here).
@@ -36,7 +38,14 @@ public final class Daemon {
         loop = try EventLoop()
         host = AgentHost(loop: loop)
 
-        let store = try FileStateStore(directory: configuration.stateDirectory)
+        let store = try FileStateStore(directory: configuration.stateDirectory)  // creates it (0700) when missing
+        // Before anything binds a socket or reads the state: a second agent on the same
+        // directory stops here, naming the directory and the holder's pid.
+        let lock = try StateDirectoryLock(directory: configuration.stateDirectory)
+        if let error = lock.pidNotRecorded {
+            log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
+        }
+        stateLock = lock
         let transport = MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics)
         let agent = Agent(settings: Self.agentSettings(configuration), clock: SystemClock(), transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
