@@ -17,6 +17,7 @@ let package = Package(
     products: [
         .executable(name: "pushwoosh-agentd", targets: ["pushwoosh-agentd"]),
         .executable(name: "pushwoosh-agentctl", targets: ["pushwoosh-agentctl"]),
+        .executable(name: "pushwoosh-agent-fleet-generator", targets: ["pushwoosh-agent-fleet-generator"]),
         .executable(name: "pushwoosh-emulator", targets: ["pushwoosh-emulator"]),
         .executable(name: "pushwoosh-soak", targets: ["pushwoosh-soak"]),
     ],
@@ -46,6 +47,10 @@ let package = Package(
                 dependencies: ["AgentConfigFile", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
+        // PROTOCOL E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
+        .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
+                          swiftSettings: strict),
         .target(name: "AgentControl", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
@@ -77,6 +82,7 @@ let package = Package(
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),

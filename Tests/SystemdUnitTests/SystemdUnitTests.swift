@@ -110,7 +110,8 @@ import Testing
     @Test func verifyAcceptsTheTemplateUnitsSilently() throws {
         let dir = try UnitCopy.make()
         defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.instanceService, dir.instanceSocket, dir.slice], in: dir.path)
+        let result = try Analyzer.run(["verify", dir.instanceService, dir.instanceSocket, dir.slice,
+                                       dir.fleetTarget, dir.instanceTimer], in: dir.path)
         #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
         #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
         #expect(result.stderr.isEmpty, "verify printed on stderr:\n\(result.stderr)")
@@ -163,6 +164,24 @@ import Testing
         #expect(slice.contains("systemctl set-property pushwoosh-agent.slice"), "the slice does not say how to override it")
     }
 
+    /// PROTOCOL E.1: the fleet's target wants a timer per device (the generator's symlinks);
+    /// the timer starts the device and is part of the target; the device is part of its timer.
+    @Test func fleetUnitsChainTargetTimerAndDevice() throws {
+        func lines(_ name: String) throws -> Set<String> {
+            Set(try String(contentsOfFile: UnitCopy.source(name), encoding: .utf8).split(separator: "\n").map(String.init))
+        }
+        let timer = try lines("pushwoosh-agent-fleet@.timer")
+        for line in ["Unit=pushwoosh-agent@%i.service", "PartOf=pushwoosh-agent-fleet.target", "OnActiveSec=0",
+                     "AccuracySec=1ms", "RemainAfterElapse=yes"] {
+            #expect(timer.contains(line), "pushwoosh-agent-fleet@.timer lacks \(line)")
+        }
+        #expect(try lines("pushwoosh-agent-fleet.target").contains("WantedBy=multi-user.target"))
+        for name in ["pushwoosh-agent@.service", "pushwoosh-agent@.socket"] {
+            #expect(try lines(name).contains("PartOf=pushwoosh-agent-fleet@%i.timer"), "\(name)")
+        }
+        #expect(!(try lines("pushwoosh-agent.service")).contains { $0.hasPrefix("PartOf=") })
+    }
+
     /// verify reads the slice's values: a bad limit is reported (so the silent pass above counts).
     @Test func verifyComplainsAboutABadSliceLimit() throws {
         let dir = try UnitCopy.make(editSlice: { $0.replacingOccurrences(of: "MemoryMax=4G", with: "MemoryMax=lots") })
@@ -206,6 +225,8 @@ struct UnitCopy {
     var socket: String { path + "/pushwoosh-agent.socket" }
     var httpSocket: String { path + "/pushwoosh-agent-http.socket" }
     var slice: String { path + "/pushwoosh-agent.slice" }
+    var fleetTarget: String { path + "/pushwoosh-agent-fleet.target" }
+    var instanceTimer: String { path + "/pushwoosh-agent-fleet@test.timer" }
     /// The template units, as instance "test" (verify needs an instance).
     var instanceService: String { path + "/pushwoosh-agent@test.service" }
     var instanceSocket: String { path + "/pushwoosh-agent@test.socket" }
@@ -234,6 +255,8 @@ struct UnitCopy {
         try template.replacingOccurrences(of: installedBinary, with: standIn)
             .write(toFile: copy.instanceService, atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: source("pushwoosh-agent@.socket"), toPath: copy.instanceSocket)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent-fleet.target"), toPath: copy.fleetTarget)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent-fleet@.timer"), toPath: copy.instanceTimer)
         try editSlice(try String(contentsOfFile: source("pushwoosh-agent.slice"), encoding: .utf8))
             .write(toFile: copy.slice, atomically: true, encoding: .utf8)
         return copy
