@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
                           swiftSettings: strict),
-        .target(name: "AgentControl", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentWire"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
