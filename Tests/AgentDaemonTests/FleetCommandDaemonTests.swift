@@ -71,6 +71,22 @@ import Testing
         #expect(metricLines.contains(#"pushwoosh_agent_flags{instance="device-1"} 4"#), "\(metrics.out.prefix(2000))")
         #expect(metricLines.contains(#"pushwoosh_agent_fleet_up{instance="device-3"} 0"#))
         #expect(!metricLines.contains { !$0.hasPrefix("#") && !$0.contains("instance=\"device-") }, "a series without its instance label")
+        // Prometheus's own linter accepts the merged text (promtool comes with make deps, for ofrep-test).
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") {
+            let promtool = Process()
+            promtool.executableURL = URL(fileURLWithPath: "/usr/bin/promtool")
+            promtool.arguments = ["check", "metrics"]
+            let input = Pipe(), output = Pipe()
+            promtool.standardInput = input
+            promtool.standardOutput = output
+            promtool.standardError = output
+            try promtool.run()
+            input.fileHandleForWriting.write(Data(metrics.out.utf8))
+            try input.fileHandleForWriting.close()
+            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            promtool.waitUntilExit()
+            #expect(promtool.terminationStatus == 0, "promtool check metrics: \(said)")
+        }
 
         let refresh = try agentctl(["fleet", "--socket-dir", sockets.path, "--json", "call", "refresh"])
         #expect(refresh.status == 3)
