@@ -56,6 +56,8 @@ import Testing
         let big = try FleetManifest.parse("[Fleet]\nDevices=500\nAppStates=active:80 background:20\n", file: "f").instances
         #expect(small.map(\.appState) == big.prefix(50).map(\.appState))
         #expect(small.filter { $0.appState == .background }.count == 10)
+        // Which ones (the VM test expects these to answer notReady: no session, no refresh).
+        #expect(small.filter { $0.appState == .background }.map(\.number) == [3, 8, 13, 18, 23, 28, 33, 38, 43, 48])
         for n in 1...50 {
             let background = small.prefix(n).filter { $0.appState == .background }.count
             #expect(abs(Double(background) - Double(n) * 0.2) <= 1, "first \(n): \(background) background")
