@@ -60,8 +60,8 @@ public enum FleetArguments {
           --json              one JSON document: an array with each instance's answer
           --timeout SECONDS   per instance (default 10)
 
-        Exit status: 0 every instance answered, 1 some answered with an error, 2 usage
-        error, 3 some instance is down.
+        Exit status: 0 every instance answered, 1 some answered with an error (or, for
+        call refresh, its refresh failed), 2 usage error, 3 some instance is down.
         """
 
     /// `arguments` after `fleet`; `json`/`timeout` given before `fleet` carry over.
@@ -184,11 +184,18 @@ public enum FleetTargets {
 // MARK: - Output
 
 public enum FleetOutput {
-    /// The exit status of a set of answers.
-    public static func exit(_ answers: [FleetAnswer]) -> ExitCode {
+    /// The exit status of a set of answers: 3 when any instance is down, 1 when any answered
+    /// with an error or (for `refresh`, as `pushwoosh-agentctl refresh`) a failed refresh.
+    public static func exit(_ answers: [FleetAnswer], method: SocketMethod? = nil) -> ExitCode {
         if answers.contains(where: { if case .down = $0.outcome { true } else { false } }) { return .notRunning }
         if answers.contains(where: { if case .error = $0.outcome { true } else { false } }) { return .agentError }
+        if method == .refresh, answers.contains(where: { refreshFailed($0.outcome) }) { return .agentError }
         return .success
+    }
+
+    static func refreshFailed(_ outcome: FleetOutcome) -> Bool {
+        guard case .result(let r) = outcome, let error = r["error"] else { return false }
+        return !error.isNull
     }
 
     /// `--json`: an array, one object per instance.
@@ -354,6 +361,6 @@ public enum FleetTool {
             case .call: output.out(FleetOutput.call(answers))
             }
         }
-        return FleetOutput.exit(answers)
+        return FleetOutput.exit(answers, method: method)
     }
 }
