@@ -85,6 +85,59 @@ import Testing
         #expect(listing(r.out).isEmpty)
     }
 
+    /// What the generator writes is what systemd reads: `systemd-analyze verify` takes the
+    /// shipped templates as device 2's units with the generated drop-ins beside them, without
+    /// a word; the same check reports a corrupted drop-in (so silence counts).
+    @Test func generatedDropInsVerify() throws {
+        let r = try run(manifest: "[Fleet]\nDevices=3\nUserIds=100% u-{n}\nAppStates=active:1 background:1\nStartSpread=3s\n")
+        let dir = URL(fileURLWithPath: r.out).deletingLastPathComponent().path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(r.status == 0, "\(r.stderr)")
+        let units = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path + "/systemd/"
+        let fm = FileManager.default
+        let verifyDir = dir + "/verify"
+        try fm.createDirectory(atPath: verifyDir, withIntermediateDirectories: true)
+        for (source, target) in [("pushwoosh-agent@.service", "pushwoosh-agent@device-2.service"),
+                                 ("pushwoosh-agent@.socket", "pushwoosh-agent@device-2.socket"),
+                                 ("pushwoosh-agent-fleet@.timer", "pushwoosh-agent-fleet@device-2.timer"),
+                                 ("pushwoosh-agent-fleet.target", "pushwoosh-agent-fleet.target"),
+                                 ("pushwoosh-agent.slice", "pushwoosh-agent.slice")] {
+            let text = try String(contentsOfFile: units + source, encoding: .utf8)
+                .replacingOccurrences(of: "ExecStart=/usr/local/bin/pushwoosh-agentd ", with: "ExecStart=/bin/true ")
+            try text.write(toFile: verifyDir + "/" + target, atomically: true, encoding: .utf8)
+        }
+        for dropIn in ["pushwoosh-agent@device-2.service.d", "pushwoosh-agent-fleet@device-2.timer.d"] {
+            try fm.copyItem(atPath: r.out + "/" + dropIn, toPath: verifyDir + "/" + dropIn)
+        }
+        func verify() throws -> String {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-analyze")
+            process.arguments = ["verify", verifyDir + "/pushwoosh-agent@device-2.service",
+                                 verifyDir + "/pushwoosh-agent-fleet@device-2.timer", verifyDir + "/pushwoosh-agent-fleet.target"]
+            process.environment = ["SYSTEMD_LOG_LEVEL": "notice", "SYSTEMD_COLORS": "0", "PATH": "/usr/bin:/bin"]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = out
+            try process.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return text
+        }
+        #expect(try verify() == "")
+        let timerDropIn = verifyDir + "/pushwoosh-agent-fleet@device-2.timer.d/50-fleet.conf"
+        let good = try String(contentsOfFile: timerDropIn, encoding: .utf8)
+        #expect(good.contains("OnActiveSec=1000000us"))
+        try good.replacingOccurrences(of: "OnActiveSec=1000000us", with: "OnActiveSec=1000000xs")
+            .write(toFile: timerDropIn, atomically: true, encoding: .utf8)
+        let serviceDropIn = verifyDir + "/pushwoosh-agent@device-2.service.d/50-fleet.conf"
+        try (try String(contentsOfFile: serviceDropIn, encoding: .utf8)).replacingOccurrences(of: "%%", with: "%")
+            .write(toFile: serviceDropIn, atomically: true, encoding: .utf8)
+        let complaint = try verify()
+        #expect(complaint.contains("1000000xs"), "\(complaint)")
+        #expect(complaint.contains("50-fleet.conf"), "\(complaint)")
+    }
+
     /// Fast, as generators must be: 1,000 instances (3,001 entries) well under a second
     /// (76 ms measured on tmpfs with the debug build).
     @Test func aThousandInstancesQuickly() throws {
