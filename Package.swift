@@ -17,6 +17,7 @@ let package = Package(
     products: [
         .executable(name: "pushwoosh-agentd", targets: ["pushwoosh-agentd"]),
         .executable(name: "pushwoosh-agentctl", targets: ["pushwoosh-agentctl"]),
+        .executable(name: "pushwoosh-agent-fleet-generator", targets: ["pushwoosh-agent-fleet-generator"]),
         .executable(name: "pushwoosh-emulator", targets: ["pushwoosh-emulator"]),
         .executable(name: "pushwoosh-soak", targets: ["pushwoosh-soak"]),
     ],
@@ -40,11 +41,17 @@ let package = Package(
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
         .target(name: "AgentPosix", dependencies: ["AgentCore", "CCurl", "CLinux"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
+        // systemd-style INI files (libinih), time spans, instance names: agent.conf and fleet.conf.
+        .target(name: "AgentConfigFile", dependencies: ["AgentCore", "CInih"], swiftSettings: strict),
         .target(name: "AgentDaemon",
-                dependencies: ["AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "CInih", "MicroHTTPD"],
+                dependencies: ["AgentConfigFile", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
-        .target(name: "AgentControl", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        // PROTOCOL E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
+        .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
+                          swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentWire"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
@@ -75,9 +82,10 @@ let package = Package(
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore"], swiftSettings: strict),

@@ -92,6 +92,8 @@ public struct ControlInvocation: Sendable, Equatable {
 /// What the arguments ask for.
 public enum ControlRequest: Sendable, Equatable {
     case run(ControlInvocation)
+    /// `fleet …`: every instance at once (FleetCommand.swift).
+    case fleet(FleetInvocation)
     /// Print this help text and exit 0.
     case help(String)
 }
@@ -196,6 +198,8 @@ let commandTable: [CommandInfo] = [
                     the timers that fired. Needs [Device] Clock=controlled. Method: advanceClock.
                     """,
                 valued: ["--to"]),
+    CommandInfo(name: "fleet", synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]",
+                summary: "ask every instance of the fleet at once ('fleet --help')"),
     CommandInfo(name: "watch", synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
                 details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),
 ]
@@ -294,6 +298,11 @@ public enum ControlArguments {
             break
         }
         guard let commandName else { throw UsageError("no command given") }
+        if commandName == "fleet" {
+            return try FleetArguments.parse(Array(arguments[i...]), json: json,
+                                            timeout: arguments[..<i].contains { $0.hasPrefix("--timeout") } ? timeout : nil)
+                .map(ControlRequest.fleet) ?? .help(FleetArguments.usage)
+        }
         guard let info = commandTable.first(where: { $0.name == commandName }) else {
             throw UsageError("unknown command '\(commandName)'")
         }

@@ -27,6 +27,8 @@ public enum ControlTool {
                 return ExitCode.success.rawValue
             case .run(let parsed):
                 invocation = parsed
+            case .fleet(let fleet):
+                return FleetTool.run(fleet, output: output, now: now).rawValue
             }
         } catch {
             output.err(error.description)

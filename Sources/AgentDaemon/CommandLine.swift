@@ -2,6 +2,8 @@
 // (--instance: PROTOCOL E, one device of several on a host).
 // A pure function of the arguments; the caller prints and exits (2 on a usage error).
 
+import AgentConfigFile
+
 /// What the daemon's command line asks for.
 public enum DaemonCommand: Sendable, Equatable {
     case run(DaemonOptions)
@@ -92,10 +94,7 @@ public enum DaemonCommandLine {
 
     /// An instance name that is safe as a file name part: `[A-Za-z0-9_.-]`, 1–64
     /// characters, not starting with `.` (so never `..` or a hidden file).
-    public static func isInstanceName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64 && !name.hasPrefix(".")
-            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
-    }
+    public static func isInstanceName(_ name: String) -> Bool { InstanceName.isValid(name) }
 
     /// Parses `arguments` (without the program name). `--opt VALUE` and `--opt=VALUE` both work.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> DaemonCommand {

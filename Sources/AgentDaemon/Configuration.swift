@@ -1,6 +1,5 @@
 import AgentCore
-import AgentPosix
-import CInih
+import AgentConfigFile
 import FoundationEssentials
 import Glibc
 
@@ -119,32 +118,6 @@ extension AgentConfiguration: CustomStringConvertible, CustomDebugStringConverti
     }
 }
 
-// MARK: - Errors
-
-/// A configuration problem: `FILE:LINE: KEY: what is wrong`.
-public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var file: String
-    /// 1-based; nil for problems of the file as a whole (missing, a required key absent).
-    public var line: Int?
-    /// The key (or `[Section]`) concerned, if any.
-    public var key: String?
-    public var message: String
-
-    public init(file: String, line: Int?, key: String?, message: String) {
-        self.file = file
-        self.line = line
-        self.key = key
-        self.message = message
-    }
-
-    public var description: String {
-        var s = file
-        if let line { s += ":\(line)" }
-        if let key { s += ": \(key)" }
-        return s + ": " + message
-    }
-}
-
 // MARK: - Loading and parsing
 
 extension AgentConfiguration {
@@ -160,6 +133,8 @@ extension AgentConfiguration {
                             environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
         var values = try readValues(file: path, into: RawValues())
         var sources = [path]
+        try applyFleetEnvironment(environment, to: &values)
+        if fleetEnvironment.contains(where: { environment[$0.variable] != nil }) { sources.append("environment") }
         for override in overrides where access(override, F_OK) == 0 {
             values = try readValues(file: override, into: values)
             sources.append(override)
@@ -170,18 +145,7 @@ extension AgentConfiguration {
     }
 
     private static func readValues(file path: String, into values: RawValues) throws(ConfigurationError) -> RawValues {
-        let bytes: [UInt8]
-        do {
-            bytes = try readWholeFile(path)
-        } catch {
-            let reason = switch error.errno {
-            case ENOENT: "no such file"
-            case EACCES: "permission denied"
-            default: error.message
-            }
-            throw ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the configuration file: \(reason)")
-        }
-        return try parseValues(bytes, file: path, into: values)
+        try parseValues(try INIFile.read(path), file: path, into: values)
     }
 
     /// Parses configuration text; `file` names it in errors.
@@ -195,164 +159,40 @@ extension AgentConfiguration {
 
     /// The keys of one file, laid over `initial` (a later file's key wins).
     fileprivate static func parseValues(_ bytes: [UInt8], file: String, into initial: RawValues) throws(ConfigurationError) -> RawValues {
-        let context = INIContext(file: file, bytes: bytes)
-        context.values = initial
-        let unmanaged = Unmanaged.passRetained(context)
-        defer { unmanaged.release() }
-        let pointer = unmanaged.toOpaque()
-        let reader: ini_reader = { buffer, size, stream in
-            Unmanaged<INIContext>.fromOpaque(stream!).takeUnretainedValue().readLine(into: buffer, size: Int(size))
+        var values = initial
+        try INIFile.parse(bytes, file: file, schema: configurationSchema) { (_, key, value) throws(ValueError) in
+            try values.set(key, value)
         }
-        let handler: ini_handler = { user, section, name, value in
-            let context = Unmanaged<INIContext>.fromOpaque(user!).takeUnretainedValue()
-            return context.handle(section: section, name: name, value: value) ? 1 : 0
-        }
-        let firstErrorLine = ini_parse_stream(reader, pointer, handler, pointer)
-        if let error = context.error, firstErrorLine == 0 || firstErrorLine >= (error.line ?? 0) {
-            throw error
-        }
-        if firstErrorLine > 0 {
-            throw ConfigurationError(file: file, line: Int(firstErrorLine), key: nil,
-                                     message: "syntax error: expected [Section], Key=Value or a comment")
-        }
-        if let error = context.error { throw error }
-        return context.values
-    }
-}
-
-/// The sections and keys of C.1.
-private let knownKeys: [String: [String]] = [
-    "Agent": ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
-              "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout"],
-    "FeatureFlags": ["StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle"],
-    "Device": ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Clock"],
-    "HTTP": ["Listen", "TokenFile"],
-]
-
-/// The state of one parse, reached from libinih's C callbacks through `void *`.
-private final class INIContext {
-    let file: String
-    let lines: [ArraySlice<UInt8>]
-    var next = 0
-    /// The 1-based number of the line libinih is working on.
-    var lineNumber = 0
-    var error: ConfigurationError?
-    var values = RawValues()
-
-    init(file: String, bytes: [UInt8]) {
-        self.file = file
-        var bytes = bytes[...]
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
-        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
-        if lines.last?.isEmpty == true { lines.removeLast() }
-        self.lines = lines
+        return values
     }
 
-    func fail(_ key: String?, _ message: String) {
-        if error == nil { error = ConfigurationError(file: file, line: lineNumber, key: key, message: message) }
-    }
+    /// PROTOCOL E.1: what a fleet's generated drop-in sets for one instance
+    /// (pushwoosh-agent-fleet-generator), laid over agent.conf and under NAME.conf.
+    public static let fleetEnvironment: [(variable: String, key: String)] = [
+        ("PUSHWOOSH_AGENT_USER_ID", "UserId"),
+        ("PUSHWOOSH_AGENT_INITIAL_APP_STATE", "InitialAppState"),
+    ]
 
-    /// libinih's `fgets`: one line per call, so `lineNumber` is libinih's line.
-    /// Leading whitespace is dropped (systemd ignores it; libinih would take an
-    /// indented line for a continuation of the previous value).
-    func readLine(into buffer: UnsafeMutablePointer<CChar>?, size: Int) -> UnsafeMutablePointer<CChar>? {
-        guard error == nil, next < lines.count, let buffer else { return nil }
-        var line = lines[next]
-        next += 1
-        lineNumber = next
-        while let first = line.first, first == 0x20 || first == 0x09 { line = line.dropFirst() }
-        if line.contains(0) { fail(nil, "the line contains a NUL byte"); return nil }
-        guard line.count + 2 <= size else {
-            fail(nil, "the line is longer than \(size - 2) bytes")
-            return nil
-        }
-        if line.first == UInt8(ascii: "["), !checkSectionHeader(line) { return nil }
-        var i = 0
-        for byte in line {
-            buffer[i] = CChar(bitPattern: byte)
-            i += 1
-        }
-        buffer[i] = 0x0A
-        buffer[i + 1] = 0
-        return buffer
-    }
-
-    /// Catches unknown sections even when they hold no keys (libinih reports
-    /// sections only with their keys).
-    private func checkSectionHeader(_ line: ArraySlice<UInt8>) -> Bool {
-        guard let close = line.firstIndex(of: UInt8(ascii: "]")) else { return true }  // libinih reports it
-        let name = String(decoding: line[(line.startIndex + 1)..<close], as: UTF8.self)
-        if knownKeys[name] == nil {
-            fail("[\(name)]", "unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
-            return false
-        }
-        return true
-    }
-
-    func handle(section: UnsafePointer<CChar>?, name: UnsafePointer<CChar>?, value: UnsafePointer<CChar>?) -> Bool {
-        guard error == nil else { return false }
-        guard let name, let key = String(validatingCString: name) else {
-            fail(nil, "the key is not valid UTF-8")
-            return false
-        }
-        let sectionName = section.flatMap { String(validatingCString: $0) } ?? ""
-        guard let raw = value.flatMap({ String(validatingCString: $0) }) else {
-            fail(key, "the value is not valid UTF-8")
-            return false
-        }
-        guard !sectionName.isEmpty else {
-            fail(key, "key outside a section (expected it under \(sectionOf(key).map { "[\($0)]" } ?? "a section"))")
-            return false
-        }
-        guard let keys = knownKeys[sectionName] else {
-            fail("[\(sectionName)]", "unknown section (expected [Agent], [FeatureFlags], [Device] or [HTTP])")
-            return false
-        }
-        guard keys.contains(key) else {
-            var message = "unknown key in [\(sectionName)]"
-            if let other = sectionOf(key) {
-                message += " (it belongs in [\(other)])"
-            } else if let near = knownKeys.values.joined().first(where: { $0.lowercased() == key.lowercased() }) {
-                message += " (did you mean \(near)?)"
+    fileprivate static func applyFleetEnvironment(_ environment: [String: String], to values: inout RawValues) throws(ConfigurationError) {
+        for (variable, key) in fleetEnvironment {
+            guard let value = environment[variable] else { continue }
+            do {
+                try values.set(key, value)
+            } catch {
+                throw ConfigurationError(file: "environment", line: nil, key: variable, message: "\(key): \(error.message)")
             }
-            fail(key, message)
-            return false
         }
-        do {
-            try values.set(key, Self.stripComment(raw))
-        } catch {
-            fail(key, error.message)
-            return false
-        }
-        return true
-    }
-
-    private func sectionOf(_ key: String) -> String? {
-        knownKeys.first(where: { $0.value.contains(key) })?.key
-    }
-
-    /// `Value   # comment` → `Value`: a `#` at the start of the value or after
-    /// whitespace begins a comment (the PROTOCOL's example file has them).
-    static func stripComment(_ value: String) -> String {
-        var result = Substring(value)
-        var previousIsSpace = true
-        for index in value.indices {
-            let c = value[index]
-            if c == "#" && previousIsSpace {
-                result = value[..<index]
-                break
-            }
-            previousIsSpace = c == " " || c == "\t"
-        }
-        return result.trimmingWhitespace()
     }
 }
 
-/// A bad value, before it is placed at a line.
-struct ValueError: Error {
-    var message: String
-    init(_ message: String) { self.message = message }
-}
+/// The sections and keys of C.1, in the order errors list them.
+private let configurationSchema = INISchema([
+    ("Agent", ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
+               "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout"]),
+    ("FeatureFlags", ["StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle"]),
+    ("Device", ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Clock"]),
+    ("HTTP", ["Listen", "TokenFile"]),
+])
 
 /// Values as read, each validated on its own; `build` checks the whole.
 fileprivate struct RawValues {
@@ -408,7 +248,7 @@ fileprivate struct RawValues {
         case "Listen": httpListen = try v.map { (s) throws(ValueError) in try HTTPListenAddress.parse(s) }
         case "TokenFile": httpTokenFile = try v.map { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }
         default:
-            preconditionFailure("key \(key) is in knownKeys but not handled")
+            preconditionFailure("key \(key) is in configurationSchema but not handled")
         }
     }
 
@@ -513,3 +353,4 @@ enum ConfigValue {
         return e
     }
 }
+

@@ -28,6 +28,8 @@ public final class Daemon {
     /// The state's clock offset while `Clock=system` runs: cleared at start.
     private let abandonedOffset: Seconds?
     private var lastState: AgentStatus.State?
+    /// PROTOCOL E.1: this process's exclusive lock on its state directory, held until exit.
+    private let stateLock: StateDirectoryLock
 
     /// Prepares everything that can fail before the loop runs; errors name what is wrong.
     /// Must be called before any other thread exists (signals are blocked here).
@@ -42,7 +44,14 @@ public final class Daemon {
         loop = try EventLoop()
         notifications = Notifications(loop: loop, log: log)
 
-        let store = try FileStateStore(directory: configuration.stateDirectory)
+        let store = try FileStateStore(directory: configuration.stateDirectory)  // creates it (0700) when missing
+        // Before anything binds a socket or reads the state: a second agent on the same
+        // directory stops here, naming the directory and the holder's pid.
+        let lock = try StateDirectoryLock(directory: configuration.stateDirectory)
+        if let error = lock.pidNotRecorded {
+            log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
+        }
+        stateLock = lock
         loaded = Agent.load(store)
         let storedOffset = loaded.state?.clockOffset ?? 0
         let mode = configuration.device.clock

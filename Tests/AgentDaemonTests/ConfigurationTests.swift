@@ -1,3 +1,4 @@
+import AgentConfigFile
 import AgentCore
 import Foundation
 import Testing
@@ -369,6 +370,33 @@ private let protocolExample = """
         let s = try options.loadConfiguration(environment: ["RUNTIME_DIRECTORY": "/run/pushwoosh-agentd@qa1",
                                                             "STATE_DIRECTORY": "/var/lib/pushwoosh-agent@qa1"])
         #expect(s.socket.path == "/run/pushwoosh-agentd@qa1/agent.sock")
+    }
+
+    // PROTOCOL E.1: a fleet instance's generated drop-in sets these variables; they lay over
+    // agent.conf, and NAME.conf (the operator's file for one device) still wins.
+    @Test func fleetEnvironmentLaysBetweenAgentConfAndNAMEConf() throws {
+        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n",
+                               "device-02.conf": "[Device]\nInitialAppState=active\n"])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let env = ["PUSHWOOSH_AGENT_USER_ID": "user 2", "PUSHWOOSH_AGENT_INITIAL_APP_STATE": "background"]
+        let plain = try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "device-01")
+            .loadConfiguration(environment: env)
+        #expect(plain.initialUserId == "user 2")
+        #expect(plain.device.initialAppState == .background)
+        #expect(plain.sourceFile?.hasSuffix(",environment") == true)
+        let overridden = try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "device-02")
+            .loadConfiguration(environment: env)
+        #expect(overridden.initialUserId == "user 2")
+        #expect(overridden.device.initialAppState == .active)
+        #expect(try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path).loadConfiguration(environment: [:])
+            .initialUserId == "base")
+        #expect {
+            try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path)
+                .loadConfiguration(environment: ["PUSHWOOSH_AGENT_INITIAL_APP_STATE": "asleep"])
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("PUSHWOOSH_AGENT_INITIAL_APP_STATE") && text.contains("InitialAppState") && text.contains("asleep")
+        }
     }
 
     @Test func missingInstanceFileIsNoError() throws {

@@ -202,9 +202,15 @@ import HarnessSupport
     }
 
     // B.3: a live agent on the same path makes the second refuse to start; a stale socket file is replaced.
+    // (The second has a state directory of its own: on the same one, the state directory's lock
+    // stops it first, StateDirectoryLockDaemonTests.)
     @Test func secondAgentRefusesAndStaleSocketIsReplaced() throws {
         let (emulator, agent) = try start()
-        let second = try AgentProcess(dir: agent.dir, server: emulator.serverURL)
+        let otherDir = TempDir()
+        let config = AgentProcess.config(server: emulator.serverURL, dir: otherDir.path)
+            .replacingOccurrences(of: "Socket=\(otherDir.path)/agent.sock", with: "Socket=\(agent.socketPath)")
+        #expect(config.contains("Socket=\(agent.socketPath)\n"))
+        let second = try AgentProcess(dir: otherDir, config: config, server: emulator.serverURL)
         second.process.waitUntilExit()
         #expect(second.process.terminationStatus == 1)
         #expect(second.stderrText.contains("already listening"))

@@ -1,3 +1,4 @@
+import AgentConfigFile
 import AgentCore
 @testable import AgentDaemon
 import AgentPosix

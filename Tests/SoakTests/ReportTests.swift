@@ -72,7 +72,10 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
 }
 
 /// One short run of the real binaries (the debug build next to this test bundle).
-@Suite struct RealRunTests {
+/// Serialized: each run blocks one of Swift Testing's cooperative threads (two on this
+/// 2-core host) for its whole duration; two at once starved the async emulator tests,
+/// whose timing checks then failed (a 2-s bound measured 20 s).
+@Suite(.serialized) struct RealRunTests {
     static var binDirectory: String? {
         var candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path]
         if let env = ProcessInfo.processInfo.environment["SOAK_BIN"] { candidates.insert(env, at: 0) }

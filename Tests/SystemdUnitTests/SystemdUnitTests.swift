@@ -15,7 +15,7 @@ import Testing
     @Test func verifyAcceptsBothUnitsSilently() throws {
         let dir = try UnitCopy.make()
         defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.service, dir.socket, dir.httpSocket], in: dir.path)
+        let result = try Analyzer.run(["verify", dir.service, dir.socket, dir.httpSocket, dir.slice], in: dir.path)
         #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
         // verify exits 0 on unknown keys and bad values: only silence is a pass.
         #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
@@ -110,7 +110,8 @@ import Testing
     @Test func verifyAcceptsTheTemplateUnitsSilently() throws {
         let dir = try UnitCopy.make()
         defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.instanceService, dir.instanceSocket], in: dir.path)
+        let result = try Analyzer.run(["verify", dir.instanceService, dir.instanceSocket, dir.slice,
+                                       dir.fleetTarget, dir.instanceTimer], in: dir.path)
         #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
         #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
         #expect(result.stderr.isEmpty, "verify printed on stderr:\n\(result.stderr)")
@@ -141,6 +142,52 @@ import Testing
                      "SocketGroup=pushwoosh", "SocketMode=0660"] {
             #expect(socketKeys.contains(line), "pushwoosh-agent@.socket lacks \(line)")
         }
+    }
+
+    /// PROTOCOL E.1: every agent, plain or instance, runs in pushwoosh-agent.slice, whose
+    /// limits are set (and documented as overridable).
+    @Test func everyServiceRunsInTheSliceWithLimits() throws {
+        for name in ["pushwoosh-agent.service", "pushwoosh-agent@.service"] {
+            let lines = try String(contentsOfFile: UnitCopy.source(name), encoding: .utf8).split(separator: "\n")
+            #expect(lines.filter { $0.hasPrefix("Slice=") } == ["Slice=pushwoosh-agent.slice"], "\(name)")
+        }
+        let slice = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent.slice"), encoding: .utf8)
+        let keys = Dictionary(slice.split(separator: "\n").filter { !$0.hasPrefix("#") && $0.contains("=") }
+            .map { line -> (String, String) in
+                let parts = line.split(separator: "=", maxSplits: 1)
+                return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
+            }, uniquingKeysWith: { _, b in b })
+        #expect(keys["MemoryMax"] == "4G")
+        #expect(keys["MemoryHigh"] == "3584M")
+        #expect(keys["TasksMax"] == "4096")
+        #expect(keys["CPUWeight"] == "50")
+        #expect(slice.contains("systemctl set-property pushwoosh-agent.slice"), "the slice does not say how to override it")
+    }
+
+    /// PROTOCOL E.1: the fleet's target wants a timer per device (the generator's symlinks);
+    /// the timer starts the device and is part of the target; the device is part of its timer.
+    @Test func fleetUnitsChainTargetTimerAndDevice() throws {
+        func lines(_ name: String) throws -> Set<String> {
+            Set(try String(contentsOfFile: UnitCopy.source(name), encoding: .utf8).split(separator: "\n").map(String.init))
+        }
+        let timer = try lines("pushwoosh-agent-fleet@.timer")
+        for line in ["Unit=pushwoosh-agent@%i.service", "PartOf=pushwoosh-agent-fleet.target", "OnActiveSec=0",
+                     "AccuracySec=1ms", "RemainAfterElapse=yes"] {
+            #expect(timer.contains(line), "pushwoosh-agent-fleet@.timer lacks \(line)")
+        }
+        #expect(try lines("pushwoosh-agent-fleet.target").contains("WantedBy=multi-user.target"))
+        for name in ["pushwoosh-agent@.service", "pushwoosh-agent@.socket"] {
+            #expect(try lines(name).contains("PartOf=pushwoosh-agent-fleet@%i.timer"), "\(name)")
+        }
+        #expect(!(try lines("pushwoosh-agent.service")).contains { $0.hasPrefix("PartOf=") })
+    }
+
+    /// verify reads the slice's values: a bad limit is reported (so the silent pass above counts).
+    @Test func verifyComplainsAboutABadSliceLimit() throws {
+        let dir = try UnitCopy.make(editSlice: { $0.replacingOccurrences(of: "MemoryMax=4G", with: "MemoryMax=lots") })
+        defer { dir.remove() }
+        let result = try Analyzer.run(["verify", dir.slice, dir.instanceService], in: dir.path)
+        #expect(result.stderr.contains("Invalid memory limit 'lots'"), "verify did not report the bad limit:\n\(result.output)")
     }
 
     /// config/agent.conf documents every key of PROTOCOL C.1 and sets only
@@ -177,6 +224,9 @@ struct UnitCopy {
     var service: String { path + "/pushwoosh-agent.service" }
     var socket: String { path + "/pushwoosh-agent.socket" }
     var httpSocket: String { path + "/pushwoosh-agent-http.socket" }
+    var slice: String { path + "/pushwoosh-agent.slice" }
+    var fleetTarget: String { path + "/pushwoosh-agent-fleet.target" }
+    var instanceTimer: String { path + "/pushwoosh-agent-fleet@test.timer" }
     /// The template units, as instance "test" (verify needs an instance).
     var instanceService: String { path + "/pushwoosh-agent@test.service" }
     var instanceSocket: String { path + "/pushwoosh-agent@test.socket" }
@@ -189,7 +239,7 @@ struct UnitCopy {
 
     static func source(_ name: String) -> String { root + "/systemd/" + name }
 
-    static func make(edit: (String) -> String = { $0 }) throws -> UnitCopy {
+    static func make(edit: (String) -> String = { $0 }, editSlice: (String) -> String = { $0 }) throws -> UnitCopy {
         let path = FileManager.default.temporaryDirectory
             .appendingPathComponent("systemd-unit-tests-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -205,6 +255,10 @@ struct UnitCopy {
         try template.replacingOccurrences(of: installedBinary, with: standIn)
             .write(toFile: copy.instanceService, atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: source("pushwoosh-agent@.socket"), toPath: copy.instanceSocket)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent-fleet.target"), toPath: copy.fleetTarget)
+        try FileManager.default.copyItem(atPath: source("pushwoosh-agent-fleet@.timer"), toPath: copy.instanceTimer)
+        try editSlice(try String(contentsOfFile: source("pushwoosh-agent.slice"), encoding: .utf8))
+            .write(toFile: copy.slice, atomically: true, encoding: .utf8)
         return copy
     }
 

@@ -1,3 +1,4 @@
+import AgentConfigFile
 import Glibc
 
 /// `[HTTP]` (PROTOCOL F): the optional HTTP interface, off unless `Listen=` is set or

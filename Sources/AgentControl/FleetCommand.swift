@@ -1,0 +1,366 @@
+import AgentConfigFile
+import AgentCore
+import AgentFleet
+import AgentWire
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `pushwoosh-agentctl fleet status | metrics | call METHOD [PARAMS-JSON]` (PROTOCOL E.1):
+// one socket method on every instance of the fleet at once (FleetCaller), answers
+// collected and printed in the instances' order.
+
+public enum FleetCommand: Sendable, Equatable {
+    case status
+    case metrics
+    case call(SocketMethod, [String: JSONValue])
+}
+
+/// Where the instances are.
+public enum FleetSource: Sendable, Equatable {
+    /// The instances of a fleet.conf, each at its --instance socket path.
+    case manifest(String)
+    /// Every `NAME.sock` in a directory (tests, or a fleet outside systemd).
+    case socketDirectory(String)
+}
+
+public struct FleetInvocation: Sendable, Equatable {
+    public var command: FleetCommand
+    public var source: FleetSource
+    public var json = false
+    /// Per instance.
+    public var timeout: Double = FleetArguments.defaultTimeout
+}
+
+public enum FleetArguments {
+    public static let defaultTimeout: Double = 10
+
+    public static let usage = """
+        Usage: pushwoosh-agentctl fleet [--manifest FILE | --socket-dir DIR] [--json] [--timeout SECONDS]
+                                        status | metrics | call METHOD [PARAMS-JSON]
+
+        Asks every instance of the fleet at once (one process, one poll loop), each with
+        its own timeout, and prints the answers in the instances' order.
+
+          status    one line per instance: name, state, User ID, flags age, last refresh,
+                    failures; an instance that does not answer is "down" with the reason
+          metrics   one Prometheus text for all instances: each series gains an instance
+                    label, HELP and TYPE once per family; pushwoosh_agent_fleet_up says
+                    which instances answered
+          call METHOD [PARAMS-JSON]
+                    one socket method (e.g. refresh, setAppState '{"state":"background"}')
+                    on every instance, each answer on its line
+
+        Instances: those of --manifest FILE (default /etc/pushwoosh-agent/fleet.conf), at
+        /run/pushwoosh-agent/NAME.sock; without that file, every NAME.sock in
+        /run/pushwoosh-agent but agent.sock; with --socket-dir DIR, every NAME.sock in DIR.
+
+        Options:
+          --json              one JSON document: an array with each instance's answer
+          --timeout SECONDS   per instance (default 10)
+
+        Exit status: 0 every instance answered, 1 some answered with an error (or, for
+        call refresh, its refresh failed), 2 usage error, 3 some instance is down.
+        """
+
+    /// `arguments` after `fleet`; `json`/`timeout` given before `fleet` carry over.
+    public static func parse(_ arguments: [String], json: Bool, timeout: Double?) throws(UsageError) -> FleetInvocation? {
+        var source: FleetSource?
+        var json = json
+        var timeout = timeout ?? defaultTimeout
+        var positionals: [String] = []
+        var i = 0
+        func value(_ name: String) throws(UsageError) -> String {
+            i += 1
+            guard i < arguments.count, !arguments[i].isEmpty else { throw UsageError("option \(name) needs a value", command: "fleet") }
+            return arguments[i]
+        }
+        while i < arguments.count {
+            let argument = arguments[i]
+            if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
+                // --opt=value: handled as two arguments.
+                var rest = arguments
+                rest[i] = String(argument[..<eq])
+                rest.insert(String(argument[argument.index(after: eq)...]), at: i + 1)
+                return try parse(rest, json: json, timeout: timeout)
+            }
+            if !positionals.isEmpty, positionals[0] == "call", positionals.count >= 2 {
+                // PARAMS-JSON may start with anything; after METHOD only one more argument.
+                positionals.append(argument)
+                i += 1
+                continue
+            }
+            switch argument {
+            case "-h", "--help": return nil
+            case "--json": json = true
+            case "--manifest", "--socket-dir":
+                let v = try value(argument)
+                guard source == nil else { throw UsageError("--manifest and --socket-dir name the instances twice; give one", command: "fleet") }
+                source = argument == "--manifest" ? .manifest(v) : .socketDirectory(v)
+            case "--timeout":
+                let v = try value(argument)
+                guard let t = Double(v), t > 0, t.isFinite else {
+                    throw UsageError("--timeout must be a number of seconds above 0, got \"\(v)\"", command: "fleet")
+                }
+                timeout = t
+            case "--socket", "--instance":
+                throw UsageError("\(argument) names one instance; fleet commands ask them all (--socket-dir DIR to choose where)", command: "fleet")
+            default:
+                if argument.hasPrefix("-") { throw UsageError("unknown option \(argument) for 'fleet'", command: "fleet") }
+                positionals.append(argument)
+            }
+            i += 1
+        }
+        guard let name = positionals.first else { throw UsageError("'fleet' needs status, metrics or call", command: "fleet") }
+        let command: FleetCommand
+        switch name {
+        case "status", "metrics":
+            guard positionals.count == 1 else { throw UsageError("unexpected argument \"\(positionals[1])\" for 'fleet \(name)'", command: "fleet") }
+            command = name == "status" ? .status : .metrics
+        case "call":
+            guard positionals.count >= 2 else { throw UsageError("'fleet call' needs METHOD", command: "fleet") }
+            guard let method = SocketMethod(rawValue: positionals[1]) else {
+                throw UsageError("unknown method '\(positionals[1])' (one of \(SocketMethod.allCases.map(\.rawValue).joined(separator: ", ")))", command: "fleet")
+            }
+            guard method != .subscribe, method != .unsubscribe else {
+                throw UsageError("'fleet call' answers once per instance; \(method.rawValue) needs a connection that stays (use watch)", command: "fleet")
+            }
+            guard positionals.count <= 3 else { throw UsageError("unexpected argument \"\(positionals[3])\" for 'fleet call'", command: "fleet") }
+            var params: [String: JSONValue] = [:]
+            if positionals.count == 3 {
+                guard let parsed = try? JSONReader.parse(Array(positionals[2].utf8)), let object = parsed.objectValue else {
+                    throw UsageError("PARAMS-JSON must be a JSON object, got \(positionals[2])", command: "fleet")
+                }
+                params = object
+            }
+            command = .call(method, params)
+        default:
+            throw UsageError("unknown fleet command '\(name)' (status, metrics or call)", command: "fleet")
+        }
+        return FleetInvocation(command: command, source: source ?? .manifest(FleetManifest.defaultPath), json: json, timeout: timeout)
+    }
+}
+
+// MARK: - Instances
+
+public enum FleetTargets {
+    public static let socketDirectory = "/run/pushwoosh-agent"
+
+    /// The instances `source` names, in order.
+    public static func resolve(_ source: FleetSource) throws(ClientError) -> [FleetTarget] {
+        switch source {
+        case .socketDirectory(let dir):
+            return try sockets(in: dir, skipping: [])
+        case .manifest(let path):
+            guard access(path, F_OK) == 0 else {
+                guard path == FleetManifest.defaultPath else {
+                    throw ClientError(exit: .usage, message: "\(path): cannot read the configuration file: no such file")
+                }
+                return try sockets(in: socketDirectory, skipping: ["agent"])
+            }
+            do {
+                let manifest = try FleetManifest.load(path)
+                return manifest.instances.map { FleetTarget(name: $0.name, socketPath: ControlArguments.instanceSocketPath($0.name)) }
+            } catch {
+                throw ClientError(exit: .usage, message: "\(error)")
+            }
+        }
+    }
+
+    static func sockets(in dir: String, skipping: Set<String>) throws(ClientError) -> [FleetTarget] {
+        let entries: [String]
+        do {
+            entries = try FileManager.default.contentsOfDirectory(atPath: dir)
+        } catch {
+            throw ClientError(exit: .notRunning, message: "cannot list \(dir): no fleet running here")
+        }
+        return entries.filter { $0.hasSuffix(".sock") }.map { String($0.dropLast(5)) }
+            .filter { !$0.isEmpty && !skipping.contains($0) }
+            .sorted().map { FleetTarget(name: $0, socketPath: dir + "/" + $0 + ".sock") }
+    }
+}
+
+// MARK: - Output
+
+public enum FleetOutput {
+    /// The exit status of a set of answers: 3 when any instance is down, 1 when any answered
+    /// with an error or (for `refresh`, as `pushwoosh-agentctl refresh`) a failed refresh.
+    public static func exit(_ answers: [FleetAnswer], method: SocketMethod? = nil) -> ExitCode {
+        if answers.contains(where: { if case .down = $0.outcome { true } else { false } }) { return .notRunning }
+        if answers.contains(where: { if case .error = $0.outcome { true } else { false } }) { return .agentError }
+        if method == .refresh, answers.contains(where: { refreshFailed($0.outcome) }) { return .agentError }
+        return .success
+    }
+
+    static func refreshFailed(_ outcome: FleetOutcome) -> Bool {
+        guard case .result(let r) = outcome, let error = r["error"] else { return false }
+        return !error.isNull
+    }
+
+    /// `--json`: an array, one object per instance.
+    public static func json(_ answers: [FleetAnswer]) -> String {
+        let items: [JSONValue] = answers.map { a in
+            var o: [String: JSONValue] = ["instance": .string(a.target.name), "socket": .string(a.target.socketPath)]
+            switch a.outcome {
+            case .result(let r): o["result"] = r
+            case .error(let e): o["error"] = ["code": .number(Double(e.code)), "message": .string(e.message)]
+            case .down(let why): o["down"] = .string(why)
+            }
+            return .object(o)
+        }
+        return JSONWriter.string(.array(items))
+    }
+
+    /// `fleet status`: a table, then a summary line.
+    public static func status(_ answers: [FleetAnswer], now: Date) -> String {
+        var rows: [[String]] = [["INSTANCE", "STATE", "USER-ID", "FLAGS-AGE", "LAST-REFRESH", "FAILURES"]]
+        var counts: [String: Int] = [:]
+        for a in answers {
+            switch a.outcome {
+            case .result(let r):
+                let state = r["state"]?.stringValue ?? "?"
+                counts[state, default: 0] += 1
+                let age = r["flagsAgeSeconds"]?.numberValue.map { StatusSpan.text($0) } ?? "-"
+                var refresh = "-"
+                if let at = r["lastRefreshAt"]?.stringValue, let date = try? Date(at, strategy: .iso8601) {
+                    refresh = StatusSpan.text(now.timeIntervalSince(date)) + " ago"
+                }
+                if let code = r["lastRefreshError"]?["code"]?.numberValue { refresh += " (failed: \(Int(code)))" }
+                let failures = r["consecutiveFailures"]?.numberValue.map { String(Int($0)) } ?? "-"
+                rows.append([a.target.name, state, r["userId"]?.stringValue ?? "-", age, refresh, failures])
+            case .error(let e):
+                counts["error", default: 0] += 1
+                rows.append([a.target.name, "error \(e.code): \(e.message)", "-", "-", "-", "-"])
+            case .down(let why):
+                counts["down", default: 0] += 1
+                rows.append([a.target.name, "down (\(why))", "-", "-", "-", "-"])
+            }
+        }
+        let summary = "\(answers.count) instance\(answers.count == 1 ? "" : "s")"
+            + (counts.isEmpty ? "" : ": " + counts.keys.sorted().map { "\(counts[$0]!) \($0)" }.joined(separator: ", "))
+        return table(rows) + "\n" + summary
+    }
+
+    /// `fleet call`: one line per instance.
+    public static func call(_ answers: [FleetAnswer]) -> String {
+        table(answers.map { a in
+            switch a.outcome {
+            case .result(let r): [a.target.name, "ok", JSONWriter.string(r)]
+            case .error(let e): [a.target.name, "error", "\(e.code) \(e.message)"]
+            case .down(let why): [a.target.name, "down", why]
+            }
+        })
+    }
+
+    static func table(_ rows: [[String]]) -> String {
+        guard let columns = rows.map(\.count).max() else { return "" }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    /// `fleet metrics`: every instance's text merged, an `instance` label on each series,
+    /// HELP and TYPE once per family (the first instance's), families in order of first
+    /// appearance, and `pushwoosh_agent_fleet_up` for each instance.
+    public static func metrics(_ answers: [FleetAnswer]) -> String {
+        var order: [String] = []
+        var help: [String: String] = [:]
+        var type: [String: String] = [:]
+        var samples: [String: [String]] = [:]
+        func family(_ name: String) {
+            if samples[name] == nil {
+                samples[name] = []
+                order.append(name)
+            }
+        }
+        var up: [String] = []
+        for a in answers {
+            let label = "instance=\"\(a.target.name)\""
+            guard case .result(let r) = a.outcome, let text = r["text"]?.stringValue else {
+                up.append("pushwoosh_agent_fleet_up{\(label)} 0")
+                continue
+            }
+            up.append("pushwoosh_agent_fleet_up{\(label)} 1")
+            var current: String?
+            for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+                if line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") {
+                    let parts = line.split(separator: " ", maxSplits: 3)
+                    guard parts.count >= 3 else { continue }
+                    let name = String(parts[2])
+                    family(name)
+                    current = name
+                    if parts[1] == "HELP" { help[name] = help[name] ?? String(line) } else { type[name] = type[name] ?? String(line) }
+                    continue
+                }
+                if line.hasPrefix("#") { continue }
+                let nameEnd = line.firstIndex { $0 == "{" || $0 == " " } ?? line.endIndex
+                let name = String(line[..<nameEnd])
+                let owner = current.flatMap { name.hasPrefix($0) ? $0 : nil } ?? name
+                family(owner)
+                let labelled: String
+                if nameEnd < line.endIndex, line[nameEnd] == "{" {
+                    let inside = line.index(after: nameEnd)
+                    labelled = name + "{" + label + (line[inside] == "}" ? "" : ",") + line[inside...]
+                } else {
+                    labelled = name + "{" + label + "}" + line[nameEnd...]
+                }
+                samples[owner]!.append(labelled)
+            }
+        }
+        var out: [String] = []
+        for name in order {
+            if let h = help[name] { out.append(h) }
+            if let t = type[name] { out.append(t) }
+            out.append(contentsOf: samples[name]!)
+        }
+        out.append("# HELP pushwoosh_agent_fleet_up Whether the instance answered pushwoosh-agentctl fleet metrics (1) or not (0).")
+        out.append("# TYPE pushwoosh_agent_fleet_up gauge")
+        out.append(contentsOf: up)
+        return out.joined(separator: "\n")
+    }
+}
+
+/// "45 s", "3 min", "2 h", "2 d" (as the agent's STATUS= line).
+enum StatusSpan {
+    static func text(_ seconds: Double) -> String {
+        let s = min(max(0, seconds), 1e12)
+        if s < 60 { return "\(Int(s)) s" }
+        if s < 3600 { return "\(Int(s / 60)) min" }
+        if s < 86_400 { return "\(Int(s / 3600)) h" }
+        return "\(Int(s / 86_400)) d"
+    }
+}
+
+// MARK: - Running it
+
+public enum FleetTool {
+    public static func run(_ invocation: FleetInvocation, output: some ControlOutput, now: () -> Date) -> ExitCode {
+        let targets: [FleetTarget]
+        do {
+            targets = try FleetTargets.resolve(invocation.source)
+        } catch {
+            output.err("pushwoosh-agentctl: " + error.message)
+            return error.exit
+        }
+        let (method, params): (SocketMethod, [String: JSONValue]) = switch invocation.command {
+        case .status: (.status, [:])
+        case .metrics: (.metrics, [:])
+        case .call(let m, let p): (m, p)
+        }
+        let answers = FleetCaller.call(targets, method: method, params: params, timeout: invocation.timeout)
+        if invocation.json {
+            output.out(FleetOutput.json(answers))
+        } else {
+            switch invocation.command {
+            case .status: output.out(FleetOutput.status(answers, now: now()))
+            case .metrics: output.out(FleetOutput.metrics(answers))
+            case .call: output.out(FleetOutput.call(answers))
+            }
+        }
+        return FleetOutput.exit(answers, method: method)
+    }
+}

@@ -1,0 +1,103 @@
+import AgentCore
+import Foundation
+import Glibc
+import HarnessSupport
+import Testing
+
+/// PROTOCOL E.1: `pushwoosh-agentctl fleet` against real `pushwoosh-agentd` children on one
+/// socket directory (no systemd): every one listed, a killed one shown as down, metrics
+/// merged, `call` on all of them.
+@Suite(.serialized) struct FleetCommandDaemonTests {
+    struct Run {
+        var status: Int32
+        var out: String
+        var seconds: Double
+    }
+
+    func agentctl(_ arguments: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Binaries.agentctl)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        let start = Date()
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, out: String(decoding: data, as: UTF8.self), seconds: Date().timeIntervalSince(start))
+    }
+
+    @Test func fleetOverChildAgents() throws {
+        let emulator = try EmulatorProcess()
+        let sockets = TempDir()
+        let count = 8
+        let agents = try (1...count).map { n in
+            let dir = TempDir()
+            let config = AgentProcess.config(server: emulator.serverURL, extra: "UserId=user-\(n)", dir: dir.path)
+                .replacingOccurrences(of: "Socket=\(dir.path)/agent.sock", with: "Socket=\(sockets.path)/device-\(n).sock")
+            return try AgentProcess(dir: dir, config: config, server: emulator.serverURL)
+        }
+        for agent in agents { #expect(agent.waitForNotify("READY=1") != nil, "\(agent.stderrText)") }
+        #expect(eventually {
+            (try? agentctl(["fleet", "--socket-dir", sockets.path, "--json", "status"]).out.components(separatedBy: "\"state\":\"ready\"").count) == count + 1
+        })
+
+        let all = try agentctl(["fleet", "--socket-dir", sockets.path, "status"])
+        #expect(all.status == 0, "\(all.out)")
+        var lines = all.out.split(separator: "\n").map(String.init)
+        #expect(lines.count == count + 2)
+        #expect(lines.last == "\(count) instances: \(count) ready")
+        for n in 1...count {
+            #expect(lines.contains { $0.hasPrefix("device-\(n) ") && $0.contains(" ready ") && $0.contains(" user-\(n) ") }, "\(all.out)")
+        }
+
+        // A killed instance: its socket file stays, nobody listens.
+        agents[2].signal(SIGKILL)
+        agents[2].process.waitUntilExit()
+        let one = try agentctl(["fleet", "--socket-dir", sockets.path, "--timeout", "2", "status"])
+        #expect(one.status == 3)
+        lines = one.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("device-3 ") && $0.contains("down (connection refused on \(sockets.path)/device-3.sock)") },
+                "\(one.out)")
+        #expect(lines.last == "\(count) instances: 1 down, \(count - 1) ready")
+        #expect(one.seconds < 2, "a refused connection must not cost the timeout: \(one.seconds) s")
+
+        let metrics = try agentctl(["fleet", "--socket-dir", sockets.path, "metrics"])
+        let metricLines = metrics.out.split(separator: "\n").map(String.init)
+        let helps = metricLines.filter { $0.hasPrefix("# HELP ") }
+        #expect(Set(helps).count == helps.count, "a family's HELP twice")
+        #expect(metricLines.filter { $0.hasPrefix("pushwoosh_agent_flags{") }.count == count - 1)
+        #expect(metricLines.contains(#"pushwoosh_agent_flags{instance="device-1"} 4"#), "\(metrics.out.prefix(2000))")
+        #expect(metricLines.contains(#"pushwoosh_agent_fleet_up{instance="device-3"} 0"#))
+        #expect(!metricLines.contains { !$0.hasPrefix("#") && !$0.contains("instance=\"device-") }, "a series without its instance label")
+        // Prometheus's own linter accepts the merged text (promtool comes with make deps, for ofrep-test).
+        if FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") {
+            let promtool = Process()
+            promtool.executableURL = URL(fileURLWithPath: "/usr/bin/promtool")
+            promtool.arguments = ["check", "metrics"]
+            let input = Pipe(), output = Pipe()
+            promtool.standardInput = input
+            promtool.standardOutput = output
+            promtool.standardError = output
+            try promtool.run()
+            input.fileHandleForWriting.write(Data(metrics.out.utf8))
+            try input.fileHandleForWriting.close()
+            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            promtool.waitUntilExit()
+            #expect(promtool.terminationStatus == 0, "promtool check metrics: \(said)")
+        }
+
+        let refresh = try agentctl(["fleet", "--socket-dir", sockets.path, "--json", "call", "refresh"])
+        #expect(refresh.status == 3)
+        let answers = try #require(try JSONSerialization.jsonObject(with: Data(refresh.out.utf8)) as? [[String: Any]])
+        #expect(answers.count == count)
+        #expect(answers.filter { $0["result"] != nil }.count == count - 1)
+        #expect(answers.first { $0["instance"] as? String == "device-3" }?["down"] != nil)
+
+        let background = try agentctl(["fleet", "--socket-dir", sockets.path, "call", "setAppState", #"{"state":"background"}"#])
+        #expect(background.out.split(separator: "\n").filter { $0.contains("  ok  ") }.count == count - 1, "\(background.out)")
+        #expect(try LineClient(path: sockets.path + "/device-1.sock").call("status")["result"]?["appState"] == "background")
+        for (i, agent) in agents.enumerated() where i != 2 { #expect(agent.stop().status == 0) }
+    }
+}
