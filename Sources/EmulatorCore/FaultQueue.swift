@@ -13,7 +13,7 @@ public struct FaultQueue: Sendable, Equatable {
         public fileprivate(set) var remaining: Int?
         /// End of the `forSeconds` window (emulator time).
         public let until: Date?
-        fileprivate var random: SplitMix64?
+        fileprivate var random: SeededRandom?
 
         public var json: JSONValue {
             guard case .object(var o) = fault.json else { return fault.json }
@@ -36,7 +36,7 @@ public struct FaultQueue: Sendable, Equatable {
     public mutating func arm(_ fault: Fault, now: Date = Date(timeIntervalSince1970: 0)) -> Entry {
         let entry = Entry(id: nextId, fault: fault, remaining: fault.times,
                           until: fault.forSeconds.map { now.addingTimeInterval($0) },
-                          random: fault.probability.map { _ in SplitMix64(seed: fault.seed ?? 0) })
+                          random: fault.probability.map { _ in SeededRandom(seed: fault.seed ?? 0) })
         nextId += 1
         entries.append(entry)
         return entry
@@ -53,7 +53,7 @@ public struct FaultQueue: Sendable, Equatable {
         expire(now)
         for k in entries.indices where entries[k].fault.method == method && entries[k].fault.scopeMatches(hwid: hwid, userId: userId) {
             if let p = entries[k].fault.probability {
-                guard entries[k].random!.nextUnit() < p else { continue }  // a miss: the next fault may fire
+                guard entries[k].random!.unit() < p else { continue }  // a miss: the next fault may fire
             }
             let fault = entries[k].fault
             if let left = entries[k].remaining {

@@ -3,7 +3,6 @@ import Foundation
 
 /// The soak runner's draws on AgentCore's seeded generator: the same seed drives the same choices.
 extension SeededRandom {
-    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     public mutating func chance(_ p: Double) -> Bool { unit() < p }
     public mutating func exponential(mean: Double) -> Double { -log(1 - unit()) * mean }
 }

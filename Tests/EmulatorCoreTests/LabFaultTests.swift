@@ -87,7 +87,7 @@ import Testing
 
     @Test func splitMix64KnownValues() {
         // Reference values of SplitMix64 for seed 0 (as in Vigna's splitmix64.c).
-        var r = SplitMix64(seed: 0)
+        var r = SeededRandom(seed: 0)
         #expect(r.next() == 0xE220_A839_7B1D_CDAF)
         #expect(r.next() == 0x6E78_9E6A_A1B9_65F4)
     }

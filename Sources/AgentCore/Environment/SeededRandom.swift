@@ -1,6 +1,6 @@
 /// SplitMix64: a seeded generator, so every run of a scenario (a virtual-time test, a soak
 /// run) makes the same choices. The agent itself uses the system's generator.
-public struct SeededRandom: RandomNumberGenerator, Sendable {
+public struct SeededRandom: RandomNumberGenerator, Sendable, Equatable {
     private var state: UInt64
     public init(seed: UInt64) { state = seed }
     public mutating func next() -> UInt64 {
@@ -10,4 +10,7 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
+    /// A double in [0, 1) from the top 53 bits.
+    public mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
 }
