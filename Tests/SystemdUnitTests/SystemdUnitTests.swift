@@ -197,7 +197,7 @@ import Testing
         let keys = ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
                     "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout",
                     "StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle",
-                    "InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Listen", "TokenFile"]
+                    "InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Clock", "Listen", "TokenFile"]
         let lines = text.split(separator: "\n").map(String.init)
         for key in keys {
             #expect(lines.contains { $0.hasPrefix(key + "=") || $0.hasPrefix("#" + key + "=") },

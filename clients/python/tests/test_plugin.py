@@ -137,3 +137,24 @@ def test_typo(pushwoosh_agent):
     result = pytester.runpytest_subprocess(*_bin_args(pytestconfig), "-p", "no:cacheprovider", "-k", "typo")
     result.assert_outcomes(errors=1)
     assert "unknown agent setting 'refresh_intervall'" in result.stdout.str()
+
+
+def test_the_settings_map_names_every_key_of_the_example_configuration() -> None:
+    """AGENT_SETTINGS and config/agent.conf (which the Swift tests hold to the agent's key table) agree."""
+    import re
+
+    from pushwoosh_agent.processes import AGENT_SETTINGS
+
+    documented = set()
+    section = ""
+    with open(os.path.join(REPO, "config", "agent.conf"), encoding="utf-8") as f:
+        for line in f:
+            header = re.match(r"^\[(\w+)\]", line)
+            if header:
+                section = header.group(1)
+            key = re.match(r"^#?([A-Z][A-Za-z]+)=", line)
+            if key:
+                documented.add((section, key.group(1)))
+    mapped = set(AGENT_SETTINGS.values())
+    assert documented - mapped == set(), "keys of config/agent.conf the Python client cannot set"
+    assert mapped - documented == set(), "keys the Python client sets that config/agent.conf does not have"
