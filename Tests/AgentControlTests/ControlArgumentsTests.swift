@@ -204,3 +204,21 @@ private func usageError(_ args: [String]) -> String? {
         #expect(ControlArguments.defaultSocketPath(environment: ["PUSHWOOSH_AGENT_SOCKET": "/x.sock"], exists: { _ in true }) == "/x.sock")
     }
 }
+
+/// PROTOCOL H from the command line.
+@Suite struct ClockArgumentsTests {
+    @Test func clockAndAdvanceClock() throws {
+        #expect(try command(["clock"]) == .clock)
+        #expect(try command(["advance-clock", "23h59min"]) == .advanceClock(seconds: 86_340, to: nil))
+        #expect(try command(["advance-clock", "1h 30min"]) == .advanceClock(seconds: 5_400, to: nil))
+        #expect(try command(["advance-clock", "--to", "2026-12-24T00:00:00Z"]) == .advanceClock(seconds: nil, to: "2026-12-24T00:00:00Z"))
+        #expect(try requestJSON(["advance-clock", "30min"]) == #"{"jsonrpc":"2.0","id":1,"method":"advanceClock","params":{"seconds":1800}}"#)
+        #expect(try requestJSON(["clock"]) == #"{"jsonrpc":"2.0","id":1,"method":"clock","params":{}}"#)
+    }
+
+    @Test(arguments: [["advance-clock"], ["advance-clock", "soon"], ["advance-clock", "0"], ["advance-clock", "-5min"],
+                      ["advance-clock", "1h", "2h"], ["advance-clock", "--to", "2026-12-24T00:00:00Z", "1h"], ["clock", "now"]])
+    func badClockArgumentsAreUsageErrors(_ args: [String]) {
+        #expect(usageError(args) != nil, "\(args)")
+    }
+}
