@@ -6,25 +6,6 @@ import Foundation
 import Glibc
 #endif
 
-/// What every driver shares.
-public struct RunContext: Sendable {
-    public var options: SoakOptions
-    public var agentBinary: String
-    public var serverURL: String
-    public var processes: ChildProcesses
-    public var notify: NotifySockets
-    public var recorder: Recorder
-    public var root: String
-    public var deadline: Time
-    public var environment: [String: String]
-
-    public static let applicationCode = "ABCDE-12345"
-    public static let userPool = ["alice", "bob", "carol", "dave", "erin"]
-    public static let userFlag = "soak_user"
-    public static let trackedFlag = "new_checkout"
-    public static let observedKeys = ["new_checkout", "promo_banner", "rich_notifications", "home_layout", "legacy_onboarding", "soak_user"]
-}
-
 /// Drives one agent from its own thread: starts it, sends random actions and observations
 /// through the socket, restarts it, and finally stops it. Its mutable state is confined to
 /// that thread (hence `@unchecked Sendable`: it is handed to the thread once).

@@ -1,0 +1,350 @@
+import AgentCore
+import AgentWire
+import Foundation
+
+// The command line of pushwoosh-agentctl, parsed into a `ControlRequest`: a pure function.
+
+public enum ControlArguments {
+    public static let defaultTimeout: Double = 120
+    static let globalValued: Set<String> = ["--socket", "--timeout", "--instance"]
+    static let globalFlags: Set<String> = ["--json", "--help", "-h"]
+
+    /// The default socket: `$PUSHWOOSH_AGENT_SOCKET`, else `$RUNTIME_DIRECTORY/agent.sock`,
+    /// else `/run/pushwoosh-agent/agent.sock` (PROTOCOL C).
+    /// When neither names one: the socket unit's `/run/pushwoosh-agent/agent.sock` if it
+    /// exists, else `/run/pushwoosh-agentd/agent.sock` if that exists (the agent's own,
+    /// when pushwoosh-agent.service runs without its socket unit), else the first.
+    public static func defaultSocketPath(environment: [String: String],
+                                         exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
+        if let s = environment["PUSHWOOSH_AGENT_SOCKET"], !s.isEmpty { return s }
+        if let dirs = environment["RUNTIME_DIRECTORY"], let dir = dirs.split(separator: ":").first, !dir.isEmpty {
+            return dir.hasSuffix("/") ? dir + "agent.sock" : dir + "/agent.sock"
+        }
+        return firstExisting(["/run/pushwoosh-agent/agent.sock", "/run/pushwoosh-agentd/agent.sock"], exists)
+    }
+
+    /// `--instance NAME` (PROTOCOL E): `/run/pushwoosh-agent/NAME.sock`
+    /// (pushwoosh-agent@NAME.socket), else `/run/pushwoosh-agentd@NAME/agent.sock` if it
+    /// exists (pushwoosh-agent@NAME.service binding its own socket).
+    public static func instanceSocketPath(_ name: String, exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
+        firstExisting(["/run/pushwoosh-agent/\(name).sock", "/run/pushwoosh-agentd@\(name)/agent.sock"], exists)
+    }
+
+    private static func firstExisting(_ paths: [String], _ exists: (String) -> Bool) -> String {
+        paths.first(where: exists) ?? paths[0]
+    }
+
+    /// The names pushwoosh-agentd accepts for --instance: `[A-Za-z0-9_.-]`, not starting with `.`.
+    static func isInstanceName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 64 && !name.hasPrefix(".")
+            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
+    }
+
+    public static var usage: String {
+        let width = commandTable.map(\.name.count).max()! + 2
+        let list = commandTable.map { "  " + $0.name.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
+        return """
+            Usage: pushwoosh-agentctl [--socket PATH | --instance NAME] [--json] [--timeout SECONDS] COMMAND [ARGS]
+
+            Talks to pushwoosh-agentd over its Unix socket.
+
+            Commands:
+            \(list.joined(separator: "\n"))
+
+            Options (before or after the command):
+              --socket PATH       the agent's socket (default $PUSHWOOSH_AGENT_SOCKET, else
+                                  $RUNTIME_DIRECTORY/agent.sock, else /run/pushwoosh-agent/agent.sock,
+                                  else /run/pushwoosh-agentd/agent.sock if only that exists)
+              --instance NAME     talk to device NAME (pushwoosh-agent@NAME): its socket
+                                  /run/pushwoosh-agent/NAME.sock, else /run/pushwoosh-agentd@NAME/agent.sock
+              --json              print the agent's raw result as JSON
+              --timeout SECONDS   wait at most this long for an answer (default 120; 0: no limit)
+              -h, --help          this help; 'pushwoosh-agentctl COMMAND --help' for a command
+
+            Exit status: 0 success, 1 the agent answered with an error (or a refresh failed),
+            2 usage error, 3 the agent is not running or not answering, 4 permission denied.
+            """
+    }
+
+    static func help(for info: CommandInfo) -> String {
+        var text = "Usage: pushwoosh-agentctl [--socket PATH] [--json] \(info.synopsis)\n\n\(info.summary.prefix(1).uppercased() + info.summary.dropFirst())."
+        if !info.details.isEmpty { text += "\n\n" + info.details }
+        return text
+    }
+
+    /// Parses the arguments (without the program name).
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ControlRequest {
+        var socketPath: String?
+        var instance: String?
+        var json = false
+        var timeout: Double? = defaultTimeout
+
+        // Global options before the command.
+        var i = 0
+        var commandName: String?
+        while i < arguments.count {
+            let (name, inline) = split(arguments[i])
+            if name == "-h" || name == "--help" { return .help(usage) }
+            if name == "--json" { json = true; i += 1; continue }
+            if globalValued.contains(name) {
+                let value = try takeValue(name, inline, arguments, &i, command: nil)
+                try applyGlobal(name, value, &socketPath, &instance, &timeout, command: nil)
+                i += 1
+                continue
+            }
+            if name.hasPrefix("-") && name != "-" { throw UsageError("unknown option \(name)") }
+            commandName = arguments[i]
+            i += 1
+            break
+        }
+        guard let commandName else { throw UsageError("no command given") }
+        if commandName == "fleet" {
+            return try FleetArguments.parse(Array(arguments[i...]), json: json,
+                                            timeout: arguments[..<i].contains { $0.hasPrefix("--timeout") } ? timeout : nil)
+                .map(ControlRequest.fleet) ?? .help(FleetArguments.usage)
+        }
+        guard let info = commandTable.first(where: { $0.name == commandName }) else {
+            throw UsageError("unknown command '\(commandName)'")
+        }
+
+        let scanned = try scan(arguments[i...], info: info)
+        if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(help(for: info)) }
+        if scanned.flags.contains("--json") { json = true }
+        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name) } }
+        if socketPath != nil && instance != nil {
+            throw UsageError("--socket and --instance name the socket twice; give one", command: info.name)
+        }
+
+        let command = try makeCommand(info, scanned)
+        let socket = socketPath ?? instance.map { instanceSocketPath($0) } ?? defaultSocketPath(environment: environment)
+        return .run(ControlInvocation(socketPath: socket,
+                                      json: json, timeout: timeout, command: command))
+    }
+
+    private static func split(_ argument: String) -> (String, String?) {
+        guard argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+    }
+
+    private static func takeValue(_ name: String, _ inline: String?, _ arguments: [String], _ i: inout Int,
+                                  command: String?) throws(UsageError) -> String {
+        if let inline { return inline }
+        guard i + 1 < arguments.count else { throw UsageError("option \(name) needs a value", command: command) }
+        i += 1
+        return arguments[i]
+    }
+
+    private static func applyGlobal(_ name: String, _ value: String, _ socketPath: inout String?,
+                                    _ instance: inout String?, _ timeout: inout Double?,
+                                    command: String?) throws(UsageError) {
+        switch name {
+        case "--instance":
+            guard isInstanceName(value) else {
+                throw UsageError("invalid instance name \"\(value)\" (letters, digits, '-', '_', '.')", command: command)
+            }
+            instance = value
+        case "--socket":
+            guard !value.isEmpty else { throw UsageError("option --socket needs a path", command: command) }
+            guard value.utf8.count <= 107 else { throw UsageError("socket path longer than 107 bytes", command: command) }
+            socketPath = value
+        case "--timeout":
+            guard let t = Double(value), t >= 0, t.isFinite else {
+                throw UsageError("--timeout must be a number of seconds, got \"\(value)\"", command: command)
+            }
+            timeout = t == 0 ? nil : t
+        default:
+            break
+        }
+    }
+
+    struct Scanned {
+        var positionals: [String] = []
+        var values: [String: String] = [:]
+        var flags: Set<String> = []
+    }
+
+    static func scan(_ arguments: ArraySlice<String>, info: CommandInfo) throws(UsageError) -> Scanned {
+        var result = Scanned()
+        let args = Array(arguments)
+        var i = 0
+        var optionsEnded = false
+        while i < args.count {
+            let argument = args[i]
+            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+                result.positionals.append(argument)
+            } else if argument == "--" {
+                optionsEnded = true
+            } else {
+                let (name, inline) = split(argument)
+                if info.valued.contains(name) || globalValued.contains(name) {
+                    result.values[name] = try takeValue(name, inline, args, &i, command: info.name)
+                } else if info.flags.contains(name) || globalFlags.contains(name) {
+                    if inline != nil { throw UsageError("option \(name) takes no value", command: info.name) }
+                    result.flags.insert(name)
+                } else {
+                    throw UsageError("unknown option \(name) for '\(info.name)'", command: info.name)
+                }
+            }
+            i += 1
+        }
+        return result
+    }
+
+    private static func positionals(_ scanned: Scanned, _ names: [String], _ info: CommandInfo) throws(UsageError) -> [String] {
+        let p = scanned.positionals
+        if p.count < names.count {
+            throw UsageError("'\(info.name)' needs \(names[p.count])", command: info.name)
+        }
+        if p.count > names.count {
+            throw UsageError("unexpected argument \"\(p[names.count])\" for '\(info.name)'", command: info.name)
+        }
+        for (value, name) in zip(p, names) where value.isEmpty {
+            throw UsageError("\(name) must not be empty", command: info.name)
+        }
+        return p
+    }
+
+    private static func choice<E: RawRepresentable & CaseIterable>(_ value: String, _ what: String, _: E.Type,
+                                                                   _ info: CommandInfo) throws(UsageError) -> E
+        where E.RawValue == String
+    {
+        guard let e = E(rawValue: value) else {
+            throw UsageError("\(what) must be one of \(E.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(value)\"",
+                             command: info.name)
+        }
+        return e
+    }
+
+    static func boolean(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Bool {
+        switch value.lowercased() {
+        case "true", "yes", "1", "on": return true
+        case "false", "no", "0", "off": return false
+        default: throw UsageError("\(what) must be true or false, got \"\(value)\"", command: info.name)
+        }
+    }
+
+    static func number(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Double {
+        guard let n = Double(value), n.isFinite else {
+            throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name)
+        }
+        return n
+    }
+
+    private static func makeCommand(_ info: CommandInfo, _ s: Scanned) throws(UsageError) -> ControlCommand {
+        switch info.name {
+        case "get":
+            return .get(key: try positionals(s, ["KEY"], info)[0])
+        case "is-enabled":
+            let key = try positionals(s, ["KEY"], info)[0]
+            let def = try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false
+            return .isEnabled(key: key, default: def)
+        case "property":
+            let p = try positionals(s, ["KEY", "PROP"], info)
+            guard let typeName = s.values["--type"] else {
+                throw UsageError("'property' needs --type string|number|bool|json-object|json-array", command: info.name)
+            }
+            let type = try choice(typeName, "--type", PropertyType.self, info)
+            let def: JSONValue?
+            switch type {
+            case .string: def = .string(s.values["--default"] ?? "")
+            case .number: def = .number(try s.values["--default"].map { (v) throws(UsageError) in try number(v, "--default", info) } ?? 0)
+            case .bool: def = .bool(try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false)
+            case .jsonObject, .jsonArray:
+                if s.values["--default"] != nil {
+                    throw UsageError("--default is for string, number and bool properties only", command: info.name)
+                }
+                def = nil
+            }
+            return .property(key: p[0], property: p[1], type: type, default: def)
+        case "refresh":
+            _ = try positionals(s, [], info)
+            return .refresh
+        case "log-impression":
+            return .logImpression(key: try positionals(s, ["KEY"], info)[0])
+        case "set-user":
+            return .setUser(userId: try positionals(s, ["USERID"], info)[0])
+        case "set-app-state":
+            let v = try positionals(s, ["STATE (active or background)"], info)[0]
+            return .setAppState(try choice(v, "the state", AppState.self, info))
+        case "register-push":
+            _ = try positionals(s, [], info)
+            return .registerPush
+        case "unregister-push":
+            _ = try positionals(s, [], info)
+            return .unregisterPush
+        case "set-authorization":
+            let v = try positionals(s, ["STATUS"], info)[0]
+            return .setAuthorization(try choice(v, "the status", NotificationAuthorization.self, info))
+        case "primer":
+            _ = try positionals(s, [], info)
+            return .primer(try primerParams(s, info))
+        case "status":
+            _ = try positionals(s, [], info)
+            return .status
+        case "metrics":
+            _ = try positionals(s, [], info)
+            return .metrics
+        case "watch":
+            _ = try positionals(s, [], info)
+            return .watch
+        case "clock":
+            _ = try positionals(s, [], info)
+            return .clock
+        case "advance-clock":
+            if let to = s.values["--to"] {
+                _ = try positionals(s, [], info)
+                return .advanceClock(seconds: nil, to: to)
+            }
+            let span = try positionals(s, ["SPAN"], info)[0]
+            guard let seconds = TimeSpan.parse(span), seconds > 0 else {
+                throw UsageError("advance-clock: \"\(span)\" is not a positive time span (e.g. 23h59min, 30min, 7d)", command: info.name)
+            }
+            return .advanceClock(seconds: seconds, to: nil)
+        default:
+            preconditionFailure("command \(info.name) is in the table but not handled")
+        }
+    }
+
+    private enum PrimerStyle: String, CaseIterable { case alert, sheet }
+    private enum PrimerPosition: String, CaseIterable { case bottom, top, center }
+    private enum PrimerAnswer: String, CaseIterable { case accept, decline }
+
+    private static func primerParams(_ s: Scanned, _ info: CommandInfo) throws(UsageError) -> [String: JSONValue] {
+        var params: [String: JSONValue] = [:]
+        for (option, param) in [("--title", "title"), ("--message", "message"), ("--accept", "acceptButton"),
+                                ("--decline", "declineButton")] {
+            guard let v = s.values[option] else { throw UsageError("'primer' needs \(option)", command: info.name) }
+            params[param] = .string(v)
+        }
+        if let v = s.values["--style"] { params["style"] = .string(try choice(v, "--style", PrimerStyle.self, info).rawValue) }
+        if let v = s.values["--position"] {
+            params["position"] = .string(try choice(v, "--position", PrimerPosition.self, info).rawValue)
+        }
+        if let v = s.values["--answer"] { params["answer"] = .string(try choice(v, "--answer", PrimerAnswer.self, info).rawValue) }
+        if let v = s.values["--min-interval"] {
+            let n = try number(v, "--min-interval", info)
+            guard n >= 0 else { throw UsageError("--min-interval must be 0 or more", command: info.name) }
+            params["minInterval"] = .number(n)
+        }
+        if s.flags.contains("--no-fallback-to-settings") { params["fallbackToSettings"] = false }
+        if s.flags.contains("--fallback-to-settings") {
+            if s.flags.contains("--no-fallback-to-settings") {
+                throw UsageError("--fallback-to-settings and --no-fallback-to-settings contradict", command: info.name)
+            }
+            params["fallbackToSettings"] = true
+        }
+        for (option, param) in visualOptions {
+            guard let v = s.values[option] else { continue }
+            switch param {
+            case "cornerRadius", "buttonCornerRadius":
+                params[param] = .number(try number(v, option, info))
+            case "backgroundGradient":
+                let colours = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                params[param] = .array(colours.map { .string($0) })
+            default:
+                params[param] = .string(v)
+            }
+        }
+        return params
+    }
+}
