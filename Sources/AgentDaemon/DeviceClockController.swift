@@ -5,11 +5,14 @@ import FoundationEssentials
 
 /// The socket methods `clock` and `advanceClock` (PROTOCOL H) on a controlled device clock.
 ///
-/// `advanceClock` moves the device's time to the target in steps: while a timer falls due
-/// before the target, the clock jumps to that timer's deadline (never back), the timer
-/// runs at its own device time, and the next step waits until the network work it started
-/// has finished (`MeteredTransport.onIdle`); then the clock jumps to the target and the
-/// answer lists what fired. Steps run on the event loop, so the agent keeps answering its
+/// `advanceClock` moves the device's clock forward by exactly `seconds` of jumps, in steps:
+/// while a timer falls due within what is left, the clock jumps to that timer's deadline,
+/// the timer runs at its own device time, and the next step waits until the network work
+/// it started has finished (`MeteredTransport.onIdle`; meanwhile device time flows with
+/// real time, as it always does); then the clock jumps by the rest and the answer lists
+/// what fired. So `offsetSeconds` grows by exactly `seconds`, however long the network
+/// took, and devices advanced by the same amount stay in step with each other and with an
+/// emulator advanced alike. Steps run on the event loop, so the agent keeps answering its
 /// socket meanwhile; advances asked for while one runs wait their turn.
 final class DeviceClockController {
     /// One timer's run, for the answer.
@@ -26,8 +29,8 @@ final class DeviceClockController {
     }
 
     private struct Advance {
-        /// The device's monotonic time to reach.
-        var target: Seconds
+        /// Seconds of jumps still to make.
+        var remaining: Seconds
         var fired: [Fired] = []
         var requestsBefore: Int
         var done: (RPCOutcome) -> Void
@@ -59,10 +62,18 @@ final class DeviceClockController {
 
     var isAdvancing: Bool { !queue.isEmpty }
 
-    /// `clock`: `{"now", "offsetSeconds", "controlled"}`.
+    /// `clock`: `{"now", "offsetSeconds", "controlled", "nextTimerAt"}`; `nextTimerAt` is the
+    /// device time of the earliest armed timer (null when none), so a driver of many devices
+    /// can step them all to it together.
     func clockResult() -> JSONValue {
-        ["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
-         "controlled": .bool(clock.mode == .controlled)]
+        let next = host.agent.nextDeadline.map { clock.wall.addingTimeInterval($0 - clock.monotonic) }
+        return ["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
+                "controlled": .bool(clock.mode == .controlled), "nextTimerAt": next.map(Self.isoMilliseconds) ?? .null]
+    }
+
+    /// ISO 8601 with milliseconds (a timer's time, which a driver steps to exactly).
+    static func isoMilliseconds(_ date: Date) -> JSONValue {
+        .string(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
     }
 
     /// `advanceClock` with `seconds` (> 0) or `to` (ISO 8601, not before now).
@@ -93,8 +104,7 @@ final class DeviceClockController {
         guard seconds <= Self.maximumSeconds else {
             throw .invalidParams("advanceClock by at most \(Int(Self.maximumSeconds)) s (ten years) per call", parameter: params["to"] == nil ? "seconds" : "to")
         }
-        // The target is a device time; time spent waiting for earlier advances counts.
-        queue.append(Advance(target: clock.monotonic + seconds, requestsBefore: transport.sent, done: done))
+        queue.append(Advance(remaining: seconds, requestsBefore: transport.sent, done: done))
         if queue.count == 1 { scheduleStep() }
     }
 
@@ -113,7 +123,7 @@ final class DeviceClockController {
         // The network work of the previous step finishes first (onIdle schedules the next).
         guard transport.inFlight == 0 else { return }
         let agent = host.agent!
-        if let next = agent.nextDeadline, next <= advance.target {
+        if let next = agent.nextDeadline, next - clock.monotonic <= advance.remaining {
             if next == advance.lastDeadline { advance.stuck += 1 } else { advance.stuck = 0 }
             advance.lastDeadline = next
             guard advance.stuck < 100 else {
@@ -123,7 +133,7 @@ final class DeviceClockController {
                 scheduleStep()
                 return
             }
-            moveClock(to: next, save: false)
+            advance.remaining -= moveClock(by: next - clock.monotonic, save: false)
             let nowDevice = clock.monotonic
             for timer in agent.timers where timer.deadline <= nowDevice {
                 let trigger: RefreshTrigger? = switch timer.kind {
@@ -139,23 +149,28 @@ final class DeviceClockController {
             scheduleStep()  // waits for the requests the timers sent, if any
             return
         }
-        moveClock(to: advance.target, save: true)
+        moveClock(by: advance.remaining, save: true)
         queue.removeFirst()
         let requests = transport.sent - advance.requestsBefore
         advance.done(.success(["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
                                "fired": .array(advance.fired.map(\.json)), "requests": .number(Double(requests))]))
-        log(.info, "device clock advanced", ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset),
+        // One line per advance that ran a timer; a driver stepping many devices (the soak's
+        // --real-timings) makes many that run none.
+        log(advance.fired.isEmpty ? .debug : .info, "device clock advanced", ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset),
                                             "fired": advance.fired.count, "requests": requests])
         scheduleStep()
     }
 
-    /// Moves the device's time forward to `deviceMonotonic` (not back), records the offset
-    /// in the device's state (saved now with `save`, else with the next save: at the latest
-    /// with what the timers bring back, ST-6), and re-arms the loop timer.
-    private func moveClock(to deviceMonotonic: Seconds, save: Bool) {
-        let ahead = deviceMonotonic - clock.monotonic
+    /// Moves the device's time forward by `seconds` (nothing when ≤ 0; never back), records
+    /// the offset in the device's state (saved now with `save`, else with the next save: at
+    /// the latest with what the timers bring back, ST-6), re-arms the loop timer, and says
+    /// how far it moved.
+    @discardableResult
+    private func moveClock(by seconds: Seconds, save: Bool) -> Seconds {
+        let ahead = max(0, seconds)
         if ahead > 0 { clock.advance(by: ahead) }
         host.agent.clockOffsetChanged(clock.offset, save: save)
         host.rearm()
+        return ahead
     }
 }

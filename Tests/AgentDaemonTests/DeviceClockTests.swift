@@ -200,8 +200,12 @@ import Testing
     func thirtyDaysInOneCall() throws {
         let d = try Device()
         #expect(d.waitForFlags())
+        let offsetBefore = d.call("clock")["offsetSeconds"]?.numberValue ?? -1
         let started = monotonicSeconds()
         let result = d.advance(30 * 86400)
+        // The jumps sum to exactly what was asked; the network's time is flow, not jump.
+        let offsetAfter = d.call("clock")["offsetSeconds"]?.numberValue ?? -1
+        #expect(abs(offsetAfter - offsetBefore - 30 * 86400) < 0.002, "offset \(offsetBefore) → \(offsetAfter)")
         let elapsed = monotonicSeconds() - started
         let refreshes = d.fired(result, "refresh").count
         // RF-12: each period is 1 h plus this device's offset (under 8 %) plus jitter (under 2 %).
