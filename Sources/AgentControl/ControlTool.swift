@@ -1,6 +1,9 @@
 import AgentCore
 import AgentWire
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where the CLI writes. The real one writes unbuffered to the standard streams.
 public protocol ControlOutput {
@@ -9,10 +12,23 @@ public protocol ControlOutput {
 }
 
 /// Standard output and error, one `write(2)` per line (so `watch | …` sees each line at once).
+/// A reader that went away (`fleet metrics | grep -q …`, `watch | head`) ends the command
+/// quietly with exit code 0, as if it had finished: it did what it was asked to.
 public struct StandardOutput: ControlOutput {
     public init() {}
-    public func out(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
-    public func err(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+    public func out(_ line: String) { Self.write(1, line + "\n") }
+    public func err(_ line: String) { Self.write(2, line + "\n") }
+
+    static func write(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n > 0 { bytes = bytes.dropFirst(n); continue }
+            if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EPIPE { exit(0) }
+            return  // another failure: nothing better to say it on
+        }
+    }
 }
 
 /// `pushwoosh-agentctl`: parse, connect, call, print, exit.
