@@ -62,13 +62,15 @@ final class DeviceClockController {
 
     var isAdvancing: Bool { !queue.isEmpty }
 
-    /// `clock`: `{"now", "offsetSeconds", "controlled", "nextTimerAt"}`; `nextTimerAt` is the
-    /// device time of the earliest armed timer (null when none), so a driver of many devices
-    /// can step them all to it together.
+    /// `clock`: `{"now", "offsetSeconds", "controlled", "nextTimerAt", "requestsInFlight"}`;
+    /// `nextTimerAt` is the device time of the earliest armed timer (null when none), so a
+    /// driver of many devices can step them all to it together, once none has a request on
+    /// the network (whose answer may arm a timer).
     func clockResult() -> JSONValue {
         let next = host.agent.nextDeadline.map { clock.wall.addingTimeInterval($0 - clock.monotonic) }
         return ["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
-                "controlled": .bool(clock.mode == .controlled), "nextTimerAt": next.map(Self.isoMilliseconds) ?? .null]
+                "controlled": .bool(clock.mode == .controlled), "nextTimerAt": next.map(Self.isoMilliseconds) ?? .null,
+                "requestsInFlight": .number(Double(transport.inFlight))]
     }
 
     /// ISO 8601 with milliseconds (a timer's time, which a driver steps to exactly).

@@ -61,7 +61,7 @@ public final class AgentDriver: @unchecked Sendable {
             SessionTimeout=\(formatSpan(t.sessionGap))
             RefreshInterval=\(formatSpan(t.refresh))
             ThrottleWindow=\(formatSpan(t.throttle))
-
+            \(ctx.options.realTimings ? "\n[Device]\nClock=controlled\n" : "")
             """
             try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
         } catch {
@@ -191,7 +191,8 @@ public final class AgentDriver: @unchecked Sendable {
         ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: false), start: t0, end: now()))
         ctx.recorder.count(agent: index, "background")
         if r["sessionStarted"]?.boolValue == true { violation("status", "going to background started a session") }
-        backgroundUntil = now() + 1 + rng.unit() * ctx.options.timings.sessionGap * 1.8
+        // Device time: with --real-timings the 30-min session gap passes in device time.
+        backgroundUntil = ctx.timeline.deviceNow() + 1 + rng.unit() * ctx.options.timings.sessionGap * 1.8
     }
 
     func goActive() {
@@ -323,7 +324,7 @@ public final class AgentDriver: @unchecked Sendable {
     /// The driver's thread.
     public func run() {
         ctx.recorder.busy(index, since: now())
-        let up = start()
+        let up = ctx.gate.shared { start() }
         ctx.recorder.busy(index, since: nil)
         guard up else { return }
         if let r = result(.status) {
@@ -338,24 +339,30 @@ public final class AgentDriver: @unchecked Sendable {
             let pause = min(rng.exponential(mean: ctx.options.pace), ctx.options.pace * 4)
             usleep(UInt32(pause * 1_000_000))
             if runEnding { break }
-            if now() >= nextRestart { restart(); continue }
+            ctx.gate.shared { act() }
             if client == nil { break }
-            if !active, let until = backgroundUntil, now() >= until { goActive(); continue }
-            let roll = rng.unit() * 100
-            switch roll {
-            case ..<35: observe()
-            case ..<50: impression()
-            case ..<57: setUser()
-            case ..<63: if active { goBackground() } else { observe() }
-            case ..<68: push()
-            case ..<71: authorization()
-            case ..<75: primer()
-            case ..<85: refresh()
-            case ..<90: property()
-            default: observe()
-            }
         }
         shutdown()
+    }
+
+    /// One step of the driver: a restart, a return to the foreground, or a random action.
+    func act() {
+        if now() >= nextRestart { restart(); return }
+        if client == nil { return }
+        if !active, let until = backgroundUntil, ctx.timeline.deviceNow() >= until { goActive(); return }
+        let roll = rng.unit() * 100
+        switch roll {
+        case ..<35: observe()
+        case ..<50: impression()
+        case ..<57: setUser()
+        case ..<63: if active { goBackground() } else { observe() }
+        case ..<68: push()
+        case ..<71: authorization()
+        case ..<75: primer()
+        case ..<85: refresh()
+        case ..<90: property()
+        default: observe()
+        }
     }
 
     /// The end of the run: SIGTERM, and the same checks as for a restart.

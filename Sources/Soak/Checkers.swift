@@ -320,6 +320,9 @@ public struct ScheduleChecker: Sendable {
                 if inWindow.count > 1 + explained.count {
                     var e = inWindow.map { "request: " + describe($0) }
                     e += explained.map { "runner action: \($0.kind) \(iso8601($0.start))…\(iso8601($0.end))" }
+                    if explained.isEmpty {
+                        e += actions.filter { abs($0.start - r.time) < 120 }.map { "nearby runner action: \($0.kind) \(iso8601($0.start))…\(iso8601($0.end))" }
+                    }
                     out.append(Violation("storm", agent: agent, time: r.time,
                                          "\(inWindow.count) getFeatureFlags within \(String(format: "%.1f", window)) s; at most \(1 + explained.count) can be explained (1 scheduled + \(explained.count) triggered by the runner)",
                                          evidence: e))

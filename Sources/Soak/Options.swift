@@ -31,6 +31,15 @@ public struct SoakOptions: Sendable {
     public var quiet = false
     /// Seconds between progress lines.
     public var progressEvery: Double = 5
+    /// `--real-timings`: the SDK's own timings (24 h, 30 min, 1 h, 5 min) on controlled device
+    /// clocks that the runner steps forward, every agent's and the emulator's together.
+    public var realTimings = false
+    /// `--device-days`: how much device time a real-timings run covers.
+    public var deviceDays: Double = 7
+    /// `--speed`: device seconds per real second in a real-timings run.
+    public var speed: Double = 2000
+    /// The longest single step of the device clocks (they also stop at every armed timer).
+    public var maxStep: Double = 600
 
     public init() {}
 
@@ -39,11 +48,17 @@ public struct SoakOptions: Sendable {
                           [--lifetime 60s] [--session-gap 10s] [--refresh 15s] [--throttle 5s]
                           [--pace 1s] [--restart-every 60s] [--chaos-every 5s] [--no-faults]
                           [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet]
+                          [--real-timings [--device-days 7] [--speed 2000]]
 
     Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened
     timings, drives random actions, flag changes, server faults and restarts, and checks
     the agent's invariants continuously. Exits 1 on the first violation (0 when none,
     2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg.
+
+    --real-timings runs the SDK's own timings instead (24 h lifetime, 30 min sessions, 1 h
+    refresh, 5 min throttle) on controlled device clocks: the runner steps every agent's
+    clock and the emulator's together, to each armed timer in turn, --speed device seconds
+    per real second, until --device-days are covered; the same invariants are checked.
     """
 
     /// Parses the command line; throws a message for the user.
@@ -88,6 +103,15 @@ public struct SoakOptions: Sendable {
             case "--keep-going": o.keepGoing = true
             case "--quiet": o.quiet = true
             case "--progress-every": o.progressEvery = try span(a)
+            case "--real-timings": o.realTimings = true
+            case "--device-days":
+                let text = try value(a)
+                guard let d = Double(text), d > 0, d <= 3650 else { throw HTTPError("--device-days: expected a number of days, found \"\(text)\"") }
+                o.deviceDays = d
+            case "--speed":
+                let text = try value(a)
+                guard let x = Double(text), x >= 1, x <= 1_000_000 else { throw HTTPError("--speed: expected 1-1000000, found \"\(text)\"") }
+                o.speed = x
             case "-h", "--help": throw HTTPError(usage)
             default: throw HTTPError("unknown option \(a)\n\n\(usage)")
             }
@@ -97,6 +121,11 @@ public struct SoakOptions: Sendable {
             throw HTTPError("--refresh and --lifetime must be at least 1s, --session-gap at least 100ms")
         }
         guard o.pace > 0 else { throw HTTPError("--pace must be positive") }
+        if o.realTimings {
+            o.timings = Timings(lifetime: 86_400, sessionGap: 1_800, refresh: 3_600, throttle: 300)
+            // The run ends when the device days are covered; the duration is only a bound.
+            o.duration = max(o.duration, (o.deviceDays * 86_400 / o.speed * 3 + 60).rounded(.up))
+        }
         return o
     }
 }

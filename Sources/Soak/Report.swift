@@ -283,6 +283,9 @@ extension SoakRunner {
             ],
             "violations": .array(r.violations.map(\.json)),
             "perAgent": .array(perAgent),
+            "realTimings": clockDriver.map { d in
+                ["deviceDays": n(d.deviceSecondsCovered / 86_400), "clockSteps": n(d.steps), "speed": n(options.speed)]
+            } ?? .null,
         ]
         let svg = TimelineSVG.render(TimelineData(
             title: "pushwoosh-soak \(outcome.uppercased()) · \(options.agents) agent(s) · \(Int(elapsed)) s · seed \(options.seed) · "

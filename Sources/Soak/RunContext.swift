@@ -12,6 +12,10 @@ public struct RunContext: Sendable {
     public var root: String
     public var deadline: Time
     public var environment: [String: String]
+    /// The device clocks' offset (0 unless `--real-timings`).
+    public var timeline = DeviceTimeline()
+    /// Clock steps happen only while no driver acts.
+    public var gate = WorldGate()
 
     public static let applicationCode = "ABCDE-12345"
     public static let userPool = ["alice", "bob", "carol", "dave", "erin"]

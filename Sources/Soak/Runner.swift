@@ -34,6 +34,9 @@ public final class SoakRunner: @unchecked Sendable {
     var schedule: ScheduleChecker
     var impressions = ImpressionChecker()
     var outages = OutageChecker()
+    /// `--real-timings`: the device clocks and their driver.
+    var timeline = DeviceTimeline()
+    var clockDriver: ClockDriver?
     var watchdogChecks = 0
 
     public init(options: SoakOptions) {
@@ -197,6 +200,13 @@ public final class SoakRunner: @unchecked Sendable {
             group.enter()
             Thread { chaos.run(); group.leave() }.start()
         }
+        if options.realTimings {
+            let driver = ClockDriver(ctx: ctx, http: http, timeline: ctx.timeline, gate: ctx.gate)
+            clockDriver = driver
+            group.enter()
+            Thread { driver.run(); group.leave() }.start()
+        }
+        timeline = ctx.timeline
 
         // The checker loop.
         var lastProgress = now(), lastFetch = 0.0, lastSample = 0.0
@@ -299,16 +309,26 @@ public final class SoakRunner: @unchecked Sendable {
 
     // MARK: - Checks
 
-    func evaluate(settled: Time, final: Bool = false) {
-        let (flags, statuses, actions, changes, faults, hwids, busy): ([FlagObservation], [StatusObservation], [[AgentAction]], [FlagChange], [ArmedFault], [String], [Time?]) =
-            recorder.state.withLock { s in
-                let h = horizon
+    func evaluate(settled realSettled: Time, final: Bool = false) {
+        var (flags, statuses, actions, changes, faults, hwids, busy): ([FlagObservation], [StatusObservation], [[AgentAction]], [FlagChange], [ArmedFault], [String], [Time?]) =
+            recorder.state.withLock { [realHorizon = self.horizon] s in
+                let h = realHorizon
                 let ready = s.pendingFlags.filter { $0.received <= h }
                 s.pendingFlags.removeAll { $0.received <= h }
                 let st = s.pendingStatus
                 s.pendingStatus.removeAll()
                 return (ready, st, s.actions, s.changes.sorted { $0.start < $1.start }, s.faults, s.tracks.map(\.hwid), s.busySince)
             }
+        // The checkers judge in device time, the emulator's log's (the identity unless --real-timings).
+        let dev = timeline.device
+        for i in flags.indices { flags[i].sent = dev(flags[i].sent); flags[i].received = dev(flags[i].received) }
+        for i in statuses.indices { statuses[i].sent = dev(statuses[i].sent); statuses[i].received = dev(statuses[i].received) }
+        actions = actions.map { $0.map { a in var a = a; a.start = dev(a.start); a.end = dev(a.end); return a } }
+        for i in changes.indices where changes[i].start > 0 { changes[i].start = dev(changes[i].start); changes[i].end = dev(changes[i].end) }
+        for i in faults.indices { faults[i].start = dev(faults[i].start); faults[i].end = dev(faults[i].end) }
+        busy = busy.map { $0.map(dev) }
+        let horizon = dev(self.horizon)
+        let settled = dev(realSettled)
         var found: [Violation] = []
         for s in statuses {
             found += lifetime.check(s)
@@ -358,7 +378,8 @@ public final class SoakRunner: @unchecked Sendable {
         let elapsed = Int(now() - started)
         let requests = methodCounts.values.reduce(0, +)
         let checks = lifetime.checks + provenance.checks + schedule.cadenceChecks + schedule.stormChecks + impressions.checks + status.checks
-        return "[\(elapsed)s/\(Int(options.duration))s] agents \(processes.runningCount - 1)/\(options.agents) · requests \(requests) · "
+        let device = clockDriver.map { String(format: "device day %.2f of %g · ", $0.deviceSecondsCovered / 86_400, options.deviceDays) } ?? ""
+        return "[\(elapsed)s/\(Int(options.duration))s] \(device)agents \(processes.runningCount - 1)/\(options.agents) · requests \(requests) · "
             + "refreshes \(flagsOK) ok / \(flagsFailed) failed · faults armed \(s.1), fired \(faultedCalls) · flag changes \(s.2) · "
             + "restarts \(s.0[SIGTERM] ?? 0) TERM + \(s.0[SIGKILL] ?? 0) KILL · observations \(s.4) · checks \(checks) · violations \(s.3)"
     }
