@@ -235,6 +235,46 @@ import Testing
         #expect(methods.contains("stateChanged"), "\(methods)")
     }
 
+    @Test("IM-3: an impression is sent once per session; after 31 min in the background a new session sends it again")
+    func impressionSessionsInDeviceTime() throws {
+        let d = try Device()
+        #expect(d.waitForFlags())
+        let key = #"{"key":"new_checkout"}"#
+        #expect(d.call("logImpression", key)["logged"] == true)
+        #expect(d.call("logImpression", key)["logged"] == false)  // the same session
+        _ = d.call("setAppState", #"{"state":"background"}"#)
+        _ = d.advance(29 * 60)
+        #expect(d.call("setAppState", #"{"state":"active"}"#)["sessionStarted"] == false)
+        #expect(d.call("logImpression", key)["logged"] == false)  // still the same session
+        _ = d.call("setAppState", #"{"state":"background"}"#)
+        _ = d.advance(31 * 60)
+        #expect(d.call("setAppState", #"{"state":"active"}"#)["sessionStarted"] == true)
+        #expect(d.call("logImpression", key)["logged"] == true)
+    }
+
+    @Test("RF-4: an answer for the previous user that comes late, while the clock moves, is dropped")
+    func aLateAnswerForThePreviousUser() throws {
+        let d = try Device(extra: "", emulator: nil)
+        #expect(d.waitForFlags())
+        _ = d.call("setUserId", #"{"userId":"alice"}"#)
+        #expect(eventually { d.call("get", #"{"key":"new_checkout"}"#)["flag"]?["ruleId"] == "r_qa_team" })
+        _ = d.advance(6 * 60)  // past the throttle window
+        // alice's next answer is held back 1.5 s; meanwhile the user becomes erin (in no rule:
+        // her rollout bucket is 95, README).
+        d.emulator.admin("POST", "/admin/faults", #"{"method":"getFeatureFlags","times":1,"delayMs":1500}"#)
+        let slow = try LineClient(path: d.agent.socketPath, timeout: 30)
+        slow.send(#"{"jsonrpc":"2.0","id":7,"method":"refresh","params":{}}"# + "\n")
+        #expect(eventually { (json(d.emulator.admin("GET", "/admin/requests?method=getFeatureFlags&userId=alice").1)["count"]?.numberValue ?? 0) >= 2 })
+        _ = d.call("setUserId", #"{"userId":"erin"}"#)
+        #expect(d.call("get", #"{"key":"new_checkout"}"#)["flag"] == .null)  // alice's flags are gone at once
+        // The clock moves an hour while alice's answer is late; it waits for the network.
+        _ = d.advance(3600)
+        #expect(json(slow.readLine() ?? "")["id"] == 7)
+        let flag = d.call("get", #"{"key":"new_checkout"}"#)
+        #expect(flag["flag"]?["ruleId"] == "default", "alice's late answer was served to erin: \(flag)")
+        #expect(d.call("status")["userId"] == "erin" && d.call("status")["state"] == "ready")
+    }
+
     @Test("H: bad advanceClock params are -32602 naming the field, and the clock does not move")
     func badParams() throws {
         let d = try Device()
