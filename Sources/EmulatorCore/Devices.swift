@@ -132,6 +132,12 @@ public enum Timestamp {
 
     /// Unix seconds (`1714564800`, `1714564800.5`) or ISO 8601
     /// (`2024-05-01T12:00:00Z`, with optional fractional seconds and offset).
+    /// `date` at the millisecond `format` writes it with.
+    public static func millisecond(_ date: Date) -> Date {
+        let ms = (date.timeIntervalSince1970 * 1000).rounded()
+        return ms.isFinite ? Date(timeIntervalSince1970: ms / 1000) : date
+    }
+
     public static func parse(_ text: String) -> Date? {
         if let seconds = Double(text), seconds.isFinite { return Date(timeIntervalSince1970: seconds) }
         if let d = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return d }

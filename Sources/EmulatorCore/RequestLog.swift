@@ -20,7 +20,9 @@ public struct RecordedRequest: Sendable {
 
     public init(time: Date, method: String, headers: [HeaderField], body: JSONValue, status: Int?, fault: String? = nil,
                 hwid: String? = nil, userId: String? = nil) {
-        self.time = time
+        // At the log's resolution, the millisecond it is written with: a record's own time
+        // given back as `since=` selects it, and a time taken after it does not.
+        self.time = Timestamp.millisecond(time)
         self.method = method
         self.headers = headers
         self.body = body
@@ -62,9 +64,6 @@ public struct RequestFilter: Sendable, Hashable {
 
     public static let parameters: Set<String> = ["method", "since", "hwid", "userId"]
 
-    /// `since` compares at the log's resolution: a record's own time, as the log writes it
-    /// (rounded to the millisecond), selects that record.
-    static func milliseconds(_ date: Date) -> Double { (date.timeIntervalSince1970 * 1000).rounded() }
 
     public init(method: String? = nil, since: Date? = nil, hwid: String? = nil, userId: String? = nil) {
         self.method = method
@@ -83,12 +82,14 @@ public struct RequestFilter: Sendable, Hashable {
             guard let d = Timestamp.parse(text) else {
                 throw DefinitionError([.key("since")], "expected Unix seconds or an ISO 8601 time, found \"\(text)\"")
             }
-            since = d
+            // An ISO time has the log's resolution (a record's time selects that record);
+            // Unix seconds are taken as they are.
+            since = Double(text) == nil ? Timestamp.millisecond(d) : d
         }
     }
 
     public func matches(_ r: RecordedRequest) -> Bool {
-        (method == nil || r.method == method) && (since == nil || Self.milliseconds(r.time) >= Self.milliseconds(since!))
+        (method == nil || r.method == method) && (since == nil || r.time >= since!)
             && (hwid == nil || r.hwid == hwid) && (userId == nil || r.userId == userId)
     }
 }
