@@ -327,13 +327,15 @@ public final class AgentDriver: @unchecked Sendable {
         let up = ctx.gate.shared { start() }
         ctx.recorder.busy(index, since: nil)
         guard up else { return }
-        if let r = result(.status) {
-            userId = r["userId"]?.stringValue ?? ""
-            hwid = r["hwid"]?.stringValue ?? ""
-            let (i, h) = (index, hwid)
-            ctx.recorder.state.withLock { $0.tracks[i].hwid = h }
+        ctx.gate.shared {
+            if let r = result(.status) {
+                userId = r["userId"]?.stringValue ?? ""
+                hwid = r["hwid"]?.stringValue ?? ""
+                let (i, h) = (index, hwid)
+                ctx.recorder.state.withLock { $0.tracks[i].hwid = h }
+            }
+            observeStatus()
         }
-        observeStatus()
         scheduleRestart()
         while !runEnding, !broken {
             let pause = min(rng.exponential(mean: ctx.options.pace), ctx.options.pace * 4)
