@@ -84,7 +84,7 @@ public struct RequestFilter: Sendable, Hashable {
             }
             // An ISO time has the log's resolution (a record's time selects that record);
             // Unix seconds are taken as they are.
-            since = Double(text) == nil ? Timestamp.millisecond(d) : d
+            since = Double(text) == nil ? Timestamp.millisecond(d, .toNearestOrAwayFromZero) : d
         }
     }
 
