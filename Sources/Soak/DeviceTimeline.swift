@@ -28,19 +28,18 @@ public final class DeviceTimeline: Sendable {
         segments.withLock { $0.append(Segment(fromReal: realTime, offset: $0.last!.offset + seconds)) }
     }
 
-    /// The device time at real time `t` (steps happen while nothing else runs).
+    /// The device time at real time `t` (steps happen while nothing else runs). The checker
+    /// converts every observation each second and a week has thousands of steps: the
+    /// segments are sorted by `fromReal`, so the one in force is found by bisection.
     public func device(_ t: Time) -> Time {
         guard t.isFinite else { return t }
-        return t + segments.withLock { all in all.last { $0.fromReal <= t }!.offset }
-    }
-
-    /// The real time at which the devices' time was `d` (for the timeline drawing).
-    public func real(fromDevice d: Time) -> Time {
-        guard d.isFinite else { return d }
-        return segments.withLock { all in
-            // The segment whose device span contains d; at a step's instant, the step's real time.
-            for s in all.reversed() where s.fromReal.isFinite && d >= s.fromReal + s.offset { return d - s.offset }
-            return d
+        return t + segments.withLock { all in
+            var (low, high) = (0, all.count - 1)  // all[0] starts at -infinity
+            while low < high {
+                let mid = (low + high + 1) / 2
+                if all[mid].fromReal <= t { low = mid } else { high = mid - 1 }
+            }
+            return all[low].offset
         }
     }
 }

@@ -268,3 +268,22 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
         #expect(DeviceCall(json: dropped)?.succeeded == false)
     }
 }
+
+/// The real-timings run's conversion of what the runner saw into device time.
+@Suite struct DeviceTimelineTests {
+    @Test func eachRealTimeTakesTheOffsetInForceThen() {
+        let timeline = DeviceTimeline()
+        #expect(timeline.device(100) == 100)
+        timeline.advanced(by: 600, atReal: 200)
+        timeline.advanced(by: 30, atReal: 300)
+        timeline.advanced(by: 1, atReal: 300.5)
+        #expect(timeline.device(199.9) == 199.9)
+        #expect(timeline.device(200) == 800)
+        #expect(timeline.device(299) == 899)
+        #expect(timeline.device(300) == 930)
+        #expect(timeline.device(300.5) == 931.5)
+        #expect(timeline.device(1000) == 1631)
+        #expect(timeline.offset == 631)
+        #expect(timeline.device(.infinity) == .infinity)
+    }
+}
