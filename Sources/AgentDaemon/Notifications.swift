@@ -51,8 +51,11 @@ final class Notifications {
         flush()
     }
 
+    /// Sends what waits, in order, until the socket is full again.
+    private func sendWaiting() { backlog.flush { [notifier] message in notifier.send(message) } }
+
     private func flush() {
-        backlog.flush { [notifier] message in notifier.send(message) }
+        sendWaiting()
         if backlog.isEmpty {
             if let retry { loop.cancel(retry) }
             retry = nil
@@ -81,7 +84,7 @@ final class Notifications {
         guard !backlog.isEmpty else { return }
         let deadline = monotonicSeconds() + Self.exitGrace
         while !backlog.isEmpty, monotonicSeconds() < deadline {
-            backlog.flush { [notifier] message in notifier.send(message) }
+            sendWaiting()
             if !backlog.isEmpty { usleep(10_000) }
         }
         if !backlog.isEmpty {

@@ -50,22 +50,21 @@ import Testing
             if let m = agent.notify.receive(timeout: 0.2) { later.append(m) }
         }
         #expect(later.count >= 15, "the agent did not go on notifying: \(later.count) datagrams")
-        let stop = stop(agent)
-        #expect(stop.status == 0)
-        #expect(stop.seconds < 1.5)
-        let log = agent.stderrText
-        #expect(log.contains("systemd notify socket full"), "\(log)")
-        #expect(log.contains("systemd notifications delivered again"), "\(log)")
+        expectCleanStop(agent, logging: ["systemd notify socket full", "systemd notifications delivered again"])
     }
 
     /// Nobody ever reads: SIGTERM still stops the agent cleanly, within PROTOCOL C's second.
     @Test func sigtermIsHandledWhileTheNotifySocketIsFull() throws {
         let (_, agent) = try startUnread()
+        expectCleanStop(agent, logging: ["stopping signal=SIGTERM", "exiting with systemd notifications undelivered"])
+    }
+
+    /// SIGTERM: exit 0 within PROTOCOL C's second (1.5 s with slack), and these lines in the log.
+    func expectCleanStop(_ agent: AgentProcess, logging lines: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         let stop = stop(agent)
-        #expect(stop.status == 0)
-        #expect(stop.seconds < 1.5)
+        #expect(stop.status == 0, sourceLocation: sourceLocation)
+        #expect(stop.seconds < 1.5, sourceLocation: sourceLocation)
         let log = agent.stderrText
-        #expect(log.contains("stopping signal=SIGTERM"), "\(log)")
-        #expect(log.contains("exiting with systemd notifications undelivered"), "\(log)")
+        for line in lines { #expect(log.contains(line), "\(log)", sourceLocation: sourceLocation) }
     }
 }
