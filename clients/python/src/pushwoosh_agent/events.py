@@ -16,7 +16,7 @@ import socket as _socket
 import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .errors import AgentError, AgentNotRunning, AgentTimeout, ProtocolError
+from .errors import AgentNotRunning, AgentTimeout, ProtocolError
 
 #: The event names ``subscribe`` takes and the notifications each brings.
 EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshCompleted", "state": "stateChanged"}
@@ -52,10 +52,9 @@ class EventStream:
             message = self._read(deadline, "subscribe")
             if message.get("id") == 1:
                 if "error" in message:
-                    failure = message["error"] if isinstance(message["error"], dict) else {}
+                    from .client import AgentClient  # the client imports this module
                     self.close()
-                    raise AgentError(int(failure.get("code", -32603)), str(failure.get("message", "")),
-                                     failure.get("data"), "subscribe")
+                    raise AgentClient._error("subscribe", message["error"])
                 return
             self._keep(message)
 
