@@ -133,10 +133,16 @@ public enum Timestamp {
     /// Unix seconds (`1714564800`, `1714564800.5`) or ISO 8601
     /// (`2024-05-01T12:00:00Z`, with optional fractional seconds and offset).
     /// `date` at a whole millisecond: `.down` for a time the log records (never later than
-    /// it happened), `.toNearestOrAwayFromZero` for one parsed from `format`'s text (which
-    /// may come back a hair below its millisecond).
+    /// it happened).
     public static func millisecond(_ date: Date, _ rule: FloatingPointRoundingRule = .down) -> Date {
         let ms = (date.timeIntervalSince1970 * 1000).rounded(rule)
+        return ms.isFinite ? Date(timeIntervalSince1970: ms / 1000) : date
+    }
+
+    /// The start of the millisecond `date` falls in, where a time parsed from a decimal such
+    /// as `.123` (a hair below it as a double) counts as that millisecond: `since=`'s rule.
+    public static func millisecond(containing date: Date) -> Date {
+        let ms = (date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down)
         return ms.isFinite ? Date(timeIntervalSince1970: ms / 1000) : date
     }
 

@@ -82,9 +82,11 @@ public struct RequestFilter: Sendable, Hashable {
             guard let d = Timestamp.parse(text) else {
                 throw DefinitionError([.key("since")], "expected Unix seconds or an ISO 8601 time, found \"\(text)\"")
             }
-            // An ISO time has the log's resolution (a record's time selects that record);
-            // Unix seconds are taken as they are.
-            since = Double(text) == nil ? Timestamp.millisecond(d, .toNearestOrAwayFromZero) : d
+            // At the log's resolution: every call recorded in since's millisecond or later.
+            // A record's own time selects it, and a call made after a time taken by the
+            // caller is never missed, even within the same millisecond (a wait for it would
+            // hang); a call earlier in that millisecond is selected too.
+            since = Timestamp.millisecond(containing: d)
         }
     }
 

@@ -220,6 +220,24 @@ import Testing
     }
 }
 
+@Suite struct SinceResolutionTests {
+    /// `since=` selects every call from its millisecond on, in both forms: a time the caller
+    /// took just before a call in the same millisecond never misses that call (a wait on it
+    /// would hang), and a record's own printed time selects it.
+    @Test func sinceSelectsFromItsMillisecondOn() throws {
+        let record = RecordedRequest(time: Date(timeIntervalSince1970: 1_796_173_234.123_9), method: "applicationOpen",
+                                     headers: [], body: .null, status: 200)
+        let printed = Timestamp.format(record.time), second = printed.prefix(19)  // "…T…:34.123Z", "…T…:34"
+        #expect(printed.hasSuffix(".123Z"))
+        for since in ["1796173234.1234", "1796173234.123", "1796173234.1239", printed, second + ".1234Z"] {
+            #expect(try RequestFilter(query: ["since": since]).matches(record), "\(since)")
+        }
+        for since in ["1796173234.124", second + ".124Z"] {
+            #expect(try !RequestFilter(query: ["since": since]).matches(record), "\(since)")
+        }
+    }
+}
+
 @Suite struct RolloutBucketExamples {
     /// The README's table of User IDs on each side of 50 % for `new_checkout`.
     @Test func theREADMEsExamples() {
