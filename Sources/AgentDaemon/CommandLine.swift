@@ -9,6 +9,9 @@ public enum DaemonCommand: Sendable, Equatable {
     case run(DaemonOptions)
     case help
     case version
+    /// `--list-keys`: the configuration keys, one per line (section, key, when a change
+    /// applies, the fleet's environment variable).
+    case listKeys
 }
 
 /// The daemon's options; those given override the configuration file.
@@ -87,6 +90,8 @@ public enum DaemonCommandLine {
           --state-dir DIR   where flags and device state are kept (overrides StateDirectory=;
                             default $STATE_DIRECTORY, else /var/lib/pushwoosh-agent)
           -h, --help        show this help
+          --list-keys       list the configuration file's keys: section, key, when a change
+                            applies (reload, restart, first-start), fleet variable
           --version         show the version
 
         Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.
@@ -124,6 +129,8 @@ public enum DaemonCommandLine {
                 return .help
             case "--version":
                 return .version
+            case "--list-keys":
+                return .listKeys
             case "--config":
                 options.configFile = try value(for: name, inline: inline)
             case "--instance":

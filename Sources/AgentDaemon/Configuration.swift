@@ -81,33 +81,9 @@ public struct AgentConfiguration: Sendable, Equatable {
 }
 
 extension AgentConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
-    /// One line of `key=value` facts for logs; the API token is never shown.
+    /// One line of `key=value` facts for logs, one per key of the table; the API token is never shown.
     public var description: String {
-        var parts: [String] = []
-        func add(_ key: String, _ value: String?) { parts.append("\(key)=\(value ?? "-")") }
-        add("applicationCode", server.applicationCode)
-        add("apiToken", server.apiToken == nil ? nil : "<redacted>")
-        add("serverURL", server.serverURL)
-        add("requestTimeout", TimeSpan.format(server.requestTimeout))
-        add("userId", initialUserId)
-        add("socket", socket.path)
-        add("socketMode", "0" + String(socket.mode, radix: 8))
-        add("socketGroup", socket.group)
-        add("controlGroup", socket.controlGroup)
-        add("maxConnections", String(socket.maxConnections))
-        add("stateDirectory", stateDirectory)
-        add("storedFlagsLifetime", TimeSpan.format(featureFlags.storedFlagsLifetime))
-        add("sessionTimeout", TimeSpan.format(featureFlags.sessionTimeout))
-        add("refreshInterval", TimeSpan.format(featureFlags.refreshInterval))
-        add("throttleWindow", TimeSpan.format(featureFlags.throttleWindow))
-        add("disableThrottle", featureFlags.disableThrottle ? "yes" : "no")
-        add("initialAppState", device.initialAppState.rawValue)
-        add("notificationAuthorization", device.notificationAuthorization.rawValue)
-        add("permissionPromptAnswer", device.permissionPromptAnswer.rawValue)
-        add("clock", device.clock.rawValue)
-        add("httpListen", http.listen?.description)
-        add("httpTokenFile", http.tokenFile)
-        return parts.joined(separator: " ")
+        Self.keys.map { "\($0.logName)=\($0.show(self) ?? "-")" }.joined(separator: " ")
     }
 
     public var debugDescription: String { "AgentConfiguration(\(description))" }
@@ -131,7 +107,7 @@ extension AgentConfiguration {
     /// the file and line they are in; ApplicationCode= may come from any of them.
     public static func load(file path: String, overrides: [String],
                             environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
-        var values = try readValues(file: path, into: RawValues())
+        var values = try readValues(file: path, into: ConfigurationReading(environment: environment))
         var sources = [path]
         try applyFleetEnvironment(environment, to: &values)
         if fleetEnvironment.contains(where: { environment[$0.variable] != nil }) { sources.append("environment") }
@@ -139,12 +115,12 @@ extension AgentConfiguration {
             values = try readValues(file: override, into: values)
             sources.append(override)
         }
-        var configuration = try values.build(file: path, environment: environment)
+        var configuration = try values.build(file: path)
         configuration.sourceFile = sources.joined(separator: ",")
         return configuration
     }
 
-    private static func readValues(file path: String, into values: RawValues) throws(ConfigurationError) -> RawValues {
+    private static func readValues(file path: String, into values: ConfigurationReading) throws(ConfigurationError) -> ConfigurationReading {
         try parseValues(try INIFile.read(path), file: path, into: values)
     }
 
@@ -154,13 +130,13 @@ extension AgentConfiguration {
     }
 
     public static func parse(_ bytes: [UInt8], file: String, environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
-        try parseValues(bytes, file: file, into: RawValues()).build(file: file, environment: environment)
+        try parseValues(bytes, file: file, into: ConfigurationReading(environment: environment)).build(file: file)
     }
 
     /// The keys of one file, laid over `initial` (a later file's key wins).
-    fileprivate static func parseValues(_ bytes: [UInt8], file: String, into initial: RawValues) throws(ConfigurationError) -> RawValues {
+    fileprivate static func parseValues(_ bytes: [UInt8], file: String, into initial: ConfigurationReading) throws(ConfigurationError) -> ConfigurationReading {
         var values = initial
-        try INIFile.parse(bytes, file: file, schema: configurationSchema) { (_, key, value) throws(ValueError) in
+        try INIFile.parse(bytes, file: file, schema: schema) { (_, key, value) throws(ValueError) in
             try values.set(key, value)
         }
         return values
@@ -168,12 +144,11 @@ extension AgentConfiguration {
 
     /// PROTOCOL E.1: what a fleet's generated drop-in sets for one instance
     /// (pushwoosh-agent-fleet-generator), laid over agent.conf and under NAME.conf.
-    public static let fleetEnvironment: [(variable: String, key: String)] = [
-        ("PUSHWOOSH_AGENT_USER_ID", "UserId"),
-        ("PUSHWOOSH_AGENT_INITIAL_APP_STATE", "InitialAppState"),
-    ]
+    public static var fleetEnvironment: [(variable: String, key: String)] {
+        keys.compactMap { key in key.environment.map { ($0, key.name) } }
+    }
 
-    fileprivate static func applyFleetEnvironment(_ environment: [String: String], to values: inout RawValues) throws(ConfigurationError) {
+    fileprivate static func applyFleetEnvironment(_ environment: [String: String], to values: inout ConfigurationReading) throws(ConfigurationError) {
         for (variable, key) in fleetEnvironment {
             guard let value = environment[variable] else { continue }
             do {
@@ -185,100 +160,29 @@ extension AgentConfiguration {
     }
 }
 
-/// The sections and keys of C.1, in the order errors list them.
-private let configurationSchema = INISchema([
-    ("Agent", ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
-               "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout"]),
-    ("FeatureFlags", ["StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle"]),
-    ("Device", ["InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Clock"]),
-    ("HTTP", ["Listen", "TokenFile"]),
-])
+/// The configuration as the files are read: each value validated and set as it comes
+/// (a later line wins; an empty value restores the default); `build` checks the whole.
+fileprivate struct ConfigurationReading {
+    let defaults: AgentConfiguration
+    var configuration: AgentConfiguration
+    let keys = Dictionary(uniqueKeysWithValues: AgentConfiguration.keys.map { ($0.name, $0) })
 
-/// Values as read, each validated on its own; `build` checks the whole.
-fileprivate struct RawValues {
-    var applicationCode: String?
-    var apiToken: String?
-    var serverURL: String?
-    var userId: String?
-    var socket: String?
-    var socketMode: UInt32?
-    var socketGroup: String?
-    var controlGroup: String?
-    var maxConnections: Int?
-    var stateDirectory: String?
-    var requestTimeout: Seconds?
-    var storedFlagsLifetime: Seconds?
-    var sessionTimeout: Seconds?
-    var refreshInterval: Seconds?
-    var throttleWindow: Seconds?
-    var disableThrottle: Bool?
-    var initialAppState: AppState?
-    var notificationAuthorization: NotificationAuthorization?
-    var permissionPromptAnswer: PermissionPromptAnswer?
-    var clock: DeviceClockMode?
-    var httpListen: HTTPListenAddress?
-    var httpTokenFile: String?
-
-    /// Empty values unset the key (a later line overrides an earlier one, as in systemd).
-    mutating func set(_ key: String, _ value: String) throws(ValueError) {
-        let v: String? = value.isEmpty ? nil : value
-        switch key {
-        case "ApplicationCode": applicationCode = v
-        case "ApiToken": apiToken = v
-        case "ServerURL": serverURL = try v.map { (s) throws(ValueError) in try ConfigValue.serverURL(s) }
-        case "UserId": userId = v
-        case "Socket": socket = try v.map { (s) throws(ValueError) in try ConfigValue.socketPath(s) }
-        case "SocketMode": socketMode = try v.map { (s) throws(ValueError) in try ConfigValue.mode(s) }
-        case "SocketGroup": socketGroup = try v.map { (s) throws(ValueError) in try ConfigValue.groupName(s) }
-        case "ControlGroup": controlGroup = try v.map { (s) throws(ValueError) in try ConfigValue.groupName(s) }
-        case "MaxConnections": maxConnections = try v.map { (s) throws(ValueError) in try ConfigValue.positiveInteger(s) }
-        case "StateDirectory": stateDirectory = try v.map { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }
-        case "RequestTimeout": requestTimeout = try v.map { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: true) }
-        case "StoredFlagsLifetime": storedFlagsLifetime = try v.map { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: true) }
-        case "SessionTimeout": sessionTimeout = try v.map { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: false) }
-        case "RefreshInterval": refreshInterval = try v.map { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: true) }
-        case "ThrottleWindow": throttleWindow = try v.map { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: false) }
-        case "DisableThrottle": disableThrottle = try v.map { (s) throws(ValueError) in try ConfigValue.boolean(s) }
-        case "InitialAppState": initialAppState = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, AppState.self) }
-        case "NotificationAuthorization":
-            notificationAuthorization = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, NotificationAuthorization.self) }
-        case "PermissionPromptAnswer":
-            permissionPromptAnswer = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, PermissionPromptAnswer.self) }
-        case "Clock": clock = try v.map { (s) throws(ValueError) in try ConfigValue.enumeration(s, DeviceClockMode.self) }
-        case "Listen": httpListen = try v.map { (s) throws(ValueError) in try HTTPListenAddress.parse(s) }
-        case "TokenFile": httpTokenFile = try v.map { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }
-        default:
-            preconditionFailure("key \(key) is in configurationSchema but not handled")
-        }
+    init(environment: [String: String]) {
+        defaults = AgentConfiguration(applicationCode: "", environment: environment)
+        configuration = defaults
     }
 
-    func build(file: String, environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
-        guard let applicationCode else {
+    mutating func set(_ name: String, _ value: String) throws(ValueError) {
+        guard let key = keys[name] else { preconditionFailure("key \(name) is in the schema but not in the table") }
+        try key.assign(&configuration, value, defaults)
+    }
+
+    func build(file: String) throws(ConfigurationError) -> AgentConfiguration {
+        guard !configuration.server.applicationCode.isEmpty else {
             throw ConfigurationError(file: file, line: nil, key: "ApplicationCode", message: "required in [Agent], not set")
         }
-        var c = AgentConfiguration(applicationCode: applicationCode, environment: environment)
+        var c = configuration
         c.sourceFile = file
-        c.server.apiToken = apiToken
-        c.server.serverURL = serverURL
-        if let requestTimeout { c.server.requestTimeout = requestTimeout }
-        c.initialUserId = userId
-        if let socket { c.socket.path = socket }
-        if let socketMode { c.socket.mode = socketMode }
-        c.socket.group = socketGroup
-        c.socket.controlGroup = controlGroup
-        if let maxConnections { c.socket.maxConnections = maxConnections }
-        if let stateDirectory { c.stateDirectory = stateDirectory }
-        if let storedFlagsLifetime { c.featureFlags.storedFlagsLifetime = storedFlagsLifetime }
-        if let sessionTimeout { c.featureFlags.sessionTimeout = sessionTimeout }
-        if let refreshInterval { c.featureFlags.refreshInterval = refreshInterval }
-        if let throttleWindow { c.featureFlags.throttleWindow = throttleWindow }
-        if let disableThrottle { c.featureFlags.disableThrottle = disableThrottle }
-        if let initialAppState { c.device.initialAppState = initialAppState }
-        if let notificationAuthorization { c.device.notificationAuthorization = notificationAuthorization }
-        if let permissionPromptAnswer { c.device.permissionPromptAnswer = permissionPromptAnswer }
-        if let clock { c.device.clock = clock }
-        c.http.listen = httpListen
-        c.http.tokenFile = httpTokenFile
         return c
     }
 }

@@ -171,14 +171,11 @@ public final class Daemon {
         notifications.reloading(status: "reloading configuration")
         do {
             var fresh = try options.loadConfiguration(environment: environment)
-            // Where the socket and state live cannot change without a restart.
-            fresh.socket.path = configuration.socket.path
-            fresh.stateDirectory = configuration.stateDirectory
-            fresh.http.listen = configuration.http.listen
-            if fresh.device.clock != configuration.device.clock {
-                log(.warning, "Clock= changes at the next start, not on reload", ["running": configuration.device.clock.rawValue,
-                                                                                 "file": fresh.device.clock.rawValue])
-                fresh.device.clock = configuration.device.clock
+            // Where the socket and state live, the clock and the like change at the next start.
+            for key in AgentConfiguration.keys where key.change == .restart && !key.equal(fresh, configuration) {
+                log(.warning, "\(key.name)= changes at the next start, not on reload",
+                    ["running": key.show(configuration) ?? "-", "file": key.show(fresh) ?? "-"])
+                key.keep(&fresh, configuration)
             }
             try http?.reload(fresh.http)
             configuration = fresh

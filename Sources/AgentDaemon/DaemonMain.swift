@@ -20,6 +20,9 @@ public enum DaemonMain {
         case .version:
             print("pushwoosh-agentd \(StatusReport.version)")
             return 0
+        case .listKeys:
+            print(AgentConfiguration.keyList, terminator: "")
+            return 0
         case .run(let options):
             do {
                 let daemon = try Daemon(options: options, environment: environment, log: log)

@@ -457,3 +457,75 @@ private let protocolExample = """
         #expect(message?.contains("controlled") == true, "\(message ?? "nil")")
     }
 }
+
+/// C.1: one table of keys (`AgentConfiguration.keys`) and every list made from it.
+@Suite struct ConfigurationKeyTableTests {
+    /// The man page lists every key of the table with when a change applies.
+    @Test func theManPageListsEveryKeyWithItsChangeRule() throws {
+        let man = try String(contentsOfFile: Binaries.repositoryRoot + "/packaging/man/pushwoosh-agentd.1", encoding: .utf8)
+        for key in AgentConfiguration.keys {
+            #expect(man.contains(".TP\n.B \(key.qualifiedName)\n\(key.change.summary)"), "\(key.qualifiedName)")
+            if let variable = key.environment { #expect(man.contains("set it with \(variable)."), "\(variable)") }
+        }
+        #expect(man.components(separatedBy: "\n.TP\n.B [").count - 1 == AgentConfiguration.keys.count)
+    }
+
+    /// config/agent.conf documents every key of the table and sets only ApplicationCode
+    /// (the rest shows defaults, commented out), in the table's sections.
+    @Test func theExampleConfigurationListsEveryKey() throws {
+        let text = try String(contentsOfFile: Binaries.repositoryRoot + "/config/agent.conf", encoding: .utf8)
+        let lines = text.split(separator: "\n").map(String.init)
+        var section = ""
+        var seen: [String: String] = [:]
+        for line in lines {
+            if line.hasPrefix("[") { section = String(line.dropFirst().dropLast()) }
+            let bare = line.hasPrefix("#") ? String(line.dropFirst()) : line
+            if let eq = bare.firstIndex(of: "="), !bare.contains(" "), bare.first?.isUppercase == true {
+                seen[String(bare[..<eq])] = section
+            }
+        }
+        for key in AgentConfiguration.keys {
+            #expect(seen[key.name] == key.section, "config/agent.conf: \(key.qualifiedName)")
+        }
+        #expect(Set(seen.keys) == Set(AgentConfiguration.keys.map(\.name)))
+        #expect(lines.filter { !$0.hasPrefix("#") && $0.contains("=") } == ["ApplicationCode=ABCDE-12345"])
+    }
+
+    /// `--list-keys` is the table; the schema, the fleet variables and the log line come from it.
+    @Test func everyListComesFromTheTable() throws {
+        let rows = AgentConfiguration.keyList.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        #expect(rows.map { $0[1] } == AgentConfiguration.keys.map(\.name))
+        #expect(rows.first == ["Agent", "ApplicationCode", "reload", "-"])
+        #expect(rows.contains(["Device", "Clock", "restart", "-"]))
+        #expect(rows.contains(["Agent", "UserId", "first-start", "PUSHWOOSH_AGENT_USER_ID"]))
+        #expect(AgentConfiguration.fleetEnvironment.map(\.key) == ["UserId", "InitialAppState"])
+        #expect(AgentConfiguration.schema.sections.map(\.name) == ["Agent", "FeatureFlags", "Device", "HTTP"])
+        let c = try AgentConfiguration.parse("[Agent]\nApplicationCode=A\n", file: "t", environment: [:])
+        #expect(c.description.split(separator: " ").count == AgentConfiguration.keys.count)
+        #expect(c.description.hasPrefix("applicationCode=A apiToken=- serverURL=- userId=-"))
+    }
+
+    /// An empty value restores the default, as in systemd, for each kind of key.
+    @Test func anEmptyValueRestoresTheDefault() throws {
+        let c = try AgentConfiguration.parse("""
+            [Agent]
+            ApplicationCode=A
+            MaxConnections=3
+            MaxConnections=
+            ServerURL=http://127.0.0.1:1/json/1.3/
+            ServerURL=
+            [FeatureFlags]
+            RefreshInterval=5s
+            RefreshInterval=
+            [Device]
+            Clock=controlled
+            Clock=
+            """, file: "t", environment: ["STATE_DIRECTORY": "/tmp/s"])
+        let defaults = AgentConfiguration(applicationCode: "A", environment: ["STATE_DIRECTORY": "/tmp/s"])
+        #expect(c.socket.maxConnections == defaults.socket.maxConnections)
+        #expect(c.server.serverURL == nil)
+        #expect(c.featureFlags.refreshInterval == defaults.featureFlags.refreshInterval)
+        #expect(c.device.clock == .system)
+        #expect(c.stateDirectory == "/tmp/s")
+    }
+}

@@ -183,6 +183,29 @@ import HarnessSupport
         #expect(!FileManager.default.fileExists(atPath: agent.socketPath))  // its own socket is removed
     }
 
+    // C.1: keys the table marks `restart` (Socket=, Clock=) keep their running value on
+    // reload, each with a warning naming it; the reload itself still applies the rest.
+    @Test func restartOnlyKeysWaitForTheNextStart() throws {
+        let (emulator, agent) = try start()
+        let config = AgentProcess.config(server: emulator.serverURL, dir: agent.dir.path)
+            .replacingOccurrences(of: "Socket=\(agent.socketPath)", with: "Socket=\(agent.dir.path)/moved.sock")
+            + "[Device]\nClock=controlled\n"
+        #expect(config.contains("moved.sock"))
+        try config.write(toFile: agent.configPath, atomically: true, encoding: .utf8)
+        agent.signal(SIGHUP)
+        #expect(agent.waitForNotify("RELOADING=1") != nil)
+        #expect(agent.waitForNotify("READY=1") != nil)
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("clock")["error"]?["code"] == -32004)  // still Clock=system
+        #expect(!FileManager.default.fileExists(atPath: agent.dir.path + "/moved.sock"))
+        agent.signal(SIGTERM)
+        agent.process.waitUntilExit()
+        let err = agent.stderrText
+        #expect(err.contains("Socket= changes at the next start, not on reload"))
+        #expect(err.contains("Clock= changes at the next start, not on reload"))
+        #expect(err.contains("configuration reloaded"))
+    }
+
     // C: WATCHDOG=1 at half of WatchdogSec.
     @Test func watchdogPings() throws {
         let (_, agent) = try start(environment: ["WATCHDOG_USEC": "400000"])

@@ -189,23 +189,6 @@ import Testing
         let result = try Analyzer.run(["verify", dir.slice, dir.instanceService], in: dir.path)
         #expect(result.stderr.contains("Invalid memory limit 'lots'"), "verify did not report the bad limit:\n\(result.output)")
     }
-
-    /// config/agent.conf documents every key of PROTOCOL C.1 and sets only
-    /// ApplicationCode (the rest shows defaults, commented out).
-    @Test func exampleConfigurationListsEveryKey() throws {
-        let text = try String(contentsOfFile: UnitCopy.root + "/config/agent.conf", encoding: .utf8)
-        let keys = ["ApplicationCode", "ApiToken", "ServerURL", "UserId", "Socket", "SocketMode", "SocketGroup",
-                    "ControlGroup", "MaxConnections", "StateDirectory", "RequestTimeout",
-                    "StoredFlagsLifetime", "SessionTimeout", "RefreshInterval", "ThrottleWindow", "DisableThrottle",
-                    "InitialAppState", "NotificationAuthorization", "PermissionPromptAnswer", "Clock", "Listen", "TokenFile"]
-        let lines = text.split(separator: "\n").map(String.init)
-        for key in keys {
-            #expect(lines.contains { $0.hasPrefix(key + "=") || $0.hasPrefix("#" + key + "=") },
-                    "config/agent.conf does not mention \(key)=")
-        }
-        let active = lines.filter { !$0.hasPrefix("#") && $0.contains("=") }
-        #expect(active == ["ApplicationCode=ABCDE-12345"])
-    }
 }
 
 /// A scratch copy of the units in which ExecStart= names a binary that exists.

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import shutil
+from typing import Optional
 
 import pytest
 
@@ -137,6 +138,21 @@ def test_typo(pushwoosh_agent):
     result = pytester.runpytest_subprocess(*_bin_args(pytestconfig), "-p", "no:cacheprovider", "-k", "typo")
     result.assert_outcomes(errors=1)
     assert "unknown agent setting 'refresh_intervall'" in result.stdout.str()
+
+
+def test_the_settings_map_is_the_agents_key_table(pushwoosh_bin: Optional[str]) -> None:
+    """AGENT_SETTINGS names exactly the keys of ``pushwoosh-agentd --list-keys``, in their sections."""
+    import subprocess
+
+    from pushwoosh_agent.processes import AGENT_SETTINGS, find_binary
+
+    listed = subprocess.run([find_binary("pushwoosh-agentd", pushwoosh_bin), "--list-keys"],
+                            check=True, capture_output=True, text=True).stdout
+    table = {(row.split("\t")[0], row.split("\t")[1]) for row in listed.splitlines()}
+    assert len(table) >= 20
+    mapped = set(AGENT_SETTINGS.values())
+    assert table - mapped == set(), "keys of the agent the Python client cannot set"
+    assert mapped - table == set(), "keys the Python client sets that the agent does not have"
 
 
 def test_the_settings_map_names_every_key_of_the_example_configuration() -> None:
