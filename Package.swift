@@ -72,7 +72,7 @@ let package = Package(
         .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
-        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport"], swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
