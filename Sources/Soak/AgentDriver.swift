@@ -325,6 +325,7 @@ public final class AgentDriver: @unchecked Sendable {
     public func run() {
         ctx.recorder.busy(index, since: now())
         let up = ctx.gate.shared { start() }
+        ctx.firstStarts.leave()
         ctx.recorder.busy(index, since: nil)
         guard up else { return }
         ctx.gate.shared {

@@ -46,6 +46,11 @@ public final class ClockDriver: @unchecked Sendable {
     }
 
     func run() {
+        // Every agent's first start is over before the first step (each start takes the gate
+        // only once its thread runs, which may be after this one took it).
+        while ctx.firstStarts.wait(timeout: .now() + 0.1) == .timedOut {
+            if ctx.recorder.stopping { return }
+        }
         let start = timeline.deviceNow()
         let end = start + ctx.options.deviceDays * 86_400
         while !ctx.recorder.stopping {

@@ -16,6 +16,10 @@ public struct RunContext: Sendable {
     public var timeline = DeviceTimeline()
     /// Clock steps happen only while no driver acts.
     public var gate = WorldGate()
+    /// Left by each driver once its agent's first start is over (up or not): the clock's
+    /// first step waits for it, or an agent still starting would miss the step and run
+    /// behind the others' device time (the real-timings soak's one failure in four).
+    public var firstStarts = DispatchGroup()
 
     public static let applicationCode = "ABCDE-12345"
     public static let userPool = ["alice", "bob", "carol", "dave", "erin"]

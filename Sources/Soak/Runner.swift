@@ -190,6 +190,7 @@ public final class SoakRunner: @unchecked Sendable {
         }
         for d in drivers {
             group.enter()
+            ctx.firstStarts.enter()
             let t = Thread { d.run(); group.leave() }
             t.stackSize = 1 << 20
             t.start()
