@@ -115,6 +115,24 @@ import HarnessSupport
         #expect(c.call("isEnabled", #"{"key":"new_checkout","default":true}"#)["result"]?["enabled"] == false)
     }
 
+    @Test("LS-2: a client that unsubscribes hears no more notifications; one still subscribed does")
+    func unsubscribeEndsTheSubscription() throws {
+        let (emulator, agent) = try start(extra: "[FeatureFlags]\nDisableThrottle=yes")
+        let left = try LineClient(path: agent.socketPath)
+        let stayed = try LineClient(path: agent.socketPath)
+        #expect(left.call("subscribe")["result"] == [:])
+        #expect(stayed.call("subscribe")["result"] == [:])
+        #expect(left.call("unsubscribe")["result"] == [:])
+        emulator.admin("POST", "/admin/apps/ABCDE-12345/flags/new_checkout/kill")
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("refresh")["result"]?["error"] == .null)
+        #expect(json(stayed.readLine() ?? "")["method"] == "featureFlagsDidUpdate")
+        // Every subscriber is sent the notification in the same turn of the loop: had `left`
+        // still been subscribed, its notification would come before this answer.
+        let next = left.call("status", id: 2)
+        #expect(next["id"] == 2, "\(next)")
+    }
+
     // B: 256 concurrent clients.
     @Test func manyClients() throws {
         let (_, agent) = try start()
