@@ -5,8 +5,8 @@ import Testing
 
 /// SPEC §6 and PROTOCOL A: the device towards the server.
 @Suite struct DeviceTests {
-    // SE-1: starts active unless configured; clients move it; 30-minute sessions.
-    @Test func appStateMachine() {
+    @Test("SE-1: starts active unless configured; clients move it; 30-minute sessions")
+    func appStateMachine() {
         let loop = VirtualLoop.serving([checkout])
         #expect(loop.agent.status().appState == .active)
         #expect(loop.agent.setAppState(.active) == false)
@@ -19,8 +19,8 @@ import Testing
         #expect(loop.agent.setAppState(.active) == true)
     }
 
-    // SE-2: an uppercase UUID, created once and kept across restarts.
-    @Test func hwidIsCreatedOnce() {
+    @Test("SE-2: an uppercase UUID, created once and kept across restarts")
+    func hwidIsCreatedOnce() {
         let loop = VirtualLoop.serving([checkout])
         let hwid = loop.agent.hwid
         #expect(hwid.range(of: #"^[0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}$"#, options: .regularExpression) != nil)
@@ -30,8 +30,8 @@ import Testing
         #expect(loop.flagRequests.last?.body["hwid"] == .string(hwid))
     }
 
-    // SE-3: registration with the simulated prompt and token; retries 1, 5, 10 s; skipped within 24 h; unregister.
-    @Test func pushRegistration() {
+    @Test("SE-3: registration with the simulated prompt and token; retries 1, 5, 10 s; skipped within 24 h; unregister")
+    func pushRegistration() {
         let loop = VirtualLoop.serving([checkout])
         loop.transport.script = { r in
             r.method == "registerDevice" ? .answer(ScriptedTransport.http(503)) : .answer(ScriptedTransport.ok())
@@ -82,8 +82,8 @@ import Testing
         #expect(loop.transport.requests("registerDevice").isEmpty)
     }
 
-    // SE-4: setUserId stores, tells the server (skipped for the same id within 24 h) and refreshes.
-    @Test func setUserId() {
+    @Test("SE-4: setUserId stores, tells the server (skipped for the same id within 24 h) and refreshes")
+    func setUserId() {
         let loop = VirtualLoop.serving([checkout])
         loop.agent.setUserId("alice")
         loop.run(for: 1)
@@ -102,8 +102,8 @@ import Testing
         #expect(loop.agent.userId == "alice")
     }
 
-    // SE-5: only the agent requests flags: one process, one request stream (no extension path exists).
-    @Test func onlyTheAgentRequestsFlags() {
+    @Test("SE-5: only the agent requests flags: one process, one request stream (no extension path exists)")
+    func onlyTheAgentRequestsFlags() {
         let loop = VirtualLoop.serving([checkout])
         #expect(loop.flagRequests.allSatisfy { $0.body["hwid"] == .string(loop.agent.hwid) })
     }
@@ -197,8 +197,8 @@ import Testing
         #expect(f.code == 200)  // RF-7
     }
 
-    // RF-10: Retry-After is honoured up to a day; a huge one neither traps nor stops refreshing forever.
-    @Test func hugeRetryAfter() {
+    @Test("RF-10: Retry-After is honoured up to a day; a huge one neither traps nor stops refreshing forever")
+    func hugeRetryAfter() {
         guard case .failure(let f) = PushwooshAPI.classify(ScriptedTransport.http(503, headers: ["retry-after": "1e300"])) else {
             Issue.record("expected a failure")
             return

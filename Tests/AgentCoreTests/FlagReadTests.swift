@@ -5,15 +5,15 @@ import Testing
 
 /// SPEC §1: reading flags.
 @Suite struct FlagReadTests {
-    // FF-1: the agent serves the server's result as is, never evaluating rules itself.
-    @Test func servesTheServersResultVerbatim() {
+    @Test("FF-1: the agent serves the server's result as is, never evaluating rules itself")
+    func servesTheServersResultVerbatim() {
         let loop = VirtualLoop.serving([checkout, banner, dark])
         #expect(loop.agent.get("new_checkout").value == checkout)
         #expect(loop.agent.get("dark_mode").value == dark)
     }
 
-    // FF-2: nothing before any flags exist; nothing for an absent key; keys are case-sensitive.
-    @Test func getReturnsNothingWithoutFlagsOrKey() {
+    @Test("FF-2: nothing before any flags exist; nothing for an absent key; keys are case-sensitive")
+    func getReturnsNothingWithoutFlagsOrKey() {
         let loop = VirtualLoop(start: false)
         loop.transport.script = { _ in .hold }
         loop.agent.start()
@@ -30,8 +30,8 @@ import Testing
         #expect(other.provenance.reason == .error)
     }
 
-    // FF-3: get never waits for the network — it answers while a request is held.
-    @Test func getNeverWaitsForNetwork() {
+    @Test("FF-3: get never waits for the network — it answers while a request is held")
+    func getNeverWaitsForNetwork() {
         let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.disableThrottle = true })
         loop.transport.script = { _ in .hold }
         var done = false
@@ -42,8 +42,8 @@ import Testing
         #expect(loop.agent.isEnabled("new_checkout", default: false).value == true)
     }
 
-    // FF-4: key, isEnabled, ruleId; reasons follow the rule id.
-    @Test func flagCarriesRuleAndReason() {
+    @Test("FF-4: key, isEnabled, ruleId; reasons follow the rule id")
+    func flagCarriesRuleAndReason() {
         let loop = VirtualLoop.serving([checkout, banner, dark])
         #expect(loop.agent.get("new_checkout").provenance.reason == .targetingMatch)
         #expect(loop.agent.get("dark_mode").provenance.reason == .default)
@@ -52,8 +52,8 @@ import Testing
         #expect(loop.agent.get("new_checkout").provenance.ageSeconds != nil)
     }
 
-    // FF-5: typed reads with defaults; a Boolean is never a Number and vice versa.
-    @Test func typedPropertyReads() {
+    @Test("FF-5: typed reads with defaults; a Boolean is never a Number and vice versa")
+    func typedPropertyReads() {
         let loop = VirtualLoop.serving([checkout])
         let a = loop.agent
         #expect(a.property("new_checkout", "button_color", type: .string, default: "blue").value == "green")
@@ -74,8 +74,8 @@ import Testing
         #expect(a.property("missing", "x", type: .jsonObject, default: .null).value == .null)
     }
 
-    // FF-5: a server that sends 1 and true keeps them apart on the wire too.
-    @Test func booleanNumberKindsSurviveTheWire() throws {
+    @Test("FF-5: a server that sends 1 and true keeps them apart on the wire too")
+    func booleanNumberKindsSurviveTheWire() throws {
         let body = Data(#"{"status_code":200,"response":{"flags":[{"key":"k","enabled":true,"rule_id":"default","properties":{"one":1,"yes":true,"zero":0}}]}}"#.utf8)
         let ok = try PushwooshAPI.classify(.response(status: 200, headers: [:], body: body)).get()
         let flags = try PushwooshAPI.parseFlags(ok.response).get().flags
@@ -85,8 +85,8 @@ import Testing
         #expect(PropertyType.number.matches(.bool(true)) == false)
     }
 
-    // FF-6: isEnabled returns the default when get would return nothing.
-    @Test func isEnabledFallsBackToDefault() {
+    @Test("FF-6: isEnabled returns the default when get would return nothing")
+    func isEnabledFallsBackToDefault() {
         let loop = VirtualLoop.serving([checkout, banner])
         #expect(loop.agent.isEnabled("new_checkout", default: false).value == true)
         #expect(loop.agent.isEnabled("promo_banner", default: true).value == false)
@@ -94,8 +94,8 @@ import Testing
         #expect(loop.agent.isEnabled("absent", default: false).value == false)
     }
 
-    // FF-7: archived flags are absent; a plan without flags answers without `flags`.
-    @Test func planWithoutFlagsFallsBackEverywhere() {
+    @Test("FF-7: archived flags are absent; a plan without flags answers without `flags`")
+    func planWithoutFlagsFallsBackEverywhere() {
         let loop = VirtualLoop(start: false)
         loop.transport.script = { r in .answer(ScriptedTransport.ok(r.method == "getFeatureFlags" ? ["partial": false] : [:])) }
         loop.agent.start()
@@ -106,8 +106,8 @@ import Testing
         #expect(loop.agent.get("new_checkout").provenance.errorCode == .flagNotFound)
     }
 
-    // FF-8: a killed flag arrives disabled with an empty rule and default properties.
-    @Test func killedFlagIsDisabled() {
+    @Test("FF-8: a killed flag arrives disabled with an empty rule and default properties")
+    func killedFlagIsDisabled() {
         let loop = VirtualLoop.serving([banner])
         let e = loop.agent.get("promo_banner")
         #expect(e.value?.isEnabled == false)

@@ -5,8 +5,8 @@ import Testing
 
 /// SPEC §4 (listeners) and §5 (impressions).
 @Suite struct ListenerTests {
-    // LS-1: notified after a refresh that changed anything; not after one that changed nothing.
-    @Test func notifiesOnChangeOnly() {
+    @Test("LS-1: notified after a refresh that changed anything; not after one that changed nothing")
+    func notifiesOnChangeOnly() {
         let loop = VirtualLoop.serving([checkout, dark], settings: settings { $0.flags.disableThrottle = true })
         #expect(loop.log.changes.count == 1)
         #expect(loop.log.changes[0].keys == ["dark_mode", "new_checkout"])
@@ -37,8 +37,8 @@ import Testing
         #expect(loop.log.changes.count == 1)
     }
 
-    // LS-3: expired and discarded notifications carry their reason.
-    @Test func expiryAndDiscardAreNotified() {
+    @Test("LS-3: expired and discarded notifications carry their reason")
+    func expiryAndDiscardAreNotified() {
         let loop = VirtualLoop.serving([checkout])
         loop.transport.script = { _ in .hold }
         loop.agent.setUserId("bob")
@@ -58,8 +58,8 @@ import Testing
         loop.transport.requests("postEvent").map(\.body).filter { $0["event"] == "PW_FeatureFlagImpression" }
     }
 
-    // IM-1, IM-2: the event and its exact attributes, `enabled` a JSON boolean.
-    @Test func impressionEventShape() {
+    @Test("IM-1, IM-2: the event and its exact attributes, `enabled` a JSON boolean")
+    func impressionEventShape() {
         let loop = VirtualLoop.serving([checkout, banner])
         #expect(loop.agent.logImpression("new_checkout"))
         #expect(loop.agent.logImpression("promo_banner"))  // logged in the off branch too
@@ -74,8 +74,8 @@ import Testing
         #expect(Int(utc) == Int(loop.clock.wall.timeIntervalSince1970))
     }
 
-    // IM-3: once per flag, rule and state per session; none without a flag; a new user starts afresh.
-    @Test func oncePerFlagRuleStateAndSession() {
+    @Test("IM-3: once per flag, rule and state per session; none without a flag; a new user starts afresh")
+    func oncePerFlagRuleStateAndSession() {
         let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.disableThrottle = true })
         #expect(loop.agent.logImpression("new_checkout"))
         #expect(!loop.agent.logImpression("new_checkout"))
@@ -97,8 +97,8 @@ import Testing
         #expect(impressions(loop).count == 4)
     }
 
-    // IM-4: a failed send is sent again on the next call.
-    @Test func failedImpressionIsResent() {
+    @Test("IM-4: a failed send is sent again on the next call")
+    func failedImpressionIsResent() {
         let loop = VirtualLoop.serving([checkout])
         loop.transport.script = { r in
             r.method == "postEvent" ? .answer(ScriptedTransport.http(500)) : .answer(ScriptedTransport.ok())

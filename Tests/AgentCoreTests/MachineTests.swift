@@ -58,8 +58,8 @@ extension [AgentAction] {
         return h
     }
 
-    // RF-1, SE-2: the first start saves the new HWID, opens the app and requests flags.
-    @Test func startSendsAndSaves() {
+    @Test("RF-1, SE-2: the first start saves the new HWID, opens the app and requests flags")
+    func startSendsAndSaves() {
         var h = MachineHarness()
         let actions = h.machine.start(StoreLoad(state: nil), now: h.now)
         #expect(actions.first == .persist(h.machine.state))  // the save comes first
@@ -68,8 +68,8 @@ extension [AgentAction] {
         #expect(actions.call("getFeatureFlags") == .flags(generation: 0))
     }
 
-    // LS-1, ST-1: a complete answer is saved and notified; the hourly timer is armed (RF-2, RF-12).
-    @Test func answerSavesNotifiesAndArmsTheHour() {
+    @Test("LS-1, ST-1: a complete answer is saved and notified; the hourly timer is armed (RF-2, RF-12)")
+    func answerSavesNotifiesAndArmsTheHour() {
         var h = MachineHarness()
         let started = h.machine.start(StoreLoad(state: nil), now: h.now)
         let sentAt = h.now.monotonic
@@ -82,8 +82,8 @@ extension [AgentAction] {
         #expect(h.fireNext().sent == ["getFeatureFlags"])
     }
 
-    // RF-9: a refresh while a request is in flight joins it: nothing is sent; both complete together.
-    @Test func singleFlight() {
+    @Test("RF-9: a refresh while a request is in flight joins it: nothing is sent; both complete together")
+    func singleFlight() {
         var h = MachineHarness { $0.flags.disableThrottle = true }
         let started = h.machine.start(StoreLoad(state: nil), now: h.now)
         #expect(h.machine.refresh(Waiter(1), now: h.now).sent.isEmpty)
@@ -92,8 +92,8 @@ extension [AgentAction] {
         #expect(answered.suffix(2) == [.complete(Waiter(1), nil), .complete(Waiter(2), nil)])
     }
 
-    // RF-4: an answer sent in an older generation is dropped and the request is sent again.
-    @Test func lateAnswerOfAnotherGenerationIsDropped() {
+    @Test("RF-4: an answer sent in an older generation is dropped and the request is sent again")
+    func lateAnswerOfAnotherGenerationIsDropped() {
         var h = MachineHarness()
         let started = h.machine.start(StoreLoad(state: nil), now: h.now)
         let change = h.machine.setUserId("bob", now: h.now)
@@ -104,8 +104,8 @@ extension [AgentAction] {
         #expect(h.machine.get("new_checkout", now: h.now).value == nil)
     }
 
-    // RF-6: inside the window a refresh completes from the stored flags, sending nothing.
-    @Test func throttleAnswersFromStore() {
+    @Test("RF-6: inside the window a refresh completes from the stored flags, sending nothing")
+    func throttleAnswersFromStore() {
         var h = Self.serving([checkout])
         h.advance(299)
         #expect(h.machine.refresh(Waiter(7), now: h.now) == [.complete(Waiter(7), nil)])
@@ -113,8 +113,8 @@ extension [AgentAction] {
         #expect(h.machine.refresh(Waiter(8), now: h.now).sent == ["getFeatureFlags"])
     }
 
-    // RF-10: a failure arms a retry at least a minute later, which says X-Retry-Count: 1.
-    @Test func backoffAndRetryCount() {
+    @Test("RF-10: a failure arms a retry at least a minute later, which says X-Retry-Count: 1")
+    func backoffAndRetryCount() {
         var h = Self.serving([checkout])
         let hourly = h.fireNext()
         let failed = h.machine.answered(hourly.call("getFeatureFlags")!, ScriptedTransport.http(500), now: h.now)
@@ -129,8 +129,8 @@ extension [AgentAction] {
         #expect(retry.request("getFeatureFlags")?.header("X-Retry-Count") == "1")
     }
 
-    // RF-10: Retry-After holds every automatic trigger until it ends.
-    @Test func retryAfterHolds() {
+    @Test("RF-10: Retry-After holds every automatic trigger until it ends")
+    func retryAfterHolds() {
         var h = Self.serving([checkout]) { $0.flags.refreshInterval = 15 }
         let periodic = h.fireNext()
         let failedAt = h.now.monotonic
@@ -142,8 +142,8 @@ extension [AgentAction] {
         #expect(sentAt! - failedAt >= 40)
     }
 
-    // RF-11: 401 stops automatic refreshes; a client's refresh lifts the stop.
-    @Test func fatalStopsAutomaticRefreshes() {
+    @Test("RF-11: 401 stops automatic refreshes; a client's refresh lifts the stop")
+    func fatalStopsAutomaticRefreshes() {
         var h = Self.serving([checkout])
         let periodic = h.fireNext()
         _ = h.machine.answered(periodic.call("getFeatureFlags")!, ScriptedTransport.http(401), now: h.now)
@@ -159,8 +159,8 @@ extension [AgentAction] {
 }
 
 @Suite struct ValidityMachineTests {
-    // ST-3, LS-3: expiry is a timer's action: at the deadline the flags leave memory and disk, with a reason.
-    @Test func expiryIsATimersAction() {
+    @Test("ST-3, LS-3: expiry is a timer's action: at the deadline the flags leave memory and disk, with a reason")
+    func expiryIsATimersAction() {
         var h = RefreshMachineTests.serving([checkout]) { $0.flags.storedFlagsLifetime = 600 }
         let receivedAt = h.now.monotonic
         #expect(h.machine.nextDeadline == receivedAt + 600)
@@ -204,8 +204,8 @@ extension [AgentAction] {
         #expect(loop.store.committed?.flags != nil)
     }
 
-    // ST-2: stored flags of another user are dropped at start and never served.
-    @Test func startDropsAnotherUsersFlags() {
+    @Test("ST-2: stored flags of another user are dropped at start and never served")
+    func startDropsAnotherUsersFlags() {
         let h = RefreshMachineTests.serving([checkout])
         var stored = h.machine.state
         stored.userId = "mallory"
@@ -217,8 +217,8 @@ extension [AgentAction] {
 }
 
 @Suite struct SessionMachineTests {
-    // SE-1, RF-1, RF-2: the background stops the hourly timer; a return after 30 minutes starts a session.
-    @Test func sessions() {
+    @Test("SE-1, RF-1, RF-2: the background stops the hourly timer; a return after 30 minutes starts a session")
+    func sessions() {
         var h = RefreshMachineTests.serving([checkout]) { $0.flags.storedFlagsLifetime = 1e9 }
         let background = h.machine.setAppState(.background, now: h.now)
         #expect(!background.sessionStarted && background.actions.isEmpty)
@@ -235,8 +235,8 @@ extension [AgentAction] {
 }
 
 @Suite struct RegistrationMachineTests {
-    // SE-3: a failed registerDevice is retried after 1 s with X-Retry-Count: 1; success triggers RF-3.
-    @Test func deviceRetriesAndRefresh() {
+    @Test("SE-3: a failed registerDevice is retried after 1 s with X-Retry-Count: 1; success triggers RF-3")
+    func deviceRetriesAndRefresh() {
         var h = RefreshMachineTests.serving([checkout])
         let first = h.machine.registerForPushNotifications(now: h.now)
         #expect(first.granted)
@@ -251,8 +251,8 @@ extension [AgentAction] {
         #expect(done.sent == ["getFeatureFlags"])  // RF-3
     }
 
-    // SE-4: registerUser once within 24 h; its success is saved.
-    @Test func userRegistration() {
+    @Test("SE-4: registerUser once within 24 h; its success is saved")
+    func userRegistration() {
         var h = RefreshMachineTests.serving([checkout])
         let set = h.machine.setUserId("alice", now: h.now)
         #expect(set.saved?.userId == "alice")
@@ -263,8 +263,8 @@ extension [AgentAction] {
 }
 
 @Suite struct ImpressionMachineTests {
-    // IM-2, IM-3, IM-4: one send per flag, rule and state; a failed send frees it again.
-    @Test func oncePerSessionUnlessFailed() {
+    @Test("IM-2, IM-3, IM-4: one send per flag, rule and state; a failed send frees it again")
+    func oncePerSessionUnlessFailed() {
         var h = RefreshMachineTests.serving([checkout])
         let first = h.machine.logImpression("new_checkout", now: h.now)
         #expect(first.logged && first.actions.sent == ["postEvent"])
@@ -293,8 +293,8 @@ extension [AgentAction] {
         #expect(loop.timer.deadline == loop.agent.nextDeadline)
     }
 
-    // LS-1, ST-6: a subscriber hears of a change once it is complete: saved, timer armed.
-    @Test func notificationsComeAfterTheSave() {
+    @Test("LS-1, ST-6: a subscriber hears of a change once it is complete: saved, timer armed")
+    func notificationsComeAfterTheSave() {
         let clock = VirtualClock()
         let transport = ScriptedTransport(clock: clock) { _ in .answer(ScriptedTransport.flags([checkout])) }
         let store = MemoryStore(), timer = VirtualTimer()

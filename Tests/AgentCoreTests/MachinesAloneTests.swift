@@ -20,8 +20,8 @@ import Testing
         world.now.monotonic = t
     }
 
-    // RF-9: one request; later callers join it and complete with it.
-    @Test mutating func singleFlightAndWaiters() {
+    @Test("RF-9: one request; later callers join it and complete with it")
+    mutating func singleFlightAndWaiters() {
         #expect(machine.request(.sessionStart, world, &random) == [.send(generation: 0, retryCount: 0)])
         #expect(machine.manual(Waiter(1), world, &random).isEmpty)
         #expect(machine.automatic(.periodic, world, &random).isEmpty)
@@ -30,8 +30,8 @@ import Testing
         #expect(machine.inFlight == nil)
     }
 
-    // RF-4: after a new identity, the answer of the old generation is dropped and the request sent again.
-    @Test mutating func generations() {
+    @Test("RF-4: after a new identity, the answer of the old generation is dropped and the request sent again")
+    mutating func generations() {
         _ = machine.request(.sessionStart, world, &random)
         machine.identityChanged(keepBackoff: false)
         #expect(machine.request(.userChange, world, &random).isEmpty)  // joins (RF-9)
@@ -39,8 +39,8 @@ import Testing
         #expect(out == [.send(generation: 1, retryCount: 0)])
     }
 
-    // RF-2, RF-12: the hourly deadline lies within 10% past the period, offset included.
-    @Test mutating func hourly() {
+    @Test("RF-2, RF-12: the hourly deadline lies within 10% past the period, offset included")
+    mutating func hourly() {
         _ = machine.request(.sessionStart, world, &random)
         let d = machine.periodicDeadline!
         #expect(d >= 1_000 + 3600 + 100 && d < 1_000 + 3600 * 1.1)
@@ -49,8 +49,8 @@ import Testing
         #expect(machine.periodicDeadline == nil)
     }
 
-    // RF-6: inside the window a manual refresh is answered from the store; automatic ones are not held.
-    @Test mutating func throttle() {
+    @Test("RF-6: inside the window a manual refresh is answered from the store; automatic ones are not held")
+    mutating func throttle() {
         world.flagsValid = true
         _ = machine.request(.sessionStart, world, &random)
         _ = machine.answered(Self.ok, generation: 0, world, &random)
@@ -59,8 +59,8 @@ import Testing
         #expect(machine.automatic(.pushRegistration, world, &random) == [.send(generation: 0, retryCount: 0)])
     }
 
-    // RF-10: backoff at least a minute, X-Retry-Count on the retry, Retry-After holds every automatic trigger.
-    @Test mutating func backoffAndRetryAfter() {
+    @Test("RF-10: backoff at least a minute, X-Retry-Count on the retry, Retry-After holds every automatic trigger")
+    mutating func backoffAndRetryAfter() {
         _ = machine.request(.sessionStart, world, &random)
         _ = machine.answered(Self.failure(500), generation: 0, world, &random)
         let retry = machine.retryDeadline!
@@ -73,8 +73,8 @@ import Testing
         #expect(machine.automatic(.pushRegistration, world, &random).isEmpty)  // held until Retry-After ends
     }
 
-    // RF-11: 401 stops automatic refreshes; a manual refresh lifts the stop; so does a reload.
-    @Test mutating func fatal() {
+    @Test("RF-11: 401 stops automatic refreshes; a manual refresh lifts the stop; so does a reload")
+    mutating func fatal() {
         _ = machine.request(.sessionStart, world, &random)
         let out = machine.answered(Self.failure(401), generation: 0, world, &random)
         #expect(out == [.notify(.refreshFailed(trigger: .sessionStart, error: RefreshError(code: 401, message: "HTTP 401"), retryIn: nil))])
@@ -84,8 +84,8 @@ import Testing
         #expect(!machine.fatal)
     }
 
-    // RF-8: with a URL that does not end with json/1.3/, nothing is sent and a refresh fails with 0.
-    @Test mutating func proxyURL() {
+    @Test("RF-8: with a URL that does not end with json/1.3/, nothing is sent and a refresh fails with 0")
+    mutating func proxyURL() {
         world.canRequest = false
         let out = machine.manual(Waiter(3), world, &random)
         guard case .complete(Waiter(3), let error?) = out.first else { Issue.record("\(out)"); return }
@@ -103,8 +103,8 @@ import Testing
     static let ok: Result<PushwooshAPI.Success, PushwooshAPI.Failure> = PushwooshAPI.classify(ScriptedTransport.ok())
     static let unavailable: Result<PushwooshAPI.Success, PushwooshAPI.Failure> = PushwooshAPI.classify(ScriptedTransport.http(503))
 
-    // SE-3: the prompt is answered, a token made and sent; retries after 1, 5, 10 s, then none.
-    @Test mutating func deviceChainAndRetries() throws {
+    @Test("SE-3: the prompt is answered, a token made and sent; retries after 1, 5, 10 s, then none")
+    mutating func deviceChainAndRetries() throws {
         let r = machine.register(&state, authorization: .notDetermined, prompt: .allow, flagsRequestsSent: 3, now: now, &random)
         #expect(r.granted && state.notificationAuthorization == .authorized)
         let token = try #require(r.pushToken)
@@ -120,8 +120,8 @@ import Testing
         #expect(gaps == [1, 5, 10])
     }
 
-    // RF-3: a success asks for a refresh only when no flags request followed the registration.
-    @Test mutating func successRefreshesOnlyWithoutALaterRequest() {
+    @Test("RF-3: a success asks for a refresh only when no flags request followed the registration")
+    mutating func successRefreshesOnlyWithoutALaterRequest() {
         let first = machine.register(&state, authorization: .authorized, prompt: .allow, flagsRequestsSent: 3, now: now, &random)
         let token = first.pushToken!
         let done = machine.deviceAnswered(token, Self.ok, &state, flagsRequestsSent: 3, now: now)
@@ -135,8 +135,8 @@ import Testing
         #expect(machine.deviceAnswered(token, Self.ok, &state, flagsRequestsSent: 5, now: now).count == 1)  // a request followed
     }
 
-    // SE-4: registerUser once per id within 24 h.
-    @Test mutating func userOncePerDay() {
+    @Test("SE-4: registerUser once per id within 24 h")
+    mutating func userOncePerDay() {
         #expect(machine.setUser("alice", registered: nil, now: now) == [.registerUser("alice")])
         _ = machine.userAnswered("alice", Self.ok, &state, now: now)
         #expect(machine.setUser("alice", registered: state.registeredUser, now: now).isEmpty)
@@ -145,8 +145,8 @@ import Testing
         #expect(machine.setUser("alice", registered: state.registeredUser, now: now) == [.registerUser("alice")])
     }
 
-    // SE-3: a denied prompt grants nothing and sends nothing.
-    @Test mutating func deniedPrompt() {
+    @Test("SE-3: a denied prompt grants nothing and sends nothing")
+    mutating func deniedPrompt() {
         let r = machine.register(&state, authorization: .notDetermined, prompt: .deny, flagsRequestsSent: 0, now: now, &random)
         #expect(!r.granted && r.pushToken == nil && r.outputs.isEmpty)
         #expect(state.notificationAuthorization == .denied)
@@ -155,7 +155,8 @@ import Testing
 
 /// `ImpressionLedger` alone (IM-3, IM-4).
 @Suite struct ImpressionLedgerAloneTests {
-    @Test func oncePerFlagRuleAndStateUnlessTheSendFailed() {
+    @Test("IM-3, IM-4: once per flag, rule and state, unless the send failed for the current user")
+    func oncePerFlagRuleAndStateUnlessTheSendFailed() {
         var ledger = ImpressionLedger()
         #expect(ledger.log(nil) == nil)  // IM-3: none without a flag
         let sent = ledger.log(checkout)

@@ -52,7 +52,7 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
 @Suite struct PrimerTests {
     // MARK: PR-1, PR-3: every status × answer × fallbackToSettings, through the agent
 
-    @Test(arguments: PrimerRow.all)
+    @Test("PR-1, PR-3: every authorization status × answer × fallbackToSettings gives the SDK's outcome", arguments: PrimerRow.all)
     func stateAwareOutcome(_ row: PrimerRow) throws {
         let loop = VirtualLoop.serving([checkout])
         loop.agent.setNotificationAuthorization(row.authorization)
@@ -78,8 +78,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
         }
     }
 
-    // PR-1: suppressed silently, with the reason kept for logs.
-    @Test func suppressionReasons() throws {
+    @Test("PR-1: suppressed silently, with the reason kept for logs")
+    func suppressionReasons() throws {
         let loop = VirtualLoop.serving([checkout])
         loop.agent.setNotificationAuthorization(.provisional)
         #expect(loop.agent.presentPushPrimer(try primer(["answer": "accept"])).suppressedBecause == .alreadyAuthorized)
@@ -123,7 +123,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
         #expect(decide(.notDetermined, last: now.addingTimeInterval(60)) == .show)
     }
 
-    @Test func outcomeTable() {
+    @Test("PR-3: accept gives accepted (redirectedToSettings when denied); decline gives declined")
+    func outcomeTable() {
         #expect(PushPrimer.outcome(authorization: .notDetermined, answer: .accept) == .accepted)
         #expect(PushPrimer.outcome(authorization: .ephemeral, answer: .accept) == .accepted)
         #expect(PushPrimer.outcome(authorization: .denied, answer: .accept) == .redirectedToSettings)
@@ -134,7 +135,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
 
     // MARK: PR-2: minInterval, virtual time, restarts
 
-    @Test func minIntervalThrottlesAcrossRestarts() throws {
+    @Test("PR-2: minInterval holds the primer back across restarts; without it there is no throttling")
+    func minIntervalThrottlesAcrossRestarts() throws {
         let loop = VirtualLoop.serving([checkout])
         let weekly = try primer(["minInterval": 3600])
         #expect(loop.agent.presentPushPrimer(weekly).outcome == .declined)  // answer defaults to decline
@@ -165,9 +167,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
         #expect(loop.store.committed?.primerLastShownAt == stored)
     }
 
-    // PR-2: stored when shown, before the answer: accepting stores it too, even when the
-    // prompt that follows is denied.
-    @Test func showingIsStoredBeforeTheAnswer() throws {
+    @Test("PR-2: the showing is stored before the answer, also when accepting leads to a denied prompt")
+    func showingIsStoredBeforeTheAnswer() throws {
         let loop = VirtualLoop.serving([checkout], settings: settings { $0.device.permissionPromptAnswer = .deny })
         let result = loop.agent.presentPushPrimer(try primer(["minInterval": 60, "answer": "accept"]))
         #expect(result.outcome == .accepted)
@@ -195,7 +196,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
 
     // MARK: PR-4: the ordinary registration chain, end to end in virtual time
 
-    @Test func acceptRunsTheRegistrationChain() throws {
+    @Test("PR-4: accepting runs the ordinary registration chain, whose success triggers the RF-3 refresh")
+    func acceptRunsTheRegistrationChain() throws {
         let loop = VirtualLoop.serving([checkout])
         loop.run(for: 60)
         let flagsBefore = loop.flagRequests.count
@@ -278,7 +280,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
 
     // MARK: PR-5: validation
 
-    @Test func requiredTexts() {
+    @Test("PR-5: title, message and both button titles are required non-empty strings")
+    func requiredTexts() {
         for name in ["title", "message", "acceptButton", "declineButton"] {
             var params = primerParams()
             params[name] = nil
@@ -348,7 +351,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
 
     // MARK: PR-5: resolution
 
-    @Test func sheetDefaults() throws {
+    @Test("PR-5: a minimal configuration resolves to the sheet's defaults, at the bottom unless placed")
+    func sheetDefaults() throws {
         let p = try primer().presentation.json
         #expect(p == [
             "style": "sheet", "position": "bottom",
@@ -368,7 +372,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
         }
     }
 
-    @Test func alertIgnoresPosition() throws {
+    @Test("PR-5: the alert style ignores the position")
+    func alertIgnoresPosition() throws {
         let alert = try primer(["style": "alert", "position": "top"]).presentation
         #expect(alert.position == nil)
         #expect(alert.json["position"] == .null)
@@ -383,7 +388,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
         #expect(custom.acceptButtonTextColor.value == "#FF0000" && custom.cornerRadius == 8)
     }
 
-    @Test func imageBeatsImageURL() throws {
+    @Test("PR-5: a local image wins over an image URL")
+    func imageBeatsImageURL() throws {
         let both = try primer(["image": "PrimerHero", "imageURL": "https://cdn.example.com/hero.png"]).presentation.json
         #expect(both["image"] == "PrimerHero")
         #expect(both["imageURL"] == .null)
@@ -392,7 +398,8 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
         #expect(remote["imageURL"] == "https://cdn.example.com/hero.png")
     }
 
-    @Test func gradientOverridesBackgroundColor() throws {
+    @Test("PR-5: a background gradient overrides the background colour")
+    func gradientOverridesBackgroundColor() throws {
         let both = try primer(["backgroundColor": "#000000", "backgroundGradient": ["#FF0000", "#0000FF"]]).presentation.json
         #expect(both["backgroundGradient"] == ["#FF0000", "#0000FF"])
         #expect(both["backgroundColor"] == .null)

@@ -5,8 +5,8 @@ import Testing
 
 /// SPEC §3: when flags are refreshed.
 @Suite struct RefreshTests {
-    // RF-1: the first activation and a return after 30 minutes start a session and a refresh.
-    @Test func sessionStartRefreshes() {
+    @Test("RF-1: the first activation and a return after 30 minutes start a session and a refresh")
+    func sessionStartRefreshes() {
         let loop = VirtualLoop.serving([checkout])
         #expect(loop.flagRequests.count == 1)
         loop.agent.setAppState(.background)
@@ -30,8 +30,8 @@ import Testing
         #expect(loop.flagRequests.count == 1)
     }
 
-    // RF-2, RF-12: hourly in the foreground, offset within 10% of the period; none in the background.
-    @Test func hourlyWhileActive() {
+    @Test("RF-2, RF-12: hourly in the foreground, offset within 10% of the period; none in the background")
+    func hourlyWhileActive() {
         let loop = VirtualLoop.serving([checkout])
         let start = loop.flagRequests[0].sentAt
         loop.run(for: 5 * 3600)
@@ -47,8 +47,8 @@ import Testing
         #expect(loop.flagRequests.count == 5)
     }
 
-    // RF-12: the offset is stable per device and spreads devices across the window.
-    @Test func perDeviceOffsetIsStableAndSpread() {
+    @Test("RF-12: the offset is stable per device and spreads devices across the window")
+    func perDeviceOffsetIsStableAndSpread() {
         let hwids = (0..<1000).map { "DEVICE-\($0)" }
         let offsets = hwids.map { Agent.deviceOffset(hwid: $0, period: 3600) }
         #expect(offsets.allSatisfy { $0 >= 0 && $0 < 360 })
@@ -57,8 +57,8 @@ import Testing
         #expect(buckets.count >= 7)  // spread over most of the 8% window
     }
 
-    // RF-3: after push registration, when the previous flags request preceded it.
-    @Test func pushRegistrationRefreshes() {
+    @Test("RF-3: after push registration, when the previous flags request preceded it")
+    func pushRegistrationRefreshes() {
         let loop = VirtualLoop.serving([checkout])
         loop.run(for: 400)
         let result = loop.agent.registerForPushNotifications()
@@ -70,8 +70,8 @@ import Testing
         #expect(loop.flagRequests.last!.sentAt > loop.transport.requests("registerDevice")[0].sentAt)
     }
 
-    // RF-4: a User ID change refreshes, and an answer for the previous user is dropped.
-    @Test func userChangeDropsLateAnswer() {
+    @Test("RF-4: a User ID change refreshes, and an answer for the previous user is dropped")
+    func userChangeDropsLateAnswer() {
         let loop = VirtualLoop.serving([dark])
         loop.transport.script = { _ in .hold }
         loop.run(for: 301)
@@ -93,8 +93,8 @@ import Testing
         #expect(loop.store.committed?.flags?.userId == "bob")
     }
 
-    // RF-5: refresh on demand; the completion runs once.
-    @Test func manualRefreshCompletesOnce() {
+    @Test("RF-5: refresh on demand; the completion runs once")
+    func manualRefreshCompletesOnce() {
         let loop = VirtualLoop.serving([dark], settings: settings { $0.flags.disableThrottle = true })
         loop.serve([checkout])
         var calls = 0
@@ -104,8 +104,8 @@ import Testing
         #expect(loop.agent.get("new_checkout").value == checkout)
     }
 
-    // RF-6: at most one request per 5 minutes while flags are valid; the switch disables it.
-    @Test func throttle() {
+    @Test("RF-6: at most one request per 5 minutes while flags are valid; the switch disables it")
+    func throttle() {
         let loop = VirtualLoop.serving([checkout])
         #expect(loop.refreshAndWait()! == nil)
         #expect(loop.flagRequests.count == 1)
@@ -122,24 +122,24 @@ import Testing
         #expect(open.flagRequests.count == 3)
     }
 
-    // RF-6 (interpretation): the throttle applies to `refresh` only, not to automatic triggers.
-    @Test func throttleDoesNotHoldAutomaticTriggers() {
+    @Test("RF-6: (interpretation) the throttle applies to `refresh` only, not to automatic triggers")
+    func throttleDoesNotHoldAutomaticTriggers() {
         let loop = VirtualLoop.serving([checkout])
         loop.agent.setUserId("bob")
         loop.settle()
         #expect(loop.flagRequests.count == 2)
     }
 
-    // RF-6: without valid flags, refresh always asks the server.
-    @Test func throttleNeedsValidFlags() {
+    @Test("RF-6: without valid flags, refresh always asks the server")
+    func throttleNeedsValidFlags() {
         let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.storedFlagsLifetime = 60 })
         loop.run(for: 61)
         _ = loop.refreshAndWait()
         #expect(loop.flagRequests.count >= 2)
     }
 
-    // RF-7: error codes: HTTP status; 0 no response; 200 unusable.
-    @Test func errorCodes() {
+    @Test("RF-7: error codes: HTTP status; 0 no response; 200 unusable")
+    func errorCodes() {
         let cases: [(HTTPOutcome, Int)] = [
             (ScriptedTransport.http(503), 503),
             (ScriptedTransport.http(404), 404),
@@ -159,8 +159,8 @@ import Testing
         }
     }
 
-    // RF-8: no request when the server URL does not end with json/1.3/.
-    @Test func proxyURLNeverRequestsFlags() {
+    @Test("RF-8: no request when the server URL does not end with json/1.3/")
+    func proxyURLNeverRequestsFlags() {
         let loop = VirtualLoop(settings: settings { $0.server.serverURL = "https://proxy.example/pushwoosh/" })
         loop.run(for: 3 * 3600)
         #expect(loop.flagRequests.isEmpty)
@@ -169,8 +169,8 @@ import Testing
         #expect(loop.agent.isEnabled("x", default: true).value == true)
     }
 
-    // RF-9: requests never overlap; callers join the request in flight.
-    @Test func requestsNeverOverlap() {
+    @Test("RF-9: requests never overlap; callers join the request in flight")
+    func requestsNeverOverlap() {
         let loop = VirtualLoop.serving([dark], settings: settings { $0.flags.disableThrottle = true })
         loop.transport.script = { _ in .hold }
         var results: [RefreshError?] = []
@@ -185,8 +185,8 @@ import Testing
         #expect(results.allSatisfy { $0 == nil })
     }
 
-    // RF-10: failed automatic refreshes back off with jitter, at most once a minute, honouring Retry-After.
-    @Test func backoffAfterFailures() {
+    @Test("RF-10: failed automatic refreshes back off with jitter, at most once a minute, honouring Retry-After")
+    func backoffAfterFailures() {
         let loop = VirtualLoop.serving([checkout])
         loop.failFlags(with: ScriptedTransport.http(500))
         loop.run(for: 3600 * 1.1)  // the hourly refresh fails
@@ -209,7 +209,8 @@ import Testing
         #expect(loop.flagRequests.last!.request.header("X-Retry-Count") == nil)
     }
 
-    @Test func retryAfterIsHonoured() {
+    @Test("RF-10: after a 503 with Retry-After 900, no flags request goes out before it has passed")
+    func retryAfterIsHonoured() {
         let loop = VirtualLoop.serving([checkout])
         loop.run(for: 301)
         loop.failFlags(with: ScriptedTransport.http(503, headers: ["retry-after": "900"]))
@@ -224,8 +225,8 @@ import Testing
         #expect(loop.flagRequests.count == n + 1)
     }
 
-    // RF-11: 401/403 stop automatic refreshes until reload, a new User ID or a client's refresh.
-    @Test func unauthorizedStopsAutomaticRefreshes() {
+    @Test("RF-11: 401/403 stop automatic refreshes until reload, a new User ID or a client's refresh")
+    func unauthorizedStopsAutomaticRefreshes() {
         for status in [401, 403] {
             let loop = VirtualLoop.serving([checkout])
             loop.failFlags(with: ScriptedTransport.http(status))
@@ -258,7 +259,8 @@ import Testing
 
 /// RF-10 with a Retry-After longer than the refresh period (found by the soak runner).
 @Suite struct RetryAfterTests {
-    @Test func retryAfterHoldsThePeriodicTrigger() {
+    @Test("RF-10: a Retry-After longer than the refresh period holds the periodic trigger, not a client's refresh")
+    func retryAfterHoldsThePeriodicTrigger() {
         let loop = VirtualLoop.serving([checkout], settings: settings { $0.flags.refreshInterval = 15 })
         loop.failFlags(with: ScriptedTransport.http(503, headers: ["retry-after": "40"]))
         loop.run(for: 16.6)  // the periodic refresh fails with Retry-After: 40

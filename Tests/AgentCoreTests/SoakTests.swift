@@ -125,8 +125,8 @@ import Testing
         #expect(loop.flagRequests.count > 100)
     }
 
-    // RF-9 under load: the server never has two flags requests from the agent at once.
-    @Test func flagsRequestsNeverOverlap() {
+    @Test("RF-9: under load the server never has two flags requests from the agent at once")
+    func flagsRequestsNeverOverlap() {
         let loop = VirtualLoop(start: false)
         loop.transport.script = { r in r.method == "getFeatureFlags" ? .hold : .answer(ScriptedTransport.ok()) }
         loop.agent.start()

@@ -5,8 +5,8 @@ import Testing
 
 /// SPEC §2: storage and validity.
 @Suite struct StorageTests {
-    // ST-1: the last complete response is stored and survives a restart.
-    @Test func storedFlagsSurviveRestart() {
+    @Test("ST-1: the last complete response is stored and survives a restart")
+    func storedFlagsSurviveRestart() {
         let loop = VirtualLoop.serving([checkout])
         #expect(loop.store.committed?.flags?.flags["new_checkout"] == checkout)
         loop.transport.script = { _ in .hold }  // the server is silent after the restart
@@ -17,8 +17,8 @@ import Testing
         #expect((e.provenance.ageSeconds ?? 0) >= 3600)
     }
 
-    // ST-2: a new User ID invalidates the flags at once, in memory and on disk.
-    @Test func userChangeInvalidatesAtOnce() {
+    @Test("ST-2: a new User ID invalidates the flags at once, in memory and on disk")
+    func userChangeInvalidatesAtOnce() {
         let loop = VirtualLoop.serving([checkout])
         loop.transport.script = { _ in .hold }
         loop.agent.setUserId("bob")
@@ -27,8 +27,8 @@ import Testing
         #expect(loop.store.committed?.flags == nil)
     }
 
-    // ST-2: flags stored for another application or user are never served after a restart.
-    @Test func otherApplicationsFlagsAreNotServed() {
+    @Test("ST-2: flags stored for another application or user are never served after a restart")
+    func otherApplicationsFlagsAreNotServed() {
         let loop = VirtualLoop.serving([checkout])
         loop.transport.script = { _ in .hold }
         loop.restart(settings: settings { $0.server.applicationCode = "OTHER-00000" })
@@ -45,8 +45,8 @@ import Testing
         #expect(loop3.agent.get("new_checkout").value == nil)
     }
 
-    // ST-3: at 24 hours, reads fall back to defaults, with or without a refresh, and across restarts.
-    @Test func flagsExpireAtTheirLifetime() {
+    @Test("ST-3: at 24 hours, reads fall back to defaults, with or without a refresh, and across restarts")
+    func flagsExpireAtTheirLifetime() {
         let loop = VirtualLoop.serving([checkout])
         loop.failFlags(with: .noResponse(reason: "refused"))
         loop.run(for: 24 * 3600 - 1)
@@ -59,8 +59,8 @@ import Testing
         #expect(loop.agent.get("new_checkout").value == nil)
     }
 
-    // ST-3: expiry is measured from receipt across a restart: 23 h before plus 1 h after.
-    @Test func expiryCountsDowntime() {
+    @Test("ST-3: expiry is measured from receipt across a restart: 23 h before plus 1 h after")
+    func expiryCountsDowntime() {
         let loop = VirtualLoop.serving([checkout])
         loop.failFlags(with: .noResponse(reason: "refused"))
         loop.run(for: 21 * 3600)
@@ -70,8 +70,8 @@ import Testing
         #expect(loop.agent.get("new_checkout").value == nil)
     }
 
-    // ST-3: a wall-clock step forward past the lifetime expires flags; a step back does not extend them.
-    @Test func wallClockStepsCannotExtendLifetime() {
+    @Test("ST-3: a wall-clock step forward past the lifetime expires flags; a step back does not extend them")
+    func wallClockStepsCannotExtendLifetime() {
         let forward = VirtualLoop.serving([checkout])
         forward.failFlags(with: .noResponse(reason: "refused"))
         forward.clock.stepWall(by: 25 * 3600)
@@ -91,8 +91,8 @@ import Testing
         #expect(skew.agent.get("new_checkout").value == nil)
     }
 
-    // ST-4: when the server cannot be reached, stored flags are served until they expire.
-    @Test func servesStoredFlagsWhileOffline() {
+    @Test("ST-4: when the server cannot be reached, stored flags are served until they expire")
+    func servesStoredFlagsWhileOffline() {
         let loop = VirtualLoop.serving([checkout])
         loop.failFlags(with: .noResponse(reason: "timed out"))
         loop.run(for: 301)
@@ -102,8 +102,8 @@ import Testing
         #expect(loop.agent.status().state == .stale)
     }
 
-    // ST-5: a partial response is served from memory but never written; it doesn't open a throttle window.
-    @Test func partialResponsesAreNotWritten() {
+    @Test("ST-5: a partial response is served from memory but never written; it doesn't open a throttle window")
+    func partialResponsesAreNotWritten() {
         let loop = VirtualLoop.serving([dark])
         loop.serve([checkout], partial: true)
         #expect(loop.refreshAndWait(timeout: 1) != nil)  // throttled: answered from the store
@@ -123,8 +123,8 @@ import Testing
         #expect(loop.agent.get("dark_mode").value == dark)
     }
 
-    // ST-6: a failed write keeps the old stored flags; a damaged file is reported and not trusted.
-    @Test func failedWritesKeepTheOldState() {
+    @Test("ST-6: a failed write keeps the old stored flags; a damaged file is reported and not trusted")
+    func failedWritesKeepTheOldState() {
         let loop = VirtualLoop.serving([dark])
         loop.store.fault = .crashBeforeRename
         loop.serve([checkout])

@@ -55,7 +55,8 @@ import HarnessSupport
     }
 
     // A.1, FF-7: flags from the emulator, the request as the server saw it.
-    @Test func fetchesFlagsFromTheEmulator() throws {
+    @Test("FF-7: flags fetched from the emulator over libcurl leave the archived flag out")
+    func fetchesFlagsFromTheEmulator() throws {
         let emulator = try EmulatorProcess()
         let outcome = try #require(try exchange([request(to: emulator.serverURL, token: "t0k", retryCount: 2)]).first)
         let success = try PushwooshAPI.classify(outcome).get()
@@ -70,7 +71,8 @@ import HarnessSupport
 
     // RF-7: a closed port is "no response" (code 0); an HTTP error keeps its status;
     // Retry-After is read; an unusable body is 200; RequestTimeout bounds a slow answer.
-    @Test func failuresAreClassified() throws {
+    @Test("RF-7: libcurl failures get the SDK's codes: 0 without a response, the HTTP status, 200 for an unusable body")
+    func failuresAreClassified() throws {
         let refused = try exchange([request(to: "http://127.0.0.1:1/json/1.3/")])[0]
         #expect(failure(refused)?.code == 0)
         #expect(reason(refused).contains("curl 7"), "\(reason(refused))")  // CURLE_COULDNT_CONNECT

@@ -23,7 +23,8 @@ import HarnessSupport
     }
 
     // C: READY=1 with a STATUS= line; B.1 reads with provenance; FF-* over the socket.
-    @Test func readinessAndReads() throws {
+    @Test("FF-5, FF-6, FF-8: over the socket, a killed flag is off, a missing key gives the default, a wrong-typed read the default")
+    func readinessAndReads() throws {
         let (_, agent) = try start()
         let c = try LineClient(path: agent.socketPath)
         let status = c.call("status")["result"]
@@ -99,8 +100,8 @@ import HarnessSupport
         #expect(second["result"]?["error"] == .null)
     }
 
-    // LS-2: subscribers get featureFlagsDidUpdate after a refresh that changed flags.
-    @Test func subscriptionNotifies() throws {
+    @Test("LS-2: subscribers get featureFlagsDidUpdate after a refresh that changed flags")
+    func subscriptionNotifies() throws {
         let (emulator, agent) = try start(extra: "[FeatureFlags]\nDisableThrottle=yes")
         let watcher = try LineClient(path: agent.socketPath)
         #expect(watcher.call("subscribe")["result"] == [:])
@@ -112,6 +113,24 @@ import HarnessSupport
         #expect(note["params"]?["reason"] == "refresh")
         #expect(note["params"]?["changed"] == ["new_checkout"])
         #expect(c.call("isEnabled", #"{"key":"new_checkout","default":true}"#)["result"]?["enabled"] == false)
+    }
+
+    @Test("LS-2: a client that unsubscribes hears no more notifications; one still subscribed does")
+    func unsubscribeEndsTheSubscription() throws {
+        let (emulator, agent) = try start(extra: "[FeatureFlags]\nDisableThrottle=yes")
+        let left = try LineClient(path: agent.socketPath)
+        let stayed = try LineClient(path: agent.socketPath)
+        #expect(left.call("subscribe")["result"] == [:])
+        #expect(stayed.call("subscribe")["result"] == [:])
+        #expect(left.call("unsubscribe")["result"] == [:])
+        emulator.admin("POST", "/admin/apps/ABCDE-12345/flags/new_checkout/kill")
+        let c = try LineClient(path: agent.socketPath)
+        #expect(c.call("refresh")["result"]?["error"] == .null)
+        #expect(json(stayed.readLine() ?? "")["method"] == "featureFlagsDidUpdate")
+        // Every subscriber is sent the notification in the same turn of the loop: had `left`
+        // still been subscribed, its notification would come before this answer.
+        let next = left.call("status", id: 2)
+        #expect(next["id"] == 2, "\(next)")
     }
 
     // B: 256 concurrent clients.
@@ -149,8 +168,8 @@ import HarnessSupport
         #expect(c.call("status")["result"]?["userId"] != "mallory")
     }
 
-    // ST-1 across a restart of the process, with the server gone: flags come from the cache.
-    @Test func restartKeepsFlags() throws {
+    @Test("ST-1, ST-4: across a restart of the process, with the server gone, flags come from the cache")
+    func restartKeepsFlags() throws {
         let (emulator, agent) = try start()
         #expect(agent.stop().status == 0)
         emulator.stop()
@@ -275,7 +294,8 @@ import HarnessSupport
 
     // PR-1, PR-3, PR-4 end to end: the primer's accept runs the registration chain against the
     // emulator (registerDevice with the token, then the RF-3 flags refresh); PR-2 persists.
-    @Test func primerRegistrationChain() throws {
+    @Test("PR-1, PR-2, PR-3, PR-4: the primer end to end: accept registers, the RF-3 refresh follows, minInterval survives a restart")
+    func primerRegistrationChain() throws {
         let (emulator, agent) = try start()
         let c = try LineClient(path: agent.socketPath)
         let primer = #"{"title":"Hi","message":"News","acceptButton":"Allow","declineButton":"Later","answer":"accept","minInterval":3600}"#

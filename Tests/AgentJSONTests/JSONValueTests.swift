@@ -3,8 +3,8 @@ import Testing
 @testable import AgentJSON
 
 @Suite struct JSONValueTests {
-    // FF-5: a Boolean is never a Number and a Number never a Boolean.
-    @Test func booleanAndNumberStayApart() throws {
+    @Test("FF-5: a Boolean is never a Number and a Number never a Boolean")
+    func booleanAndNumberStayApart() throws {
         let v = try JSONDecoder().decode(JSONValue.self, from: Data(#"{"a":1,"b":true,"c":0,"d":false,"e":1.5}"#.utf8))
         #expect(v["a"] == .number(1))
         #expect(v["b"] == .bool(true))

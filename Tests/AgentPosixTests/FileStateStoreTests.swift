@@ -20,8 +20,8 @@ import Testing
         return s
     }
 
-    // ST-1, ST-6: what was saved is loaded, kinds and times intact; modes are private.
-    @Test func roundTripAndModes() throws {
+    @Test("ST-1, ST-6: what was saved is loaded, kinds and times intact; modes are private")
+    func roundTripAndModes() throws {
         let dir = tempDir() + "/state"
         let store = try FileStateStore(directory: dir)
         #expect(try store.load() == StoreLoad(state: nil))
@@ -37,8 +37,7 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: store.path + ".tmp"))
     }
 
-    // ST-6: a damaged file (flipped byte, truncation, garbage, wrong version) is moved aside and reported.
-    @Test(arguments: ["flip", "truncate", "garbage", "empty", "version"])
+    @Test("ST-6: a damaged file (flipped byte, truncation, garbage, wrong version) is moved aside and reported", arguments: ["flip", "truncate", "garbage", "empty", "version"])
     func damagedFileIsSetAside(kind: String) throws {
         let dir = tempDir()
         let store = try FileStateStore(directory: dir)
@@ -63,8 +62,8 @@ import Testing
         #expect(try store.load().state == sample())
     }
 
-    // ST-6: a failed write (read-only directory) keeps the old file whole.
-    @Test func failedWriteKeepsOldFile() throws {
+    @Test("ST-6: a failed write (read-only directory) keeps the old file whole")
+    func failedWriteKeepsOldFile() throws {
         let dir = tempDir()
         let store = try FileStateStore(directory: dir)
         try store.save(sample())
@@ -82,9 +81,9 @@ import Testing
         #expect(try store.load().state == sample())
     }
 
-    // ST-6: a crash at any point of a write leaves the old or the new state, never a mix:
-    // every prefix of a new file that did not reach the rename is invisible.
-    @Test func interruptedWritesLeaveOldOrNew() throws {
+    // Every prefix of a new file that did not reach the rename is invisible.
+    @Test("ST-6: a crash at any point of a write leaves the old or the new state, never a mix")
+    func interruptedWritesLeaveOldOrNew() throws {
         let dir = tempDir()
         let store = try FileStateStore(directory: dir)
         try store.save(sample())
