@@ -177,15 +177,16 @@ final class ControlServer {
             done(.failure(.permissionDenied(method: request.method)))
             return
         }
-        switch method {
-        case .subscribe:
-            do throws(RPCError) {
-                try request.params.rejectUnknown(for: method)
-                client.events = try Self.subscriptionEvents(request.params)
-            } catch {
-                done(.failure(error))
-                return
-            }
+        let call: SocketCall
+        do throws(RPCError) {
+            call = try SocketCall.decode(method, request.params)
+        } catch {
+            done(.failure(error))
+            return
+        }
+        switch call {
+        case .subscribe(let events):
+            client.events = events
             subscribers[ObjectIdentifier(client)] = client
             client.connection.setIdleTimeout(nil)  // B.3: subscribers are not idle
             done(.success([:]))
@@ -194,14 +195,9 @@ final class ControlServer {
             client.connection.setIdleTimeout(settings.idleTimeout)
             done(.success([:]))
         case .metrics where metricsText != nil:
-            do throws(RPCError) {
-                try request.params.rejectUnknown(for: method)
-                done(.success(["text": .string(metricsText!())]))
-            } catch {
-                done(.failure(error))
-            }
+            done(.success(["text": .string(metricsText!())]))
         default:
-            Methods.call(method, request, on: host, done)
+            Methods.call(call, on: host, done)
         }
     }
 
@@ -227,23 +223,6 @@ final class ControlServer {
         guard subscribers.values.contains(where: { $0.events.contains(event) }) else { return }
         let bytes = RPCEncoder.notification(method: method, params: .object(params))
         for client in subscribers.values where client.events.contains(event) { client.connection.send(bytes) }
-    }
-
-    /// `subscribe`'s `events` (PROTOCOL H): default `["flags"]`; unknown names are -32602.
-    static func subscriptionEvents(_ params: RPCParams) throws(RPCError) -> Set<SubscriptionEvent> {
-        guard let value = params["events"], !value.isNull else { return [.flags] }
-        let names = SubscriptionEvent.allCases.map(\.rawValue).joined(separator: ", ")
-        guard let array = value.arrayValue, !array.isEmpty else {
-            throw .invalidParams("parameter 'events' must be a non-empty array of \(names)", parameter: "events")
-        }
-        var events: Set<SubscriptionEvent> = []
-        for item in array {
-            guard let event = item.stringValue.flatMap(SubscriptionEvent.init(rawValue:)) else {
-                throw .invalidParams("parameter 'events': unknown event \(JSONWriter.string(item)) (expected \(names))", parameter: "events")
-            }
-            events.insert(event)
-        }
-        return events
     }
 }
 

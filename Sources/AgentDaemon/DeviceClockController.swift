@@ -78,25 +78,13 @@ final class DeviceClockController {
         .string(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
     }
 
-    /// `advanceClock` with `seconds` (> 0) or `to` (ISO 8601, not before now).
-    func advance(_ params: RPCParams, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
-        try params.rejectUnknown(for: .advanceClock)
+    /// `advanceClock` by `seconds`, or `to` a device time not before now.
+    func advance(_ target: SocketCall.ClockAdvance, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
         let seconds: Seconds
-        switch (params["seconds"].flatMap { $0.isNull ? nil : $0 }, params["to"].flatMap { $0.isNull ? nil : $0 }) {
-        case (nil, nil):
-            throw .invalidParams("advanceClock needs 'seconds' (> 0) or 'to' (an ISO 8601 time)", parameter: "seconds")
-        case (_?, _?):
-            throw .invalidParams("give 'seconds' or 'to', not both", parameter: "to")
-        case (let value?, nil):
-            guard let n = value.numberValue, n.isFinite else {
-                throw .invalidParams("parameter 'seconds' must be a number, found \(JSONWriter.string(value))", parameter: "seconds")
-            }
-            guard n > 0 else { throw .invalidParams("parameter 'seconds' must be > 0 (the device clock only moves forward), found \(JSONWriter.string(value))", parameter: "seconds") }
+        switch target {
+        case .seconds(let n):
             seconds = n
-        case (nil, let value?):
-            guard let text = value.stringValue, let date = try? Date(text, strategy: .iso8601) else {
-                throw .invalidParams("parameter 'to' must be an ISO 8601 time such as 2026-12-03T10:00:00Z, found \(JSONWriter.string(value))", parameter: "to")
-            }
+        case .to(let date):
             let ahead = date.timeIntervalSince(clock.wall)
             guard ahead >= 0 else {
                 throw .invalidParams("parameter 'to' is \(Int(-ahead.rounded(.up))) s before the device's time \(clock.wall.formatted(.iso8601)): the device clock only moves forward", parameter: "to")
@@ -104,7 +92,8 @@ final class DeviceClockController {
             seconds = ahead
         }
         guard seconds <= Self.maximumSeconds else {
-            throw .invalidParams("advanceClock by at most \(Int(Self.maximumSeconds)) s (ten years) per call", parameter: params["to"] == nil ? "seconds" : "to")
+            throw .invalidParams("advanceClock by at most \(Int(Self.maximumSeconds)) s (ten years) per call",
+                                 parameter: { if case .to = target { "to" } else { "seconds" } }())
         }
         queue.append(Advance(remaining: seconds, requestsBefore: transport.sent, done: done))
         if queue.count == 1 { scheduleStep() }

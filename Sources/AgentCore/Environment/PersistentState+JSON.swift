@@ -47,7 +47,12 @@ extension PersistentState {
             guard let n = v?.numberValue else { throw fail("\(name) is not a time") }
             return Date(timeIntervalSince1970: n)
         }
-        func optional(_ v: JSONValue?) -> JSONValue? { v.flatMap { $0.isNull ? nil : $0 } }
+        // `null` is absent. (Not `v.flatMap { $0.isNull ? nil : $0 }`: there `nil` is JSONValue's
+        // own nil literal, `.null`, and a null field was refused as the wrong type.)
+        func optional(_ v: JSONValue?) -> JSONValue? {
+            guard let v, !v.isNull else { return nil }
+            return v
+        }
 
         guard json.objectValue != nil else { throw fail("not an object") }
         self.init(hwid: try string(json["hwid"], "hwid"))
