@@ -7,32 +7,12 @@ import FoundationEssentials
 public enum StatusReport {
     public static let version = "0.1.0"
 
-    static func iso(_ date: Date?) -> JSONValue {
-        date.map { .string($0.formatted(.iso8601)) } ?? .null
-    }
+    static func iso(_ date: Date?) -> JSONValue { SocketTime.json(date) }
 
-    public static func errorJSON(_ error: RefreshError?) -> JSONValue {
-        guard let error else { return .null }
-        return ["domain": .string(RefreshError.domain), "code": .number(Double(error.code)), "message": .string(error.message)]
-    }
+    public static func errorJSON(_ error: RefreshError?) -> JSONValue { RefreshError.json(error) }
 
-    public static func json(_ s: AgentStatus) -> JSONValue {
-        var o: [String: JSONValue] = [
-            "state": .string(s.state.rawValue), "version": .string(version),
-            "applicationCode": .string(s.applicationCode), "hwid": .string(s.hwid), "userId": .string(s.userId),
-            "appState": .string(s.appState.rawValue), "sessionStartedAt": iso(s.sessionStartedAt),
-            "pushRegistered": .bool(s.pushRegistered), "pushToken": s.pushToken.map(JSONValue.string) ?? .null,
-            "notificationAuthorization": .string(s.notificationAuthorization.rawValue),
-            "flagsCount": .number(Double(s.flagsCount)), "flagsSource": .string(s.flagsSource.rawValue),
-            "flagsAgeSeconds": s.flagsAgeSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
-            "flagsExpireAt": iso(s.flagsExpireAt), "lastRefreshAt": iso(s.lastRefreshAt),
-            "lastRefreshError": errorJSON(s.lastRefreshError),
-            "consecutiveFailures": .number(Double(s.consecutiveFailures)), "nextRefreshAt": iso(s.nextRefreshAt),
-        ]
-        o["flagsPartial"] = .bool(s.flagsPartial)
-        o["storageError"] = s.storageError.map(JSONValue.string) ?? .null
-        return .object(o)
-    }
+    /// The `status` result (AgentWire's `StatusAnswer`, which clients decode).
+    public static func json(_ s: AgentStatus) -> JSONValue { StatusAnswer(version: version, status: s).json }
 
     /// A human span: "45 s", "3 min", "2 h", "2 d".
     public static func span(_ seconds: Seconds) -> String {

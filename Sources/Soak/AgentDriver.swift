@@ -146,15 +146,23 @@ public final class AgentDriver: @unchecked Sendable {
     func observeStatus() {
         let sent = now()
         guard let r = result(.status) else { return }
-        let o = StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId, expectedActive: active, result: r)
-        ctx.recorder.observe(o)
+        do {
+            ctx.recorder.observe(try StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId,
+                                                       expectedActive: active, result: r))
+        } catch {
+            violation("socket", "status answered a malformed result: \(error)", evidence: [JSONWriter.string(r)])
+        }
     }
 
     func observeFlag(_ key: String) {
         let sent = now()
         guard let r = result(.get, ["key": .string(key)]) else { return }
-        ctx.recorder.observe(FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
-                                             expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
+        do {
+            ctx.recorder.observe(try FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
+                                                     expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
+        } catch {
+            violation("socket", "get answered a malformed result: \(error)", evidence: [JSONWriter.string(r)])
+        }
     }
 
     func observe() {

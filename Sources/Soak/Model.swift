@@ -1,4 +1,5 @@
 import AgentCore
+import AgentWire
 import Foundation
 
 /// Times are Unix seconds (the emulator's request log uses the same wall clock).
@@ -120,16 +121,14 @@ public struct FlagObservation: Sendable {
         self.ageSeconds = ageSeconds
     }
 
-    /// Parses a `get` result.
-    public init(agent: Int, hwid: String, key: String, sent: Time, received: Time, expectedUserId: String, result: JSONValue) {
-        var flag: ServedFlag?
-        if let f = result["flag"], let k = f["key"]?.stringValue {
-            flag = ServedFlag(key: k, isEnabled: f["isEnabled"]?.boolValue ?? false, ruleId: f["ruleId"]?.stringValue ?? "?",
-                              properties: f["properties"]?.objectValue ?? [:])
-        }
+    /// From a `get` result, decoded as the agent encodes it (AgentWire's `FlagAnswer`).
+    public init(agent: Int, hwid: String, key: String, sent: Time, received: Time, expectedUserId: String,
+                result: JSONValue) throws(AnswerError) {
+        let answer = try FlagAnswer(json: result)
+        let p = answer.provenance
         self.init(agent: agent, hwid: hwid, key: key, sent: sent, received: received, expectedUserId: expectedUserId,
-                  flag: flag, reason: result["reason"]?.stringValue ?? "?", errorCode: result["errorCode"]?.stringValue,
-                  source: result["source"]?.stringValue ?? "?", ageSeconds: result["ageSeconds"]?.numberValue)
+                  flag: answer.flag, reason: p.reason.rawValue, errorCode: p.errorCode?.rawValue, source: p.source.rawValue,
+                  ageSeconds: p.ageSeconds)
     }
 
     /// Whether flags were being served (a set was loaded, whether or not it holds `key`).
@@ -168,14 +167,14 @@ public struct StatusObservation: Sendable {
         self.consecutiveFailures = consecutiveFailures
     }
 
-    public init(agent: Int, sent: Time, received: Time, expectedUserId: String, expectedActive: Bool, result: JSONValue) {
+    /// From a `status` result, decoded as the agent encodes it (AgentWire's `StatusAnswer`).
+    public init(agent: Int, sent: Time, received: Time, expectedUserId: String, expectedActive: Bool,
+                result: JSONValue) throws(AnswerError) {
+        let s = try StatusAnswer(json: result).status
         self.init(agent: agent, sent: sent, received: received, expectedUserId: expectedUserId, expectedActive: expectedActive,
-                  state: result["state"]?.stringValue ?? "?", userId: result["userId"]?.stringValue ?? "?",
-                  appState: result["appState"]?.stringValue ?? "?",
-                  flagsCount: Int(result["flagsCount"]?.numberValue ?? -1),
-                  flagsAgeSeconds: result["flagsAgeSeconds"]?.numberValue,
-                  flagsExpireAt: result["flagsExpireAt"]?.stringValue.flatMap(parseISO8601),
-                  consecutiveFailures: Int(result["consecutiveFailures"]?.numberValue ?? 0))
+                  state: s.state.rawValue, userId: s.userId, appState: s.appState.rawValue, flagsCount: s.flagsCount,
+                  flagsAgeSeconds: s.flagsAgeSeconds, flagsExpireAt: s.flagsExpireAt?.timeIntervalSince1970,
+                  consecutiveFailures: s.consecutiveFailures)
     }
 }
 

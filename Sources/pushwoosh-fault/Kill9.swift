@@ -215,9 +215,9 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 return
             }
             // The flags served from the cache must be exactly what is on disk.
-            if client.request(.status, id: 1)?["result"]?["flagsSource"] == "cache" {
-                if let r = client.request(.get, ["key": "f000"], id: 2)?["result"],
-                   let v = r["flag"]?["properties"]?["v"]?.numberValue.map({ Int($0) }), r["source"] == "cache" {
+            if let status = client.request(.status, id: 1)?["result"], (try? StatusAnswer(json: status))?.status.flagsSource == .cache {
+                if let get = client.request(.get, ["key": "f000"], id: 2)?["result"], let r = try? FlagAnswer(json: get),
+                   let v = r.flag?.properties["v"]?.numberValue.map({ Int($0) }), r.provenance.source == .cache {
                     record.setCacheCheck(expectedCache == v ? "ok" : "cache serves v\(v), disk had \(expectedCache.map(String.init) ?? "none")")
                 }
             }

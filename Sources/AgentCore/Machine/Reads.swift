@@ -101,4 +101,32 @@ public struct AgentStatus: Sendable, Equatable {
     public var refreshInFlight: Bool
     /// Set while the state cannot be written (full disk, read-only directory).
     public var storageError: String?
+
+    /// Every field (a client decoding the `status` answer builds one).
+    public init(state: State, applicationCode: String, hwid: String, userId: String, appState: AppState, sessionStartedAt: Date?,
+                pushRegistered: Bool, pushToken: String?, notificationAuthorization: NotificationAuthorization, flagsCount: Int,
+                flagsSource: FlagSource, flagsAgeSeconds: Seconds?, flagsExpireAt: Date?, flagsPartial: Bool, lastRefreshAt: Date?,
+                lastRefreshError: RefreshError?, consecutiveFailures: Int, nextRefreshAt: Date?, refreshInFlight: Bool,
+                storageError: String?) {
+        self.state = state
+        self.applicationCode = applicationCode
+        self.hwid = hwid
+        self.userId = userId
+        self.appState = appState
+        self.sessionStartedAt = sessionStartedAt
+        self.pushRegistered = pushRegistered
+        self.pushToken = pushToken
+        self.notificationAuthorization = notificationAuthorization
+        self.flagsCount = flagsCount
+        self.flagsSource = flagsSource
+        self.flagsAgeSeconds = flagsAgeSeconds
+        self.flagsExpireAt = flagsExpireAt
+        self.flagsPartial = flagsPartial
+        self.lastRefreshAt = lastRefreshAt
+        self.lastRefreshError = lastRefreshError
+        self.consecutiveFailures = consecutiveFailures
+        self.nextRefreshAt = nextRefreshAt
+        self.refreshInFlight = refreshInFlight
+        self.storageError = storageError
+    }
 }

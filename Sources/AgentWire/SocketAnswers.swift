@@ -1,0 +1,199 @@
+import AgentCore
+import FoundationEssentials
+
+// The answers of `get` and `status` (PROTOCOL B.1, B.2) as values, both ways: the daemon
+// encodes them here, and clients (the soak runner, the fault tool) decode them with the same
+// types, so a field renamed on one side fails the other's tests instead of reading as "?".
+
+/// An answer that does not have the shape of the protocol; names the field.
+public struct AnswerError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var field: String
+    public var message: String
+    public init(_ field: String, _ message: String) {
+        self.field = field
+        self.message = message
+    }
+    public var description: String { "\(field): \(message)" }
+}
+
+/// Socket times: ISO 8601 UTC, to the second (`2026-12-02T10:00:00Z`); null when absent.
+public enum SocketTime {
+    public static func json(_ date: Date?) -> JSONValue {
+        date.map { .string($0.formatted(.iso8601)) } ?? .null
+    }
+
+    /// Reads what `json` writes (fractional seconds accepted too).
+    public static func parse(_ text: String) -> Date? {
+        if let d = try? Date(text, strategy: .iso8601) { return d }
+        return try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+}
+
+extension RefreshError {
+    /// `{"domain", "code", "message"}`, the SDK's NSError (B.1 `refresh`, B.2 `status`).
+    public var json: JSONValue {
+        ["domain": .string(RefreshError.domain), "code": .number(Double(code)), "message": .string(message)]
+    }
+
+    public static func json(_ error: RefreshError?) -> JSONValue { error?.json ?? .null }
+}
+
+/// `get`'s result: the flag (nil when not served) and where the answer came from.
+public struct FlagAnswer: Sendable, Equatable {
+    public var flag: FeatureFlag?
+    public var provenance: Provenance
+
+    public init(flag: FeatureFlag?, provenance: Provenance) {
+        self.flag = flag
+        self.provenance = provenance
+    }
+
+    public var json: JSONValue { FlagAnswers.get(flag, provenance) }
+
+    public init(json: JSONValue) throws(AnswerError) {
+        var r = AnswerReader(json)
+        flag = try r.optionalObject("flag").map { (f) throws(AnswerError) in
+            var o = AnswerReader(f, path: "flag.")
+            return FeatureFlag(key: try o.string("key"), isEnabled: try o.bool("isEnabled"), ruleId: try o.string("ruleId"),
+                               properties: try o.object("properties"))
+        }
+        provenance = Provenance(reason: try r.enumeration("reason"), errorCode: try r.optionalEnumeration("errorCode"),
+                                source: try r.enumeration("source"), ageSeconds: try r.optionalNumber("ageSeconds"))
+    }
+}
+
+/// `status`'s result: the agent's version and its `AgentStatus`. Times travel to the second,
+/// ages to the millisecond; `refreshInFlight` stays on the agent (false when decoded).
+public struct StatusAnswer: Sendable, Equatable {
+    public var version: String
+    public var status: AgentStatus
+
+    public init(version: String, status: AgentStatus) {
+        self.version = version
+        self.status = status
+    }
+
+    public var json: JSONValue {
+        let s = status
+        return [
+            "state": .string(s.state.rawValue), "version": .string(version),
+            "applicationCode": .string(s.applicationCode), "hwid": .string(s.hwid), "userId": .string(s.userId),
+            "appState": .string(s.appState.rawValue), "sessionStartedAt": SocketTime.json(s.sessionStartedAt),
+            "pushRegistered": .bool(s.pushRegistered), "pushToken": s.pushToken.map(JSONValue.string) ?? .null,
+            "notificationAuthorization": .string(s.notificationAuthorization.rawValue),
+            "flagsCount": .number(Double(s.flagsCount)), "flagsSource": .string(s.flagsSource.rawValue),
+            "flagsAgeSeconds": s.flagsAgeSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
+            "flagsExpireAt": SocketTime.json(s.flagsExpireAt), "lastRefreshAt": SocketTime.json(s.lastRefreshAt),
+            "lastRefreshError": RefreshError.json(s.lastRefreshError),
+            "consecutiveFailures": .number(Double(s.consecutiveFailures)), "nextRefreshAt": SocketTime.json(s.nextRefreshAt),
+            "flagsPartial": .bool(s.flagsPartial), "storageError": s.storageError.map(JSONValue.string) ?? .null,
+        ]
+    }
+
+    public init(json: JSONValue) throws(AnswerError) {
+        var r = AnswerReader(json)
+        version = try r.string("version")
+        let error = try r.optionalObject("lastRefreshError").map { (e) throws(AnswerError) in
+            var o = AnswerReader(e, path: "lastRefreshError.")
+            return RefreshError(code: Int(try o.number("code")), message: try o.string("message"))
+        }
+        status = AgentStatus(
+            state: try r.enumeration("state"), applicationCode: try r.string("applicationCode"), hwid: try r.string("hwid"),
+            userId: try r.string("userId"), appState: try r.enumeration("appState"), sessionStartedAt: try r.optionalTime("sessionStartedAt"),
+            pushRegistered: try r.bool("pushRegistered"), pushToken: try r.optionalString("pushToken"),
+            notificationAuthorization: try r.enumeration("notificationAuthorization"), flagsCount: Int(try r.number("flagsCount")),
+            flagsSource: try r.enumeration("flagsSource"), flagsAgeSeconds: try r.optionalNumber("flagsAgeSeconds"),
+            flagsExpireAt: try r.optionalTime("flagsExpireAt"), flagsPartial: try r.bool("flagsPartial"),
+            lastRefreshAt: try r.optionalTime("lastRefreshAt"), lastRefreshError: error,
+            consecutiveFailures: Int(try r.number("consecutiveFailures")), nextRefreshAt: try r.optionalTime("nextRefreshAt"),
+            refreshInFlight: false, storageError: try r.optionalString("storageError"))
+    }
+}
+
+/// Reads an answer's fields, each error naming its field (with `path` in front).
+struct AnswerReader {
+    let object: [String: JSONValue]
+    let path: String
+    let whole: JSONValue
+
+    init(_ json: JSONValue, path: String = "") {
+        object = json.objectValue ?? [:]
+        self.path = path
+        whole = json
+    }
+
+    private func present(_ key: String) throws(AnswerError) -> JSONValue? {
+        guard whole.objectValue != nil else { throw AnswerError(path.isEmpty ? "result" : String(path.dropLast()), "expected an object") }
+        guard let v = object[key], !v.isNull else { return nil }
+        return v
+    }
+
+    private func required(_ key: String) throws(AnswerError) -> JSONValue {
+        guard let v = try present(key) else { throw AnswerError(path + key, "missing") }
+        return v
+    }
+
+    private func wrong(_ key: String, _ expected: String, _ value: JSONValue) -> AnswerError {
+        AnswerError(path + key, "expected \(expected), found \(JSONWriter.string(value))")
+    }
+
+    mutating func string(_ key: String) throws(AnswerError) -> String {
+        let v = try required(key)
+        guard let s = v.stringValue else { throw wrong(key, "a string", v) }
+        return s
+    }
+
+    mutating func optionalString(_ key: String) throws(AnswerError) -> String? {
+        guard let v = try present(key) else { return nil }
+        guard let s = v.stringValue else { throw wrong(key, "a string", v) }
+        return s
+    }
+
+    mutating func bool(_ key: String) throws(AnswerError) -> Bool {
+        let v = try required(key)
+        guard let b = v.boolValue else { throw wrong(key, "true or false", v) }
+        return b
+    }
+
+    mutating func number(_ key: String) throws(AnswerError) -> Double {
+        let v = try required(key)
+        guard let n = v.numberValue else { throw wrong(key, "a number", v) }
+        return n
+    }
+
+    mutating func optionalNumber(_ key: String) throws(AnswerError) -> Double? {
+        guard let v = try present(key) else { return nil }
+        guard let n = v.numberValue else { throw wrong(key, "a number", v) }
+        return n
+    }
+
+    mutating func object(_ key: String) throws(AnswerError) -> [String: JSONValue] {
+        let v = try required(key)
+        guard let o = v.objectValue else { throw wrong(key, "an object", v) }
+        return o
+    }
+
+    mutating func optionalObject(_ key: String) throws(AnswerError) -> JSONValue? {
+        guard let v = try present(key) else { return nil }
+        guard v.objectValue != nil else { throw wrong(key, "an object", v) }
+        return v
+    }
+
+    mutating func optionalTime(_ key: String) throws(AnswerError) -> Date? {
+        guard let v = try present(key) else { return nil }
+        guard let d = v.stringValue.flatMap(SocketTime.parse) else { throw wrong(key, "an ISO 8601 time", v) }
+        return d
+    }
+
+    mutating func enumeration<E: RawRepresentable>(_ key: String) throws(AnswerError) -> E where E.RawValue == String {
+        let v = try required(key)
+        guard let e = v.stringValue.flatMap(E.init(rawValue:)) else { throw wrong(key, "one of the protocol's names", v) }
+        return e
+    }
+
+    mutating func optionalEnumeration<E: RawRepresentable>(_ key: String) throws(AnswerError) -> E? where E.RawValue == String {
+        guard let v = try present(key) else { return nil }
+        guard let e = v.stringValue.flatMap(E.init(rawValue:)) else { throw wrong(key, "one of the protocol's names", v) }
+        return e
+    }
+}

@@ -1,0 +1,64 @@
+import AgentCore
+import AgentWire
+import Foundation
+import Testing
+
+/// The `get` and `status` answers as values both ways: what the daemon encodes, clients
+/// decode to the same value, and a malformed answer is an error naming its field.
+@Suite struct SocketAnswersTests {
+    static let status = AgentStatus(
+        state: .stale, applicationCode: "ABCDE-12345", hwid: "H", userId: "alice", appState: .background,
+        sessionStartedAt: Date(timeIntervalSince1970: 1_796_000_000), pushRegistered: true, pushToken: "t0k",
+        notificationAuthorization: .authorized, flagsCount: 3, flagsSource: .cache, flagsAgeSeconds: 12.345,
+        flagsExpireAt: Date(timeIntervalSince1970: 1_796_086_400), flagsPartial: false,
+        lastRefreshAt: Date(timeIntervalSince1970: 1_796_000_100), lastRefreshError: RefreshError(code: 503, message: "HTTP 503"),
+        consecutiveFailures: 2, nextRefreshAt: nil, refreshInFlight: false, storageError: nil)
+
+    @Test func statusRoundTrips() throws {
+        let answer = StatusAnswer(version: "0.1.0", status: Self.status)
+        #expect(try StatusAnswer(json: answer.json) == answer)
+        #expect(try StatusAnswer(json: JSONReader.parse(JSONWriter.encode(answer.json))) == answer)
+        #expect(answer.json["lastRefreshError"] == ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"])
+        #expect(answer.json["nextRefreshAt"] == .null)
+        #expect(answer.json["flagsExpireAt"] == "2026-12-01T00:53:20Z")
+    }
+
+    @Test func flagAnswersRoundTrip() throws {
+        let served = FlagAnswer(flag: FeatureFlag(key: "new_checkout", isEnabled: true, ruleId: "r1", properties: ["n": 3]),
+                                provenance: Provenance(reason: .targetingMatch, source: .network, ageSeconds: 1.5))
+        #expect(try FlagAnswer(json: served.json) == served)
+        let missing = FlagAnswer(flag: nil, provenance: Provenance(reason: .error, errorCode: .flagNotFound, source: .network, ageSeconds: 0))
+        #expect(try FlagAnswer(json: missing.json) == missing)
+        let none = FlagAnswer(flag: nil, provenance: Provenance(reason: .error, errorCode: .providerNotReady, source: .none, ageSeconds: nil))
+        #expect(try FlagAnswer(json: none.json) == none)
+    }
+
+    func refused(_ json: JSONValue, status: Bool) -> String? {
+        do {
+            if status { _ = try StatusAnswer(json: json) } else { _ = try FlagAnswer(json: json) }
+            return nil
+        } catch {
+            return error.field
+        }
+    }
+
+    @Test func malformedAnswersNameTheField() {
+        var status = StatusAnswer(version: "0.1.0", status: Self.status).json.objectValue!
+        #expect(refused(.object(status), status: true) == nil)
+        status["state"] = "sleepy"
+        #expect(refused(.object(status), status: true) == "state")
+        status["state"] = "ready"
+        status["flagsExpireAt"] = "tomorrow"
+        #expect(refused(.object(status), status: true) == "flagsExpireAt")
+        status["flagsExpireAt"] = nil
+        status["lastRefreshError"] = ["code": "503", "message": "x"]
+        #expect(refused(.object(status), status: true) == "lastRefreshError.code")
+        status["lastRefreshError"] = nil
+        status["hwid"] = nil
+        #expect(refused(.object(status), status: true) == "hwid")
+        #expect(refused("ok", status: true) == "result")
+        #expect(refused(["reason": "DEFAULT", "source": "network", "flag": ["key": "k", "isEnabled": "yes", "ruleId": "r", "properties": [:]]],
+                        status: false) == "flag.isEnabled")
+        #expect(refused(["reason": "SOMETIMES", "source": "network"], status: false) == "reason")
+    }
+}
