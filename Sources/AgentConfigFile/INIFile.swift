@@ -237,17 +237,3 @@ private final class INIContext {
         return result.trimmingWhitespace()
     }
 }
-
-// MARK: - Instance names
-
-/// PROTOCOL E: the NAME of `pushwoosh-agent@NAME`, safe as a file name part and a systemd
-/// instance: `[A-Za-z0-9_.-]`, 1–64 characters, not starting with `.` (never `..` or a
-/// hidden file).
-public enum InstanceName {
-    public static let maximumLength = 64
-
-    public static func isValid(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= maximumLength && !name.hasPrefix(".")
-            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
-    }
-}

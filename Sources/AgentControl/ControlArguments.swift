@@ -1,3 +1,4 @@
+import AgentConfigFile
 import AgentCore
 import AgentWire
 import Foundation
@@ -17,28 +18,23 @@ public enum ControlArguments {
     public static func defaultSocketPath(environment: [String: String],
                                          exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
         if let s = environment["PUSHWOOSH_AGENT_SOCKET"], !s.isEmpty { return s }
-        if let dirs = environment["RUNTIME_DIRECTORY"], let dir = dirs.split(separator: ":").first, !dir.isEmpty {
-            return dir.hasSuffix("/") ? dir + "agent.sock" : dir + "/agent.sock"
-        }
-        return firstExisting(["/run/pushwoosh-agent/agent.sock", "/run/pushwoosh-agentd/agent.sock"], exists)
+        if let socket = AgentPaths.runtimeSocket(environment: environment) { return socket }
+        return firstExisting([AgentPaths.socket, AgentPaths.serviceSocket()], exists)
     }
 
     /// `--instance NAME` (PROTOCOL E): `/run/pushwoosh-agent/NAME.sock`
     /// (pushwoosh-agent@NAME.socket), else `/run/pushwoosh-agentd@NAME/agent.sock` if it
     /// exists (pushwoosh-agent@NAME.service binding its own socket).
     public static func instanceSocketPath(_ name: String, exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
-        firstExisting(["/run/pushwoosh-agent/\(name).sock", "/run/pushwoosh-agentd@\(name)/agent.sock"], exists)
+        firstExisting([AgentPaths.instanceSocket(name), AgentPaths.serviceSocket(instance: name)], exists)
     }
 
     private static func firstExisting(_ paths: [String], _ exists: (String) -> Bool) -> String {
         paths.first(where: exists) ?? paths[0]
     }
 
-    /// The names pushwoosh-agentd accepts for --instance: `[A-Za-z0-9_.-]`, not starting with `.`.
-    static func isInstanceName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 64 && !name.hasPrefix(".")
-            && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)) }
-    }
+    /// The names pushwoosh-agentd accepts for --instance (PROTOCOL E).
+    static func isInstanceName(_ name: String) -> Bool { InstanceName.isValid(name) }
 
     public static var usage: String {
         let width = commandTable.map(\.name.count).max()! + 2

@@ -145,7 +145,7 @@ public enum FleetArguments {
 // MARK: - Instances
 
 public enum FleetTargets {
-    public static let socketDirectory = "/run/pushwoosh-agent"
+    public static let socketDirectory = AgentPaths.socketDirectory
 
     /// The instances `source` names, in order.
     public static func resolve(_ source: FleetSource) throws(ClientError) -> [FleetTarget] {

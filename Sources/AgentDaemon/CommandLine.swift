@@ -54,10 +54,10 @@ public struct DaemonOptions: Sendable, Equatable {
     public func apply(to configuration: inout AgentConfiguration, environment: [String: String] = [:]) {
         if let instance {
             if environment["RUNTIME_DIRECTORY"] == nil, configuration.socket.path == AgentConfiguration.defaultSocketPath {
-                configuration.socket.path = "/run/pushwoosh-agent/\(instance).sock"
+                configuration.socket.path = AgentPaths.instanceSocket(instance)
             }
             if environment["STATE_DIRECTORY"] == nil, configuration.stateDirectory == AgentConfiguration.defaultStateDirectory {
-                configuration.stateDirectory = "/var/lib/pushwoosh-agent@\(instance)"
+                configuration.stateDirectory = AgentPaths.instanceStateDirectory(instance)
             }
         }
         if let socketPath { configuration.socket.path = socketPath }

@@ -48,9 +48,9 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The file this came from, if any (for logs).
     public var sourceFile: String?
 
-    public static let defaultConfigFile = "/etc/pushwoosh-agent/agent.conf"
-    public static let defaultSocketPath = "/run/pushwoosh-agent/agent.sock"
-    public static let defaultStateDirectory = "/var/lib/pushwoosh-agent"
+    public static let defaultConfigFile = AgentPaths.configFile
+    public static let defaultSocketPath = AgentPaths.socket
+    public static let defaultStateDirectory = AgentPaths.stateDirectory
 
     public init(applicationCode: String, environment: [String: String] = [:]) {
         server = ServerSettings(applicationCode: applicationCode)
@@ -63,20 +63,12 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// `$RUNTIME_DIRECTORY/agent.sock` (the first directory when systemd lists
     /// several), else `/run/pushwoosh-agent/agent.sock`.
     public static func defaultSocketPath(environment: [String: String]) -> String {
-        if let dir = firstDirectory(environment["RUNTIME_DIRECTORY"]) {
-            return dir.hasSuffix("/") ? dir + "agent.sock" : dir + "/agent.sock"
-        }
-        return defaultSocketPath
+        AgentPaths.runtimeSocket(environment: environment) ?? AgentPaths.socket
     }
 
     /// `$STATE_DIRECTORY` (the first when several), else `/var/lib/pushwoosh-agent`.
     public static func defaultStateDirectory(environment: [String: String]) -> String {
-        firstDirectory(environment["STATE_DIRECTORY"]) ?? defaultStateDirectory
-    }
-
-    private static func firstDirectory(_ value: String?) -> String? {
-        guard let value, let first = value.split(separator: ":").first, !first.isEmpty else { return nil }
-        return String(first)
+        AgentPaths.stateDirectory(environment: environment) ?? AgentPaths.stateDirectory
     }
 }
 

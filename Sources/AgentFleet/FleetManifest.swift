@@ -24,7 +24,7 @@ public struct AppStateShare: Sendable, Equatable {
 
 /// The manifest, validated.
 public struct FleetManifest: Sendable, Equatable {
-    public static let defaultPath = "/etc/pushwoosh-agent/fleet.conf"
+    public static let defaultPath = AgentPaths.fleetManifest
     /// `Devices=` above this is refused: a typo must not make a host start a million agents.
     public static let maximumDevices = 10_000
     /// `StartSpread=` above this is refused.
