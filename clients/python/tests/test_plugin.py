@@ -56,7 +56,7 @@ def test_the_default_socket_follows_agentctl(monkeypatch: pytest.MonkeyPatch,
 
 def test_instance_sockets() -> None:
     assert instance_socket_path("kiosk-7") == "/run/pushwoosh-agent/kiosk-7.sock"
-    for bad in ["", "a/b", "..", "."]:
+    for bad in ["", "a/b", "..", ".", ".hidden", "a b", "x" * 65, "caf\u00e9"]:
         with pytest.raises(ValueError):
             instance_socket_path(bad)
     with pytest.raises(AgentNotRunning) as caught:
@@ -174,3 +174,16 @@ def test_the_settings_map_names_every_key_of_the_example_configuration() -> None
     mapped = set(AGENT_SETTINGS.values())
     assert documented - mapped == set(), "keys of config/agent.conf the Python client cannot set"
     assert mapped - documented == set(), "keys the Python client sets that config/agent.conf does not have"
+
+
+def test_instance_names_are_the_agents_rule(pushwoosh_bin: Optional[str]) -> None:
+    """The client accepts exactly the names pushwoosh-agentctl accepts (exit 2: a usage error)."""
+    import subprocess
+
+    from pushwoosh_agent.client import is_instance_name
+    from pushwoosh_agent.processes import find_binary
+
+    agentctl = find_binary("pushwoosh-agentctl", pushwoosh_bin)
+    for name in ["kiosk-7", "a.b_c", "x" * 64, "x" * 65, ".hidden", "a b", "a/b", "caf\u00e9", "-", "9"]:
+        run = subprocess.run([agentctl, "--instance", name, "--timeout", "1", "status"], capture_output=True, text=True)
+        assert (run.returncode != 2) == is_instance_name(name), (name, run.returncode, run.stderr)

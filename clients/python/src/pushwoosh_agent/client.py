@@ -83,9 +83,16 @@ def instance_socket_path(name: str) -> str:
     (``pushwoosh-agent@NAME.socket``), else ``/run/pushwoosh-agentd@NAME/agent.sock`` when
     only that exists (the instance's service binding its own socket).
     """
-    if not name or "/" in name or name in (".", "..") or "\0" in name:
-        raise ValueError(f"not an instance name: {name!r}")
+    if not is_instance_name(name):
+        raise ValueError(f"not an instance name: {name!r} (letters, digits, '-', '_', '.'; 1-64; not starting with '.')")
     return _first_existing([f"{INSTANCE_RUNTIME_ROOT}/{name}.sock", f"/run/pushwoosh-agentd@{name}/agent.sock"])
+
+
+def is_instance_name(name: str) -> bool:
+    """The names ``pushwoosh-agentd --instance`` and ``pushwoosh-agentctl --instance`` accept:
+    ``[A-Za-z0-9_.-]``, 1 to 64 characters, not starting with ``.`` (PROTOCOL E)."""
+    return (0 < len(name) <= 64 and not name.startswith(".")
+            and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name))
 
 
 def _first_existing(paths: List[str]) -> str:
