@@ -25,7 +25,7 @@ final class MeteredTransport: HTTPTransport {
     func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) {
         inFlight += 1
         sent += 1
-        let flags = request.url.hasSuffix(PushwooshAPI.Method.getFeatureFlags.rawValue)
+        let flags = request.method == .getFeatureFlags
         let started = monotonicSeconds()
         base.send(request) { [weak self] outcome in
             if flags { self?.metrics.observeRefreshDuration(monotonicSeconds() - started) }

@@ -21,7 +21,7 @@ public final class ScriptedTransport: HTTPTransport {
         init(request: HTTPRequest, sentAt: Seconds) {
             self.request = request
             self.sentAt = sentAt
-            self.method = String(request.url.split(separator: "/").last ?? "")
+            self.method = request.method?.rawValue ?? String(request.url.split(separator: "/").last ?? "")
         }
         /// The `request` object of the body.
         public var body: JSONValue {

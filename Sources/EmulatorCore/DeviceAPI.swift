@@ -118,7 +118,7 @@ extension EmulatorState {
                 return s
             }
             _ = try string("application", required: true)
-            hwid = try string("hwid", required: Self.knownMethods.contains(method))
+            hwid = try string("hwid", required: PushwooshAPI.Method(rawValue: method) != nil)
             userId = try string("userId", required: false)
             _ = try string("v", required: false)
             if let t = o["device_type"], t.numberValue == nil {
@@ -130,22 +130,22 @@ extension EmulatorState {
         guard let app = apps[fields["application"]!.stringValue!] else {
             return .json(200, Self.envelope(Self.applicationNotFoundCode, "Application not found"))
         }
-        guard Self.knownMethods.contains(method), let hwid else { return .json(200, Self.envelope(200, "OK", .object([:]))) }
+        guard let known = PushwooshAPI.Method(rawValue: method), let hwid else { return .json(200, Self.envelope(200, "OK", .object([:]))) }
 
         var record = devices[hwid] ?? DeviceRecord(hwid: hwid)
         if let userId { record.userId = userId }
         record.lastSeen = now
         var response: JSONValue = .object([:])
-        switch method {
-        case "registerDevice":
+        switch known {
+        case .registerDevice:
             guard case .string(let token)? = fields["push_token"], !token.isEmpty else {
                 return bad(DefinitionError([.key("request"), .key("push_token")], "expected a non-empty string"))
             }
             record.pushToken = token
             record.gateway = fields["gateway"]?.stringValue
-        case "unregisterDevice":
+        case .unregisterDevice:
             record.pushToken = nil
-        case "postEvent":
+        case .postEvent:
             guard case .string(let name)? = fields["event"], !name.isEmpty else {
                 return bad(DefinitionError([.key("request"), .key("event")], "expected a non-empty string"))
             }
@@ -164,11 +164,11 @@ extension EmulatorState {
                 return bad(DefinitionError([.key("request"), .key("timestampUTC")], "expected a number, found \(other.kindName)"))
             }
             record.record(PostedEvent(name: name, time: time, attributes: attributes))
-        case "getFeatureFlags":
+        case .getFeatureFlags:
             let ctx = DeviceContext(hwid: hwid, userId: userId ?? record.userId ?? hwid, device: record, now: now,
                                         partial: partial)
             response = app.featureFlagsResponse(ctx)
-        default:  // applicationOpen, registerUser: the common fields say it all
+        case .applicationOpen, .registerUser:  // the common fields say it all
             break
         }
         devices[hwid] = record

@@ -34,9 +34,6 @@ public struct EmulatorState: Sendable {
     /// Parked `GET /admin/requests/wait` calls (not part of the saved state).
     public internal(set) var waits = WaitRoom()
 
-    /// The methods of PROTOCOL A.2 that the emulator acts on; others are recorded and answered OK.
-    public static let knownMethods: Set<String> = ["applicationOpen", "registerDevice", "unregisterDevice",
-                                                   "registerUser", "postEvent", "getFeatureFlags"]
     /// `status_code` for an application code the emulator does not know.
     public static let applicationNotFoundCode = 210
 

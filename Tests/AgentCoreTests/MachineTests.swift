@@ -34,11 +34,11 @@ extension [AgentAction] {
         compactMap { if case .send(let r, _) = $0 { String(r.url.split(separator: "/").last!) } else { nil } }
     }
     func call(_ method: String) -> Call? {
-        for case .send(let r, let call) in self where r.url.hasSuffix("/" + method) { return call }
+        for case .send(let r, let call) in self where r.method?.rawValue == method { return call }
         return nil
     }
     func request(_ method: String) -> HTTPRequest? {
-        for case .send(let r, _) in self where r.url.hasSuffix("/" + method) { return r }
+        for case .send(let r, _) in self where r.method?.rawValue == method { return r }
         return nil
     }
     var saved: PersistentState? {

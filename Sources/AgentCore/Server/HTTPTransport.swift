@@ -7,12 +7,16 @@ public struct HTTPRequest: Sendable, Equatable {
     public var headers: [HTTPHeader]
     public var body: Data
     public var timeout: Seconds
+    /// The device API call it is (A.2), so a transport need not read it back from the URL;
+    /// nil for a request built by hand.
+    public var method: PushwooshAPI.Method?
 
-    public init(url: String, headers: [HTTPHeader], body: Data, timeout: Seconds) {
+    public init(url: String, headers: [HTTPHeader], body: Data, timeout: Seconds, method: PushwooshAPI.Method? = nil) {
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.method = method
     }
 
     public func header(_ name: String) -> String? {

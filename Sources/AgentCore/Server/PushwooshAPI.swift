@@ -65,7 +65,7 @@ public enum PushwooshAPI {
         if let token = apiToken, !token.isEmpty { headers.append(HTTPHeader("Authorization", "Token \(token)")) }
         if retryCount > 0 { headers.append(HTTPHeader("X-Retry-Count", String(retryCount))) }
         return HTTPRequest(url: baseURL + method.rawValue, headers: headers,
-                           body: encode(["request": .object(body)]), timeout: timeout)
+                           body: encode(["request": .object(body)]), timeout: timeout, method: method)
     }
 
     static func encode(_ value: JSONValue) -> Data {
