@@ -39,6 +39,12 @@ final class ControlServer {
 
     func accept(_ descriptor: consuming FileDescriptor) {
         let credentials = try? UnixSocket.peerCredentials(descriptor.rawValue)
+        accept(descriptor, credentials: credentials)
+    }
+
+    /// A connection whose peer is `credentials` (what the kernel says of it, SO_PEERCRED;
+    /// in-process tests pass others, e.g. a caller without control access).
+    func accept(_ descriptor: consuming FileDescriptor, credentials: PeerCredentials?) {
         let connection = Connection(loop: loop, descriptor: descriptor)
         guard clients.count + otherConnections() < settings.maxConnections else {
             metrics?.socketConnectionsRefused += 1
