@@ -178,6 +178,8 @@ public final class Agent {
 
     public var settings: AgentSettings { machine.settings }
     public var nextDeadline: Seconds? { machine.nextDeadline }
+    /// SE-1: when the session ends if the app stays in the background (device time).
+    public var sessionEndsAt: Seconds? { machine.sessionEndsAt }
     public var timers: [(kind: AgentMachine.TimerKind, deadline: Seconds)] { machine.timers }
     /// The device's time now (the clock the agent was given).
     public var now: Now { Now(monotonic: clock.monotonic, wall: clock.wall) }

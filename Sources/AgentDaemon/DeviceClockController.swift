@@ -18,11 +18,14 @@ final class DeviceClockController {
     /// One timer's run, for the answer.
     struct Fired {
         var at: Date
-        var kind: AgentMachine.TimerKind
+        /// A timer's kind (`refresh`, `retry`, `expired`, …), or `sessionEnd` (SE-1).
+        var event: String
         var trigger: RefreshTrigger?
 
+        static let sessionEnd = "sessionEnd"
+
         var json: JSONValue {
-            var o: [String: JSONValue] = ["at": StatusReport.iso(at), "event": .string(kind.rawValue)]
+            var o: [String: JSONValue] = ["at": StatusReport.iso(at), "event": .string(event)]
             if let trigger { o["trigger"] = .string(trigger.rawValue) }
             return .object(o)
         }
@@ -124,6 +127,7 @@ final class DeviceClockController {
                 scheduleStep()
                 return
             }
+            noteSessionEnd(before: next, in: &advance)
             advance.remaining -= moveClock(by: next - clock.monotonic, save: false)
             let nowDevice = clock.monotonic
             for timer in agent.timers where timer.deadline <= nowDevice {
@@ -132,7 +136,7 @@ final class DeviceClockController {
                 case .retry: .retry
                 default: nil
                 }
-                advance.fired.append(Fired(at: clock.wall, kind: timer.kind, trigger: trigger))
+                advance.fired.append(Fired(at: clock.wall, event: timer.kind.rawValue, trigger: trigger))
             }
             queue[0] = advance
             agent.fireDueTimers()
@@ -140,6 +144,7 @@ final class DeviceClockController {
             scheduleStep()  // waits for the requests the timers sent, if any
             return
         }
+        noteSessionEnd(before: clock.monotonic + advance.remaining, in: &advance)
         moveClock(by: advance.remaining, save: true)
         queue.removeFirst()
         let requests = transport.sent - advance.requestsBefore
@@ -150,6 +155,14 @@ final class DeviceClockController {
         log(advance.fired.isEmpty ? .debug : .info, "device clock advanced", ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset),
                                             "fired": advance.fired.count, "requests": requests])
         scheduleStep()
+    }
+
+    /// SE-1: the session ends in the background at `sessionEndsAt`; no timer runs then (the
+    /// end is noticed when the app returns), but a test advancing past it hears of it in
+    /// `fired`, in time order, before the timers at or after it.
+    private func noteSessionEnd(before target: Seconds, in advance: inout Advance) {
+        guard let end = host.agent.sessionEndsAt, end > clock.monotonic, end <= target else { return }
+        advance.fired.append(Fired(at: clock.wall.addingTimeInterval(end - clock.monotonic), event: Fired.sessionEnd, trigger: nil))
     }
 
     /// Moves the device's time forward by `seconds` (nothing when ≤ 0; never back), records

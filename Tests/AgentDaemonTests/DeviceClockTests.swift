@@ -148,12 +148,17 @@ import Testing
         #expect(d.waitForFlags())
         _ = d.advance(6 * 60)  // past the throttle window, so nothing else explains a request
         #expect(d.call("setAppState", #"{"state":"background"}"#)["sessionStarted"] == false)
-        _ = d.advance(29 * 60)
+        #expect(d.fired(d.advance(29 * 60), "sessionEnd").isEmpty)
         let requests = d.flagRequests
         #expect(d.call("setAppState", #"{"state":"active"}"#)["sessionStarted"] == false)
         #expect(d.flagRequests == requests)
         #expect(d.call("setAppState", #"{"state":"background"}"#)["sessionStarted"] == false)
-        _ = d.advance(31 * 60)
+        let away = d.call("clock")["now"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) }
+        let ended = d.fired(d.advance(31 * 60), "sessionEnd")  // PROTOCOL H: reported at its device time
+        #expect(ended.count == 1)
+        if let away, let at = ended.first?["at"]?.stringValue.flatMap({ try? Date($0, strategy: .iso8601) }) {
+            #expect(abs(at.timeIntervalSince(away) - 30 * 60) <= 1, "session ended at \(at), background since \(away)")
+        }
         #expect(d.call("setAppState", #"{"state":"active"}"#)["sessionStarted"] == true)
         #expect(eventually { d.flagRequests == requests + 1 })
     }

@@ -189,6 +189,10 @@ public struct AgentMachine {
         return all.compactMap { kind, deadline in deadline.map { (kind: kind, deadline: $0) } }.sorted { $0.deadline < $1.deadline }
     }
 
+    /// SE-1: the device time at which the current session ends if the app stays in the
+    /// background (no timer: it changes nothing until the app returns).
+    public var sessionEndsAt: Seconds? { session.endsAt(sessionTimeout: settings.flags.sessionTimeout) }
+
     /// The earliest monotonic time at which `fireDueTimers` has work, derived from the state.
     public var nextDeadline: Seconds? { timers.first?.deadline }
 

@@ -9,6 +9,14 @@ struct SessionMachine: Sendable {
     /// `applicationOpen` is sent once per process, at the first session (A.2).
     var applicationOpenSent = false
 
+    /// SE-1: when the session ends if the app stays in the background: from then on a
+    /// return to the foreground starts a new one. Nil while active or before any session.
+    /// Nothing fires then (the end is noticed at the return); `advanceClock` reports it.
+    func endsAt(sessionTimeout: Seconds) -> Seconds? {
+        guard appState == .background, hasBeenActive, let backgroundSince else { return nil }
+        return backgroundSince + sessionTimeout
+    }
+
     /// Moves to `state` at `now`; returns whether a new session started.
     mutating func transition(to state: AppState, now: Seconds, sessionTimeout: Seconds) -> Bool {
         switch (appState, state) {
