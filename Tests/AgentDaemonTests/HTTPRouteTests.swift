@@ -1,0 +1,103 @@
+import AgentCore
+import AgentPosix
+import AgentTestSupport
+import Foundation
+import Testing
+@testable import AgentDaemon
+
+/// PROTOCOL F's routes in-process: `HTTPInterface.respond` over an agent serving stored
+/// flags, without libmicrohttpd, a socket or a daemon process (the real server's tests,
+/// HTTPInterfaceTests, keep the wire: keep-alive, limits, socket activation).
+@Suite struct HTTPRouteTests {
+    /// A transport whose requests never come back: the agent serves what it loaded.
+    final class Silent: HTTPTransport {
+        var pending: [(HTTPOutcome) -> Void] = []
+        func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) { pending.append(completion) }
+    }
+
+    /// Keeps the loop (never run: timers are only registered), host and agent alive.
+    final class Routes {
+        let loop: EventLoop
+        let host: AgentHost
+        let metrics = Metrics()
+        let interface: HTTPInterface
+
+        init(flags: [FeatureFlag]?, token: String? = nil) throws {
+            loop = try EventLoop()
+            let clock = DeviceClock(base: SystemClock(), mode: .system)
+            host = AgentHost(loop: loop, clock: clock)
+            var state = PersistentState(hwid: "H")
+            state.flags = flags.map { list in
+                FlagSnapshot(flags: Dictionary(uniqueKeysWithValues: list.map { ($0.key, $0) }), receivedAt: clock.wall.addingTimeInterval(-60),
+                             applicationCode: "ABCDE-12345", userId: "H")
+            }
+            let agent = Agent(settings: VirtualLoop.defaultSettings(), clock: clock, transport: Silent(),
+                              store: MemoryStore(committed: state), scheduler: host)
+            host.attach(agent)
+            agent.start()
+            interface = HTTPInterface(host: host, metrics: metrics, token: token.map { Array($0.utf8) }, metricsText: { "# metrics\n" })
+        }
+
+        func call(_ method: String, _ path: String, _ body: String = "", headers: [(name: String, value: String)] = [],
+                  tooLarge: Bool = false) -> (status: Int, json: JSONValue?, headers: [(name: String, value: String)]) {
+            var request = HTTPServerRequest(method: method, path: path, headers: headers, body: Array(body.utf8))
+            request.bodyTooLarge = tooLarge
+            let r = interface.respond(request)
+            return (r.status, try? JSONReader.parse(r.body), r.headers)
+        }
+    }
+
+    static let flags = [FeatureFlag(key: "new_checkout", isEnabled: true, ruleId: "r_qa", properties: ["max_items": 5]),
+                        FeatureFlag(key: "promo", isEnabled: false, ruleId: "default")]
+
+    @Test func healthAndReadiness() throws {
+        let served = try Routes(flags: Self.flags)
+        #expect(served.call("GET", "/healthz").json == ["status": "ok"])
+        #expect(served.call("HEAD", "/healthz").status == 200)
+        let post = served.call("POST", "/healthz")
+        #expect(post.status == 405 && post.headers.contains { $0 == ("Allow", "GET, HEAD") })
+        let ready = served.call("GET", "/readyz")
+        #expect(ready.status == 200 && ready.json?["flagsCount"] == 2)
+        #expect(try Routes(flags: nil).call("GET", "/readyz").status == 503)
+        #expect(served.call("GET", "/nowhere").status == 404)
+        #expect(served.metrics.httpRequests[405] == 1 && served.metrics.httpRequests[404] == 1)
+    }
+
+    /// F.1: one flag, a property by KEY.PROPERTY, a missing key, no flags at all.
+    @Test func ofrepEvaluations() throws {
+        let served = try Routes(flags: Self.flags)
+        let flag = served.call("POST", "/ofrep/v1/evaluate/flags/new_checkout", "{}")
+        #expect(flag.status == 200 && flag.json?["value"] == true && flag.json?["reason"] == "TARGETING_MATCH")
+        #expect(served.call("POST", "/ofrep/v1/evaluate/flags/new_checkout.max_items", "{}").json?["value"] == 5)
+        let missing = served.call("POST", "/ofrep/v1/evaluate/flags/nope", "{}")
+        #expect(missing.status == 404 && missing.json?["errorCode"] == "FLAG_NOT_FOUND")
+        #expect(served.call("GET", "/ofrep/v1/evaluate/flags/new_checkout").status == 405)
+        #expect(try Routes(flags: nil).call("POST", "/ofrep/v1/evaluate/flags/new_checkout", "{}").json?["errorCode"] == "PROVIDER_NOT_READY")
+    }
+
+    /// F.1 bulk: every flag and property, with an ETag; the same ETag back is 304.
+    @Test func bulkEvaluationWithETag() throws {
+        let served = try Routes(flags: Self.flags)
+        let all = served.call("POST", "/ofrep/v1/evaluate/flags", "{}")
+        let keys = all.json?["flags"]?.arrayValue?.compactMap { $0["key"]?.stringValue }
+        #expect(keys == ["new_checkout", "new_checkout.max_items", "promo"])
+        let etag = all.headers.first { $0.name == "ETag" }?.value
+        #expect(etag != nil)
+        #expect(served.call("POST", "/ofrep/v1/evaluate/flags", "{}", headers: [("if-none-match", etag ?? "")]).status == 304)
+        #expect(served.call("POST", "/ofrep/v1/evaluate/flags", "{}", headers: [("if-none-match", "\"other\"")]).status == 200)
+    }
+
+    /// F: the token, an oversized body, a malformed body: errors in OFREP's shape.
+    @Test func tokenBodyLimitAndBadBodies() throws {
+        let guarded = try Routes(flags: Self.flags, token: "s3cret")
+        let none = guarded.call("GET", "/healthz")
+        #expect(none.status == 401 && none.headers.contains { $0 == ("WWW-Authenticate", "Bearer") })
+        #expect(guarded.call("GET", "/healthz", headers: [("authorization", "Bearer s3cret")]).status == 200)
+        #expect(guarded.call("GET", "/healthz", headers: [("x-api-key", "s3cret")]).status == 200)
+        #expect(guarded.call("GET", "/healthz", headers: [("authorization", "Bearer s3cre")]).status == 401)
+        let big = guarded.call("POST", "/ofrep/v1/evaluate/flags", tooLarge: true)
+        #expect(big.status == 413 && big.headers.contains { $0 == ("Connection", "close") })
+        let bad = try Routes(flags: Self.flags).call("POST", "/ofrep/v1/evaluate/flags/new_checkout", "{not json")
+        #expect(bad.status == 400 && bad.json?["errorCode"] == "PARSE_ERROR")
+    }
+}
