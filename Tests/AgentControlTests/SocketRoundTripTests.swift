@@ -70,7 +70,7 @@ final class CannedServer: @unchecked Sendable {
                 let bytes = Array(lines.joined().utf8)
                 let half = bytes.count / 2
                 _ = bytes.withUnsafeBytes { send(conn, $0.baseAddress, half, Int32(MSG_NOSIGNAL)) }
-                usleep(1000)
+                usleep(1000)  // real time on purpose: the halves reach the client in separate reads
                 _ = bytes.withUnsafeBytes { send(conn, $0.baseAddress! + half, bytes.count - half, Int32(MSG_NOSIGNAL)) }
                 if closeAfter { return }
             }

@@ -259,10 +259,10 @@ private let echo: @Sendable (Connection) -> Void = { connection in
         }
         let client = try TestClient(path: path)
         try client.write("hel")
-        usleep(20_000)
+        usleep(20_000)  // real time on purpose: the pieces must reach the server in separate reads
         try client.write("lo\nwor")
         #expect(client.readString(count: 6) == "hello\n")
-        usleep(20_000)
+        usleep(20_000)  // as above: a separate read
         try client.write("ld\n{\"id\":1}\n")
         #expect(client.readString(count: 15) == "world\n{\"id\":1}\n")
         client.shutdownWrite()
