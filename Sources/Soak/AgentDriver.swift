@@ -187,7 +187,7 @@ public final class AgentDriver: @unchecked Sendable {
         guard result(.setUserId, ["userId": .string(next)]) != nil else { return }
         userId = next
         ctx.recorder.action(AgentAction(agent: index, kind: .userChanged(next), start: t0, end: now()))
-        ctx.recorder.count(agent: index, "setUserId")
+        ctx.recorder.count(agent: index, SocketMethod.setUserId.rawValue)
         // RF-4: straight away, the previous user's flags must be gone.
         observeFlag(RunContext.userFlag)
     }
@@ -234,7 +234,7 @@ public final class AgentDriver: @unchecked Sendable {
     func authorization() {
         let all = ["notDetermined", "denied", "authorized", "provisional", "ephemeral"]
         guard result(.setNotificationAuthorization, ["status": .string(all[Int(rng.next() % 5)])]) != nil else { return }
-        ctx.recorder.count(agent: index, "setNotificationAuthorization")
+        ctx.recorder.count(agent: index, SocketMethod.setNotificationAuthorization.rawValue)
     }
 
     func primer() {
@@ -248,7 +248,7 @@ public final class AgentDriver: @unchecked Sendable {
         let t0 = now()
         switch call(.presentPushPrimer, params) {
         case .success(let r)?:
-            ctx.recorder.count(agent: index, "presentPushPrimer")
+            ctx.recorder.count(agent: index, SocketMethod.presentPushPrimer.rawValue)
             ctx.recorder.state.withLock { $0.primerAvailable = true }
             if r["outcome"]?.stringValue == "accepted" {
                 // PR-4: accepting runs the ordinary registration, which may refresh (RF-3).
@@ -282,7 +282,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func property() {
         guard let r = result(.property, ["key": "new_checkout", "property": "button_color", "type": "string", "default": "none"]) else { return }
-        ctx.recorder.count(agent: index, "property")
+        ctx.recorder.count(agent: index, SocketMethod.property.rawValue)
         if r["value"]?.stringValue == nil { violation("socket", "property(string) answered a non-string: \(JSONWriter.string(r))") }
     }
 

@@ -233,7 +233,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 }
                 id += 1
                 record.started(at: monotonicNow(), version: v)
-                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"\#(SocketMethod.refresh.rawValue)"}"# + "\n"),
+                guard client.send(RPCEncoder.request(id: .number(Double(id)), method: .refresh)),
                       let answer = client.readLine() else { return }  // killed
                 guard answer.contains(#""error":null"#) else {
                     record.error("refresh: \(answer.prefix(200))")
@@ -242,11 +242,11 @@ func runKill9(_ o: Kill9Options) -> Int32 {
                 // The version now served (a refresh that joined one in flight answers with that
                 // one's response, which may be older than `v`).
                 id += 1
-                guard client.send(#"{"jsonrpc":"2.0","id":\#(id),"method":"get","params":{"key":"f000"}}"# + "\n"),
+                guard client.send(RPCEncoder.request(id: .number(Double(id)), method: .get, params: ["key": "f000"])),
                       let get = client.readLine() else { return }  // killed
-                if let range = get.range(of: #""v":"#),
-                   let served = Int(get[range.upperBound...].prefix { $0.isNumber }) {
-                    record.acked(served)
+                if let result = (try? JSONReader.parse(get))?["result"], let answer = try? FlagAnswer(json: result),
+                   let served = answer.flag?.properties["v"]?.numberValue {
+                    record.acked(Int(served))
                 }
             }
         }
