@@ -105,4 +105,5 @@ soak-seeds: release
 # `make bench BENCH_ARGS="--idle-seconds 10 --duration 1"` for a quick look.
 BENCH_ARGS ?=
 bench: release
+	@scripts/install-deps wrk
 	timeout 600 $(BIN)/pushwoosh-bench --bin $(BIN) --out Benchmarks/results/latest $(BENCH_ARGS)
