@@ -149,11 +149,11 @@ final class ControlServer {
         scratch.bytes.removeAll(keepingCapacity: true)
         switch request.method {
         case .isEnabled(let fallback):
-            metrics?.rpcRequest(SocketMethod.isEnabled.rawValue)
+            metrics?.rpcFastRequest(isEnabled: true)
             let e = host.agent.isEnabled(request.key, default: fallback)
             RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &scratch)
         case .get:
-            metrics?.rpcRequest(SocketMethod.get.rawValue)
+            metrics?.rpcFastRequest(isEnabled: false)
             let e = host.agent.get(request.key)
             RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
         }

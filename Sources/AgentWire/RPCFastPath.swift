@@ -95,7 +95,8 @@ public enum RPCFastPath {
     /// are written without an exponent, and trailing zeros are dropped.
     static func writeMilliseconds(_ value: Double, into w: inout JSONWriter) {
         let millis = (value * 1000).rounded()
-        guard value > 0, value < 1e12, millis / 1000 == value, millis.truncatingRemainder(dividingBy: 1000) != 0 else {
+        // Below 1e12 s, a whole number of milliseconds is exact in an Int64 (no fmod).
+        guard value > 0, value < 1e12, millis / 1000 == value, Int64(millis) % 1000 != 0 else {
             return w.writeNumber(value)
         }
         let whole = Int64(millis) / 1000
