@@ -34,6 +34,15 @@ public enum RPCFastPath {
     public static func scan(_ line: UnsafeRawBufferPointer) -> Request? {
         guard let base = line.baseAddress, line.count > 2 else { return nil }
         var s = Scanner(p: base.assumingMemoryBound(to: UInt8.self), end: line.count)
+        if let request = s.canonicalRequest() { return request }
+        s.i = 0
+        return s.request()
+    }
+
+    /// `scan` without the shortcut for the usual shape (tests: both give the same requests).
+    static func scanGeneral(_ line: UnsafeRawBufferPointer) -> Request? {
+        guard let base = line.baseAddress, line.count > 2 else { return nil }
+        var s = Scanner(p: base.assumingMemoryBound(to: UInt8.self), end: line.count)
         return s.request()
     }
 
@@ -158,18 +167,23 @@ private struct Scanner {
 
     private static let quote = UInt8(ascii: "\"")
 
+    // `i` only moves while it is below `end` (a buffer's count): `&+` cannot overflow.
     @inline(__always) mutating func skipWhitespace() {
         while i < end {
             let c = p[i]
             guard c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 else { return }
-            i += 1
+            i &+= 1
         }
     }
 
     @inline(__always) mutating func consume(_ c: UInt8) -> Bool {
+        if i < end, p[i] == c {  // the usual case: no whitespace before it
+            i &+= 1
+            return true
+        }
         skipWhitespace()
         guard i < end, p[i] == c else { return false }
-        i += 1
+        i &+= 1
         return true
     }
 
@@ -177,23 +191,32 @@ private struct Scanner {
     mutating func simpleString() -> Range<Int>? {
         skipWhitespace()
         guard i < end, p[i] == Self.quote else { return nil }
-        i += 1
+        i &+= 1
         let start = i
         while i < end {
             let c = p[i]
             if c == Self.quote {
-                i += 1
-                return start..<(i - 1)
+                i &+= 1
+                return start..<(i &- 1)
             }
             guard c >= 0x20, c < 0x80, c != UInt8(ascii: "\\") else { return nil }
-            i += 1
+            i &+= 1
         }
         return nil
     }
 
+    /// The names and values compared are a few bytes long: compared here, not by a call to `memcmp`.
+    @inline(__always)
     func equals(_ range: Range<Int>, _ text: StaticString) -> Bool {
-        guard range.count == text.utf8CodeUnitCount else { return false }
-        return memcmp(p + range.lowerBound, text.utf8Start, range.count) == 0
+        let count = text.utf8CodeUnitCount
+        guard range.count == count else { return false }
+        let bytes = text.utf8Start
+        var k = 0
+        while k < count {
+            guard p[range.lowerBound &+ k] == bytes[k] else { return false }
+            k &+= 1
+        }
+        return true
     }
 
     func string(_ range: Range<Int>) -> String {
@@ -206,14 +229,14 @@ private struct Scanner {
         var negative = false
         if i < end, p[i] == UInt8(ascii: "-") {
             negative = true
-            i += 1
+            i &+= 1
         }
         let start = i
         var value: Int64 = 0
         while i < end, p[i] >= UInt8(ascii: "0"), p[i] <= UInt8(ascii: "9") {
-            value = value * 10 + Int64(p[i] - UInt8(ascii: "0"))
-            i += 1
-            if i - start > 15 { return nil }
+            value = value &* 10 &+ Int64(p[i] &- UInt8(ascii: "0"))  // at most 15 digits: no overflow
+            i &+= 1
+            if i &- start > 15 { return nil }
         }
         let digits = i - start
         guard digits > 0 else { return nil }
@@ -242,6 +265,33 @@ private struct Scanner {
         if consume(UInt8(ascii: ",")) { return true }
         if consume(UInt8(ascii: "}")) { return false }
         return nil
+    }
+
+    /// The bytes of `text` at `i`, then past them; else false.
+    @inline(__always)
+    mutating func literal(_ text: StaticString) -> Bool {
+        let count = text.utf8CodeUnitCount
+        guard end &- i >= count, memcmp(p + i, text.utf8Start, count) == 0 else { return false }
+        i &+= count
+        return true
+    }
+
+    /// The shape clients write (members in this order, no whitespace, a number id):
+    /// `{"jsonrpc":"2.0","id":N,"method":"isEnabled","params":{"key":"K","default":B}}` and
+    /// `{"jsonrpc":"2.0","id":N,"method":"get","params":{"key":"K"}}`, matched as a few
+    /// literals; nil for anything else, which `request()` then reads member by member. Each
+    /// piece is one `request()` accepts in the same place (the id and the key by the same
+    /// functions), so a line matched here is the request `request()` reads.
+    mutating func canonicalRequest() -> RPCFastPath.Request? {
+        guard literal(#"{"jsonrpc":"2.0","id":"#), let id = integer() else { return nil }
+        if literal(#","method":"isEnabled","params":{"key":"#) {
+            guard let key = simpleString(), literal(#","default":"#), let fallback = boolean(), literal("}}"), i == end else {
+                return nil
+            }
+            return RPCFastPath.Request(id: .number(id), method: .isEnabled(default: fallback), key: string(key))
+        }
+        guard literal(#","method":"get","params":{"key":"#), let key = simpleString(), literal("}}"), i == end else { return nil }
+        return RPCFastPath.Request(id: .number(id), method: .get, key: string(key))
     }
 
     mutating func request() -> RPCFastPath.Request? {
