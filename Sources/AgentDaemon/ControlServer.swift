@@ -146,20 +146,26 @@ final class ControlServer {
     /// client) answered without a JSON tree, into a buffer reused for every answer. The
     /// answer bytes are those the general path writes (RPCFastPath).
     private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
-        scratch.bytes.removeAll(keepingCapacity: true)
-        switch request.method {
-        case .isEnabled(let fallback):
-            metrics?.rpcFastRequest(isEnabled: true)
-            let e = host.agent.isEnabled(request.key, default: fallback)
-            RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &scratch)
-        case .get:
-            metrics?.rpcFastRequest(isEnabled: false)
-            let e = host.agent.get(request.key)
-            RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
+        // One access to the buffer for the whole answer (each access to a class's `var` is checked).
+        Self.reusing(&scratch) { w in
+            w.bytes.removeAll(keepingCapacity: true)
+            switch request.method {
+            case .isEnabled(let fallback):
+                metrics?.rpcFastRequest(isEnabled: true)
+                let e = host.agent.isEnabled(request.key, default: fallback)
+                RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
+            case .get:
+                metrics?.rpcFastRequest(isEnabled: false)
+                let e = host.agent.get(request.key)
+                RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
+            }
+            w.bytes.withUnsafeBytes { client.connection.send($0) }
         }
-        scratch.bytes.withUnsafeBytes { client.connection.send($0) }
         answered(client)
     }
+
+    @inline(__always)
+    private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
 
     private func answered(_ client: Client) {
         if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
