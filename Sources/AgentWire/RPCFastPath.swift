@@ -50,6 +50,17 @@ public enum RPCFastPath {
 
     /// Appends the answer line (with its `\n`) to an `isEnabled` request.
     public static func writeIsEnabled(id: RPCID, enabled: Bool, provenance: Provenance, into w: inout JSONWriter) {
+        // The usual answer (a number id, an age in milliseconds, no error code) is put together
+        // on the stack and appended once; the rest is written piece by piece below, the same bytes.
+        if case .number(let n) = id, provenance.errorCode == nil {
+            let done = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 192) { buffer -> Bool in
+                var sink = ByteSink(base: buffer.baseAddress!, capacity: buffer.count)
+                guard sink.isEnabledAnswer(id: n, enabled: enabled, provenance: provenance) else { return false }
+                w.bytes.append(contentsOf: UnsafeBufferPointer(start: buffer.baseAddress, count: sink.count))
+                return true
+            }
+            if done { return }
+        }
         writeHead(id: id, into: &w)
         writeAge(provenance, into: &w)
         w.writeStatic(enabled ? #","enabled":true"# : #","enabled":false"#)
@@ -148,6 +159,106 @@ public enum RPCFastPath {
         case .none: w.writeStatic(#"none"}}"#)
         }
         w.bytes.append(0x0A)
+    }
+}
+
+/// A fixed buffer that the usual `isEnabled` answer is put together in: each `put` is false
+/// (and the answer is then written by `JSONWriter` instead) when it does not fit or when the
+/// bytes would need a form this does not write (`Double.description`).
+private struct ByteSink {
+    let base: UnsafeMutablePointer<UInt8>
+    let capacity: Int
+    var count = 0
+
+    @inline(__always)
+    mutating func put(_ text: StaticString) -> Bool {
+        let n = text.utf8CodeUnitCount
+        guard capacity &- count >= n else { return false }
+        (base + count).update(from: text.utf8Start, count: n)
+        count &+= n
+        return true
+    }
+
+    @inline(__always)
+    mutating func put(_ byte: UInt8) -> Bool {
+        guard count < capacity else { return false }
+        base[count] = byte
+        count &+= 1
+        return true
+    }
+
+    /// `JSONWriter.writeInteger`'s bytes.
+    mutating func integer(_ i: Int64) -> Bool {
+        if i < 0, !put(UInt8(ascii: "-")) { return false }
+        var magnitude = i.magnitude
+        var digits = 1
+        var probe = magnitude
+        while probe >= 10 {
+            probe /= 10
+            digits &+= 1
+        }
+        guard capacity &- count >= digits else { return false }
+        var at = count &+ digits
+        repeat {
+            at &-= 1
+            base[at] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        count &+= digits
+        return true
+    }
+
+    /// `JSONWriter.writeNumber`'s bytes for a finite whole number below 2^53 and for a
+    /// non-finite one; false for the rest (written with `description`).
+    mutating func number(_ n: Double) -> Bool {
+        guard n.isFinite else { return put("null") }
+        guard n.magnitude < 9_007_199_254_740_992, let i = Int64(exactly: n) else { return false }
+        return integer(i)
+    }
+
+    /// `RPCFastPath.writeMilliseconds`'s bytes.
+    mutating func milliseconds(_ value: Double) -> Bool {
+        let millis = (value * 1000).rounded()
+        guard value > 0, value < 1e12, millis / 1000 == value, Int64(millis) % 1000 != 0 else { return number(value) }
+        guard integer(Int64(millis) / 1000), put(UInt8(ascii: ".")) else { return false }
+        var fraction = Int(Int64(millis) % 1000)
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        var divisor = 1
+        for _ in 1..<digits { divisor *= 10 }
+        while divisor > 0 {
+            guard put(UInt8(ascii: "0") &+ UInt8(fraction / divisor % 10)) else { return false }
+            divisor /= 10
+        }
+        return true
+    }
+
+    /// `writeIsEnabled`'s bytes for a number id and no error code.
+    mutating func isEnabledAnswer(id: Double, enabled: Bool, provenance p: Provenance) -> Bool {
+        guard put(#"{"jsonrpc":"2.0","id":"#), number(id), put(#","result":{"ageSeconds":"#) else { return false }
+        if let age = p.ageSeconds {
+            guard milliseconds((age * 1000).rounded() / 1000) else { return false }
+        } else {
+            guard put("null") else { return false }
+        }
+        guard put(enabled ? #","enabled":true"# : #","enabled":false"#) else { return false }
+        let reason: Bool
+        switch p.reason {
+        case .targetingMatch: reason = put(#","reason":"TARGETING_MATCH","source":""#)
+        case .default: reason = put(#","reason":"DEFAULT","source":""#)
+        case .disabled: reason = put(#","reason":"DISABLED","source":""#)
+        case .error: reason = put(#","reason":"ERROR","source":""#)
+        }
+        guard reason else { return false }
+        switch p.source {
+        case .network: guard put(#"network"}}"#) else { return false }
+        case .cache: guard put(#"cache"}}"#) else { return false }
+        case .none: guard put(#"none"}}"#) else { return false }
+        }
+        return put(0x0A)
     }
 }
 
