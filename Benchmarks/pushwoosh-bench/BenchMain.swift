@@ -19,9 +19,12 @@ struct BenchOptions {
     var idleSeconds = 60.0
     var emulatorSeconds = 5.0
     var emulatorConnections = 64
-    var only: Set<String> = ["socket", "http", "ready", "rss", "idle", "emulator"]
+    var only: Set<String> = ["socket", "http", "ready", "rss", "idle", "devices", "fleet", "emulator"]
     var httpClientCounts = [1, 32]
     var scrapes = 200
+    var devices = 20
+    var fleet = 200
+    var fleetRuns = 3
 
     static let usage = """
         usage: pushwoosh-bench [run] [options]      the whole benchmark (what `make bench` runs)
@@ -42,7 +45,10 @@ struct BenchOptions {
           --rss-clients N        clients connected for the peak RSS (default 256)
           --idle-seconds S       idle observation window (default 60)
           --emulator-seconds S   wrk duration against the emulator (default 5)
-          --only LIST            some of: socket,http,ready,rss,idle,emulator
+          --devices N            idle agents whose memory is summed (default 20)
+          --fleet N              agents under `agentctl fleet` (default 200)
+          --fleet-runs N         timed runs of each fleet command (default 3)
+          --only LIST            some of: socket,http,ready,rss,idle,devices,fleet,emulator
         """
 
     static func parse(_ args: [String]) throws -> BenchOptions {
@@ -81,9 +87,12 @@ struct BenchOptions {
             case "--rss-clients": o.rssClients = max(1, Int(try number()))
             case "--idle-seconds": o.idleSeconds = try number()
             case "--emulator-seconds": o.emulatorSeconds = max(1, try number())
+            case "--devices": o.devices = max(1, Int(try number()))
+            case "--fleet": o.fleet = max(1, Int(try number()))
+            case "--fleet-runs": o.fleetRuns = max(1, Int(try number()))
             case "--only":
                 o.only = Set(try value().split(separator: ",").map(String.init))
-                let known: Set<String> = ["socket", "http", "ready", "rss", "idle", "emulator"]
+                let known: Set<String> = ["socket", "http", "ready", "rss", "idle", "devices", "fleet", "emulator"]
                 guard o.only.isSubset(of: known) else { throw BenchError("--only: use some of \(known.sorted())") }
             case "--help", "-h":
                 print(usage)
@@ -137,7 +146,7 @@ final class Bench {
     let applicationCode = "BENCH-01000"
     var report = Report()
     private var emulatorPID: pid_t = 0
-    private var emulatorPort: UInt16 = 0
+    private(set) var emulatorPort: UInt16 = 0
     private var logCounter = 0
 
     init(options: BenchOptions, directory: String) throws {
@@ -167,14 +176,16 @@ final class Bench {
         report.options = options
         let started = Clock.now()
         let needsAgent = !options.only.isDisjoint(with: ["socket", "http", "ready", "rss", "idle"])
+        if needsAgent || !options.only.isDisjoint(with: ["devices", "fleet"]) { try startEmulator() }
         if needsAgent {
-            try startEmulator()
             try loadFlags()
             try prepareState()  // first agent: fetches the flags, serves the socket cells, stops
         }
         if options.only.contains("ready") { try measureReady() }
         if options.only.contains("rss") { try measureRSS() }
         if options.only.contains("idle") { try measureIdle() }
+        if options.only.contains("devices") { try measureDevices() }
+        if options.only.contains("fleet") { try measureFleet() }
         if emulatorPID != 0 {
             Children.stop(emulatorPID)
             emulatorPID = 0
@@ -408,8 +419,24 @@ final class Bench {
 
     private func measureReady() throws {
         let receiver = try NotifyReceiver(path: notifyPath)
+        // The baseline: `systemd-notify --ready` spawned the same way (same environment and
+        // receiver), alternating with the agent's starts.
+        let notify = ([String](["/usr/bin/systemd-notify", "/bin/systemd-notify"])).first { access($0, X_OK) == 0 }
         var times: [Double] = []
+        var baseline: [Double] = []
         for n in 0..<options.starts {
+            if let notify {
+                let (out, err) = logPaths("systemd-notify")
+                receiver.drain()
+                let spawned = Clock.now()
+                let pid = try Children.spawn(notify, ["--ready"], environment: ["NOTIFY_SOCKET": receiver.path], stdout: out, stderr: err)
+                guard let ready = receiver.wait(for: "READY=1", timeout: 5) else {
+                    Children.stop(pid, signal: SIGKILL)
+                    throw BenchError("systemd-notify --ready sent no READY=1: \(readText(err) ?? "")")
+                }
+                baseline.append(ready.at - spawned)
+                _ = Children.waitExit(pid, timeout: 5)
+            }
             let agent = try startAgent(receiver, name: "agent-ready-\(n)")
             times.append(agent.ready)
             if n == 0 {
@@ -424,8 +451,10 @@ final class Bench {
             Children.stop(agent.pid)
         }
         report.readySeconds = times
+        report.readyBaselineSeconds = baseline
         log(String(format: "start to READY=1: median %.1f ms (min %.1f, max %.1f) over %d starts",
-                   median(times) * 1000, (times.min() ?? 0) * 1000, (times.max() ?? 0) * 1000, times.count))
+                   median(times) * 1000, (times.min() ?? 0) * 1000, (times.max() ?? 0) * 1000, times.count)
+            + (baseline.isEmpty ? "" : String(format: "; systemd-notify --ready: median %.1f ms", median(baseline) * 1000)))
     }
 
     // MARK: - 3. Peak RSS with stored flags and many clients

@@ -94,6 +94,22 @@ enum Children {
         return nil
     }
 
+    /// Waits for `pid` to exit (polling every 0.2 ms, at most `timeout` seconds; then
+    /// SIGKILL): its exit status (128 + signal when a signal ended it), nil when it had to be killed.
+    static func waitExit(_ pid: pid_t, timeout: Double) -> Int32? {
+        let deadline = Clock.now() + timeout
+        var status: Int32 = 0
+        while Clock.now() < deadline {
+            if waitpid(pid, &status, WNOHANG) == pid {
+                live.withLock { _ = $0.remove(pid) }
+                return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            }
+            usleep(200)
+        }
+        stop(pid, signal: SIGKILL)
+        return nil
+    }
+
     /// True while `pid` has not exited (reaps it when it has).
     static func isAlive(_ pid: pid_t) -> Bool {
         var status: Int32 = 0

@@ -68,6 +68,10 @@ struct Report {
     var stopSeconds: Double?
     var readySeconds: [Double] = []
     var readyStatus = ""
+    /// `systemd-notify --ready` spawned the same way: spawn → READY=1.
+    var readyBaselineSeconds: [Double] = []
+    var deviceMemory: DeviceMemory?
+    var fleet: FleetTiming?
     var rssIdleKiB: Int?
     var rssConnectedKiB: Int?
     var rssPeakKiB: Int?
@@ -134,6 +138,26 @@ struct Report {
         list.append(Target(name: "start to READY=1, \(options?.flagCount ?? 1000) stored flags (median)", goal: "≤ 15 ms",
                            measured: readySeconds.isEmpty ? "not run" : String(format: "%.1f ms", readyMedian),
                            pass: readySeconds.isEmpty ? nil : readyMedian <= 15))
+        if !readyBaselineSeconds.isEmpty, !readySeconds.isEmpty {
+            let factor = median(readySeconds) / max(median(readyBaselineSeconds), 1e-6)
+            list.append(Target(name: "start to READY=1 vs `systemd-notify --ready` (medians)", goal: "–",
+                               measured: String(format: "%.2f× (%.1f vs %.1f ms)", factor, median(readySeconds) * 1000,
+                                                median(readyBaselineSeconds) * 1000), pass: nil))
+        }
+        if let m = deviceMemory, m.devices > 0 {
+            let pss = Double(m.agentPss) / Double(m.devices)
+            list.append(Target(name: "idle Pss per device, \(m.devices) devices", goal: "≤ 1 MiB",
+                               measured: String(format: "%.2f MiB (private %.2f MiB; echo-server %.2f / %.2f MiB)", pss / 1024,
+                                                Double(m.agentPrivate) / Double(m.devices) / 1024,
+                                                Double(m.echoPss) / Double(m.devices) / 1024,
+                                                Double(m.echoPrivate) / Double(m.devices) / 1024),
+                               pass: pss <= 1024))
+        }
+        if let f = fleet, let call = f.runs["fleet call refresh"], let status = f.runs["fleet status"] {
+            list.append(Target(name: "`fleet call refresh`, \(f.devices) devices, vs `fleet status` (medians)", goal: "–",
+                               measured: String(format: "%.2f× (%.0f vs %.0f ms)", median(call) / max(median(status), 1e-6),
+                                                median(call) * 1000, median(status) * 1000), pass: nil))
+        }
         list.append(Target(name: "peak RSS, \(options?.flagCount ?? 1000) flags, \(options?.rssClients ?? 256) clients", goal: "≤ 16 MiB",
                            measured: rssPeakKiB.map { String(format: "%.1f MiB", Double($0) / 1024) } ?? "not run",
                            pass: rssPeakKiB.map { $0 <= 16 * 1024 }))
@@ -199,6 +223,12 @@ struct Report {
             md += String(format: "%d starts with %d stored flags (spawn → `READY=1` datagram on `NOTIFY_SOCKET`): median %.1f ms, min %.1f, max %.1f. ",
                          ms.count, options?.flagCount ?? 0, median(ms), ms.min() ?? 0, ms.max() ?? 0)
             md += "First start's status: \(readyStatus)."
+            if !readyBaselineSeconds.isEmpty {
+                let b = readyBaselineSeconds.map { $0 * 1000 }
+                md += String(format: " Baseline, `systemd-notify --ready` spawned the same way (same environment and receiver, "
+                             + "alternating with the agent's starts): median %.1f ms, min %.1f, max %.1f; the agent takes %.2f× as long.",
+                             median(b), b.min() ?? 0, b.max() ?? 0, median(ms) / max(median(b), 1e-6))
+            }
             if let stopSeconds { md += String(format: " SIGTERM → exit: %.0f ms.", stopSeconds * 1000) }
             md += "\n"
         }
@@ -213,6 +243,39 @@ struct Report {
                 md += String(format: "Of the resident pages with the clients connected (smaps_rollup): %.1f MiB the agent's own "
                              + "(private clean + dirty), %.1f MiB shared clean (library and binary pages that every agent on the host "
                              + "shares); Pss %.1f MiB.\n", Double(own) / 1024, Double(shared) / 1024, Double(pss) / 1024)
+            }
+        }
+
+        if let m = deviceMemory, m.devices > 0 {
+            let n = Double(m.devices)
+            md += "\n## Idle devices: memory per device\n\n"
+            md += String(format: "%d agents, each its own device (state directory, User ID, socket) of the example app against the emulator, "
+                         + "all ready with their start-up refresh done (%.1f s from the first spawn), summed from /proc/PID/smaps_rollup; "
+                         + "the baseline is %d idle `pushwoosh-bench echo-server` processes in the same run (the same event loop and "
+                         + "socket listener, the Swift runtime linked in statically the same way, no device, no libcurl).\n\n",
+                         m.devices, m.startSeconds, m.devices)
+            md += "| per process | agent | echo-server | agent ÷ echo |\n| --- | ---: | ---: | ---: |\n"
+            md += String(format: "| Pss | %.0f KiB | %.0f KiB | %.2f |\n", Double(m.agentPss) / n, Double(m.echoPss) / n,
+                         Double(m.agentPss) / max(Double(m.echoPss), 1))
+            md += String(format: "| private (clean + dirty) | %.0f KiB | %.0f KiB | %.2f |\n", Double(m.agentPrivate) / n,
+                         Double(m.echoPrivate) / n, Double(m.agentPrivate) / max(Double(m.echoPrivate), 1))
+            md += "\nOne agent's private pages by mapping: "
+            md += m.breakdown.map { "\($0.kind) \($0.kib) KiB" }.joined(separator: ", ") + ".\n"
+        }
+
+        if let f = fleet {
+            md += "\n## Fleet: one command over many devices\n\n"
+            md += "\(f.devices) agents as in the section above, their sockets in one directory (as `scripts/measure-fleet`); "
+            md += String(format: "all ready %.1f s after the first spawn. ", f.readySeconds)
+            md += "Wall time of `pushwoosh-agentctl` from spawn to exit, \(f.runs.values.first?.count ?? 0) runs each after one untimed round, "
+            md += "commands alternating: `fleet call refresh` (every device fetches its flags from the emulator and answers), "
+            md += "against `fleet status` over the same devices (answered from memory) and one device's `refresh`.\n\n"
+            md += "| command | median ms | min / max ms | output lines | ÷ fleet status |\n| --- | ---: | ---: | ---: | ---: |\n"
+            let status = median(f.runs["fleet status"] ?? [])
+            for name in ["fleet call refresh", "fleet status", "one refresh"] {
+                guard let runs = f.runs[name] else { continue }
+                md += String(format: "| `%@` | %.0f | %.0f / %.0f | %d | %.2f |\n", name, median(runs) * 1000, (runs.min() ?? 0) * 1000,
+                             (runs.max() ?? 0) * 1000, f.lines[name] ?? 0, median(runs) / max(status, 1e-6))
             }
         }
 
@@ -270,7 +333,9 @@ struct Report {
         })
         o["ready"] = ["milliseconds": .array(readySeconds.map { number($0 * 1000) }),
                       "medianMilliseconds": readySeconds.isEmpty ? .null : number(median(readySeconds) * 1000),
-                      "stopMilliseconds": number(stopSeconds.map { $0 * 1000 })]
+                      "stopMilliseconds": number(stopSeconds.map { $0 * 1000 }),
+                      "systemdNotifyMilliseconds": .array(readyBaselineSeconds.map { number($0 * 1000) }),
+                      "systemdNotifyMedianMilliseconds": readyBaselineSeconds.isEmpty ? .null : number(median(readyBaselineSeconds) * 1000)]
         o["memory"] = ["peakKiB": rssPeakKiB.map { .number(Double($0)) } ?? .null,
                        "connectedKiB": rssConnectedKiB.map { .number(Double($0)) } ?? .null,
                        "idleKiB": rssIdleKiB.map { .number(Double($0)) } ?? .null,
@@ -278,6 +343,16 @@ struct Report {
                        "pssKiB": pssKiB.map { .number(Double($0)) } ?? .null,
                        "privateKiB": privateKiB.map { .number(Double($0)) } ?? .null,
                        "sharedCleanKiB": sharedCleanKiB.map { .number(Double($0)) } ?? .null]
+        if let m = deviceMemory {
+            o["devices"] = ["count": .number(Double(m.devices)), "agentPssKiB": .number(Double(m.agentPss)),
+                            "agentPrivateKiB": .number(Double(m.agentPrivate)), "echoPssKiB": .number(Double(m.echoPss)),
+                            "echoPrivateKiB": .number(Double(m.echoPrivate)),
+                            "privateByMappingKiB": .object(Dictionary(uniqueKeysWithValues: m.breakdown.map { ($0.kind, JSONValue.number(Double($0.kib))) }))]
+        }
+        if let f = fleet {
+            o["fleet"] = ["devices": .number(Double(f.devices)), "readySeconds": number(f.readySeconds),
+                          "runsSeconds": .object(f.runs.mapValues { .array($0.map { number($0) }) })]
+        }
         o["agentBinaryBytes"] = agentBinaryBytes.map { .number(Double($0)) } ?? .null
         o["idle"] = ["seconds": number(idleSecondsMeasured), "wakeups": .number(Double(idleWakeups)),
                      "threads": .array(idleThreads.map { t in

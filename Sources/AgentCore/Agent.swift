@@ -187,14 +187,28 @@ public final class Agent {
     public var hwid: String { machine.hwid }
     public var notificationAuthorization: NotificationAuthorization { machine.notificationAuthorization }
 
-    public func get(_ key: String) -> Evaluation<FeatureFlag?> { machine.get(key, now: now) }
+    // The socket's hot reads reach the machine in place (`inPlace`): read as a value
+    // (`machine.get(…)`), the whole machine was copied for each read, every reference in it
+    // retained and released, since the optimizer cannot tell that the read leaves the agent
+    // alone. The reads are pure (Reads.swift): nothing is written through the access.
+    public func get(_ key: String) -> Evaluation<FeatureFlag?> {
+        let now = self.now
+        return Self.inPlace(&machine) { $0.get(key, now: now) }
+    }
 
     public func isEnabled(_ key: String, default defaultValue: Bool) -> Evaluation<Bool> {
-        machine.isEnabled(key, default: defaultValue, now: now)
+        let now = self.now
+        return Self.inPlace(&machine) { $0.isEnabled(key, default: defaultValue, now: now) }
+    }
+
+    @inline(__always)
+    private static func inPlace<Result>(_ machine: inout AgentMachine, _ read: (inout AgentMachine) -> Result) -> Result {
+        read(&machine)
     }
 
     public func property(_ key: String, _ name: String, type: PropertyType, default defaultValue: JSONValue) -> Evaluation<JSONValue> {
-        machine.property(key, name, type: type, default: defaultValue, now: now)
+        let now = self.now
+        return machine.property(key, name, type: type, default: defaultValue, now: now)
     }
 
     public func servedFlagKeys() -> [String]? { machine.servedFlagKeys(now: now) }

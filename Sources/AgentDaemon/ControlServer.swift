@@ -11,6 +11,10 @@ import Glibc
 final class ControlServer {
     private let loop: EventLoop
     let host: AgentHost
+    /// `host.agent` (attached once, before this server exists), held as a `let`: a read
+    /// through `host`'s `var` retained and released the agent for every answer, on the slow
+    /// path of an object that weak references have given a side table.
+    private let agent: Agent
     private var settings: SocketSettings
     private let log: Log
     private let agentUID = getuid()
@@ -27,6 +31,7 @@ final class ControlServer {
     init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
         self.loop = loop
         self.host = host
+        self.agent = host.agent
         self.settings = settings
         self.log = log
     }
@@ -152,20 +157,26 @@ final class ControlServer {
     /// client) answered without a JSON tree, into a buffer reused for every answer. The
     /// answer bytes are those the general path writes (RPCFastPath).
     private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
-        scratch.bytes.removeAll(keepingCapacity: true)
-        switch request.method {
-        case .isEnabled(let fallback):
-            metrics?.rpcRequest(SocketMethod.isEnabled.rawValue)
-            let e = host.agent.isEnabled(request.key, default: fallback)
-            RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &scratch)
-        case .get:
-            metrics?.rpcRequest(SocketMethod.get.rawValue)
-            let e = host.agent.get(request.key)
-            RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &scratch)
+        // One access to the buffer for the whole answer (each access to a class's `var` is checked).
+        Self.reusing(&scratch) { w in
+            w.bytes.removeAll(keepingCapacity: true)
+            switch request.method {
+            case .isEnabled(let fallback):
+                metrics?.rpcFastRequest(isEnabled: true)
+                let e = agent.isEnabled(request.key, default: fallback)
+                RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
+            case .get:
+                metrics?.rpcFastRequest(isEnabled: false)
+                let e = agent.get(request.key)
+                RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
+            }
+            w.bytes.withUnsafeBytes { client.connection.send($0) }
         }
-        scratch.bytes.withUnsafeBytes { client.connection.send($0) }
         answered(client)
     }
+
+    @inline(__always)
+    private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
 
     private func answered(_ client: Client) {
         if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }

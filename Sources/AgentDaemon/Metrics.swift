@@ -29,7 +29,17 @@ final class Metrics {
     var socketConnectionsAccepted = 0
     var socketConnectionsRefused = 0
     var httpConnectionsRefused = 0
-    private(set) var rpcRequests: [String: Int] = [:]
+    /// JSON-RPC requests by method label; the fast path's two methods are counted apart
+    /// (`rpcFastRequest`, no name hashed per request) and added here.
+    var rpcRequests: [String: Int] {
+        var all = rpcRequestsByName
+        if fastIsEnabledRequests > 0 { all[SocketMethod.isEnabled.rawValue, default: 0] += fastIsEnabledRequests }
+        if fastGetRequests > 0 { all[SocketMethod.get.rawValue, default: 0] += fastGetRequests }
+        return all
+    }
+    private var rpcRequestsByName: [String: Int] = [:]
+    private var fastIsEnabledRequests = 0
+    private var fastGetRequests = 0
     private(set) var rpcErrors: [Int: Int] = [:]
     private(set) var httpRequests: [Int: Int] = [:]
     var stateSaveFailures = 0
@@ -64,7 +74,13 @@ final class Metrics {
     }
 
     func rpcRequest(_ method: String) {
-        rpcRequests[Self.methodLabels.contains(method) ? method : "other", default: 0] += 1
+        rpcRequestsByName[Self.methodLabels.contains(method) ? method : "other", default: 0] += 1
+    }
+
+    /// The same count as `rpcRequest("isEnabled")` or `rpcRequest("get")`.
+    @inline(__always)
+    func rpcFastRequest(isEnabled: Bool) {
+        if isEnabled { fastIsEnabledRequests += 1 } else { fastGetRequests += 1 }
     }
 
     func rpcError(_ code: Int) { rpcErrors[code, default: 0] += 1 }

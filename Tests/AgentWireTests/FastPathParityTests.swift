@@ -28,9 +28,15 @@ import Testing
         var failures: [String] = []
         var recognized = 0
         let lines = Self.seeds().map { Array($0.utf8) }
+        var shortcuts = 0
         func check(_ line: [UInt8]) {
-            if line.withUnsafeBytes({ RPCFastPath.scan($0) }) != nil { recognized += 1 }
+            let fast = line.withUnsafeBytes { RPCFastPath.scan($0) }
+            if fast != nil { recognized += 1 }
             if let failure = Self.mismatch(line) { failures.append(failure) }
+            // The shortcut for the usual shape reads what the member-by-member scanner reads.
+            let general = line.withUnsafeBytes { RPCFastPath.scanGeneral($0) }
+            if fast != general { failures.append("scan and scanGeneral differ: \(Self.text(line))") }
+            if fast != nil, line.starts(with: Array(#"{"jsonrpc":"2.0","id":"#.utf8)) { shortcuts += 1 }
         }
         for line in lines { check(line) }
         // Mutations of the seeds: deleted, replaced and inserted bytes.
@@ -51,6 +57,7 @@ import Testing
         }
         #expect(failures.prefix(20) == [])
         #expect(recognized > 1_000)
+        #expect(shortcuts > 100)
     }
 
     @Test func answersAreTheGeneralPathsBytes() {

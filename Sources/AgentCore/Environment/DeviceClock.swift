@@ -16,8 +16,10 @@ public final class DeviceClock: AgentClock {
         self.offset = mode == .controlled ? max(0, offset) : 0
     }
 
-    public var monotonic: Seconds { base.monotonic + offset }
-    public var wall: Date { base.wall.addingTimeInterval(offset) }
+    // With Clock=system the offset is 0 for good: not read (each read of a class's `var` is
+    // a checked access, and every socket read asks the time).
+    public var monotonic: Seconds { mode == .controlled ? base.monotonic + offset : base.monotonic }
+    public var wall: Date { mode == .controlled ? base.wall.addingTimeInterval(offset) : base.wall }
 
     /// Moves the device's time forward by `seconds` (≥ 0); the clock is controlled.
     public func advance(by seconds: Seconds) {
