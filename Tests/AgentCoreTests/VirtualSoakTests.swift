@@ -6,7 +6,7 @@ import Testing
 /// 30 simulated days of random app-state changes, user switches, registrations, refreshes,
 /// server faults, flag changes and restarts, with invariants checked on every read.
 /// Covers ST-1..ST-6, RF-4, RF-9, IM-3 together.
-@Suite struct SoakTests {
+@Suite struct VirtualSoakTests {
     /// A tiny server: evaluates flags per user, marks every flag with who it was for.
     final class Server {
         var version = 0
