@@ -22,10 +22,12 @@ public struct RPCParams: Sendable, Hashable {
     }
 
     private func required(_ key: String) throws(RPCError) -> JSONValue {
-        guard let v = present(key) else {
-            throw .invalidParams("missing required parameter '\(key)'", parameter: key)
-        }
+        guard let v = present(key) else { throw missing(key) }
         return v
+    }
+
+    private func missing(_ key: String) -> RPCError {
+        .invalidParams("missing required parameter '\(key)'", parameter: key)
     }
 
     private func mismatch(_ key: String, _ expected: String) -> RPCError {
@@ -35,16 +37,21 @@ public struct RPCParams: Sendable, Hashable {
     public func value(_ key: String) throws(RPCError) -> JSONValue { try required(key) }
     public func optionalValue(_ key: String) -> JSONValue? { present(key) }
 
-    public func string(_ key: String) throws(RPCError) -> String {
-        guard let s = try required(key).stringValue else { throw mismatch(key, "a string") }
-        return s
+    /// `key` as `convert` reads it: nil when absent (or null), `-32602` naming it when it is
+    /// not `expected`. Every typed accessor below is this one and its required form.
+    private func typed<T>(_ key: String, _ expected: @autoclosure () -> String, _ convert: (JSONValue) -> T?) throws(RPCError) -> T? {
+        guard let v = present(key) else { return nil }
+        guard let t = convert(v) else { throw mismatch(key, expected()) }
+        return t
     }
 
-    public func optionalString(_ key: String) throws(RPCError) -> String? {
-        guard let v = present(key) else { return nil }
-        guard let s = v.stringValue else { throw mismatch(key, "a string") }
-        return s
+    private func typedRequired<T>(_ key: String, _ expected: @autoclosure () -> String, _ convert: (JSONValue) -> T?) throws(RPCError) -> T {
+        guard let t = try typed(key, expected(), convert) else { throw missing(key) }
+        return t
     }
+
+    public func string(_ key: String) throws(RPCError) -> String { try typedRequired(key, "a string", \.stringValue) }
+    public func optionalString(_ key: String) throws(RPCError) -> String? { try typed(key, "a string", \.stringValue) }
 
     /// A string that is not empty ("parameter 'userId' must be a non-empty string").
     public func nonEmptyString(_ key: String) throws(RPCError) -> String {
@@ -53,27 +60,10 @@ public struct RPCParams: Sendable, Hashable {
         return s
     }
 
-    public func bool(_ key: String) throws(RPCError) -> Bool {
-        guard let b = try required(key).boolValue else { throw mismatch(key, "a boolean") }
-        return b
-    }
-
-    public func optionalBool(_ key: String) throws(RPCError) -> Bool? {
-        guard let v = present(key) else { return nil }
-        guard let b = v.boolValue else { throw mismatch(key, "a boolean") }
-        return b
-    }
-
-    public func double(_ key: String) throws(RPCError) -> Double {
-        guard let n = try required(key).numberValue else { throw mismatch(key, "a number") }
-        return n
-    }
-
-    public func optionalDouble(_ key: String) throws(RPCError) -> Double? {
-        guard let v = present(key) else { return nil }
-        guard let n = v.numberValue else { throw mismatch(key, "a number") }
-        return n
-    }
+    public func bool(_ key: String) throws(RPCError) -> Bool { try typedRequired(key, "a boolean", \.boolValue) }
+    public func optionalBool(_ key: String) throws(RPCError) -> Bool? { try typed(key, "a boolean", \.boolValue) }
+    public func double(_ key: String) throws(RPCError) -> Double { try typedRequired(key, "a number", \.numberValue) }
+    public func optionalDouble(_ key: String) throws(RPCError) -> Double? { try typed(key, "a number", \.numberValue) }
 
     /// A finite number that is zero or more (e.g. `minInterval`).
     public func optionalNonNegativeDouble(_ key: String) throws(RPCError) -> Double? {
@@ -82,36 +72,20 @@ public struct RPCParams: Sendable, Hashable {
         return n
     }
 
-    public func object(_ key: String) throws(RPCError) -> [String: JSONValue] {
-        guard let o = try required(key).objectValue else { throw mismatch(key, "an object") }
-        return o
-    }
-
-    public func optionalObject(_ key: String) throws(RPCError) -> [String: JSONValue]? {
-        guard let v = present(key) else { return nil }
-        guard let o = v.objectValue else { throw mismatch(key, "an object") }
-        return o
-    }
+    public func object(_ key: String) throws(RPCError) -> [String: JSONValue] { try typedRequired(key, "an object", \.objectValue) }
+    public func optionalObject(_ key: String) throws(RPCError) -> [String: JSONValue]? { try typed(key, "an object", \.objectValue) }
 
     /// A string naming one case of `E` ("parameter 'state' must be one of: active, background").
     public func enumeration<E: RawRepresentable & CaseIterable>(_ key: String, as _: E.Type = E.self)
         throws(RPCError) -> E where E.RawValue == String
     {
-        guard let e = try optionalEnumeration(key, as: E.self) else {
-            throw .invalidParams("missing required parameter '\(key)'", parameter: key)
-        }
-        return e
+        try typedRequired(key, "one of: \(E.allCases.map(\.rawValue).joined(separator: ", "))") { $0.stringValue.flatMap(E.init(rawValue:)) }
     }
 
     public func optionalEnumeration<E: RawRepresentable & CaseIterable>(_ key: String, as _: E.Type = E.self)
         throws(RPCError) -> E? where E.RawValue == String
     {
-        guard let v = present(key) else { return nil }
-        guard let s = v.stringValue, let e = E(rawValue: s) else {
-            let names = E.allCases.map(\.rawValue).joined(separator: ", ")
-            throw mismatch(key, "one of: \(names)")
-        }
-        return e
+        try typed(key, "one of: \(E.allCases.map(\.rawValue).joined(separator: ", "))") { $0.stringValue.flatMap(E.init(rawValue:)) }
     }
 
     /// Refuses parameters outside `known` ("unknown parameter 'x'").

@@ -51,9 +51,9 @@ public struct FlagAnswer: Sendable, Equatable {
     public var json: JSONValue { FlagAnswers.get(flag, provenance) }
 
     public init(json: JSONValue) throws(AnswerError) {
-        var r = AnswerReader(json)
+        let r = AnswerReader(json)
         flag = try r.optionalObject("flag").map { (f) throws(AnswerError) in
-            var o = AnswerReader(f, path: "flag.")
+            let o = AnswerReader(f, path: "flag.")
             return FeatureFlag(key: try o.string("key"), isEnabled: try o.bool("isEnabled"), ruleId: try o.string("ruleId"),
                                properties: try o.object("properties"))
         }
@@ -91,10 +91,10 @@ public struct StatusAnswer: Sendable, Equatable {
     }
 
     public init(json: JSONValue) throws(AnswerError) {
-        var r = AnswerReader(json)
+        let r = AnswerReader(json)
         version = try r.string("version")
         let error = try r.optionalObject("lastRefreshError").map { (e) throws(AnswerError) in
-            var o = AnswerReader(e, path: "lastRefreshError.")
+            let o = AnswerReader(e, path: "lastRefreshError.")
             return RefreshError(code: Int(try o.number("code")), message: try o.string("message"))
         }
         status = AgentStatus(
@@ -128,72 +128,38 @@ struct AnswerReader {
         return v
     }
 
-    private func required(_ key: String) throws(AnswerError) -> JSONValue {
-        guard let v = try present(key) else { throw AnswerError(path + key, "missing") }
-        return v
-    }
-
-    private func wrong(_ key: String, _ expected: String, _ value: JSONValue) -> AnswerError {
-        AnswerError(path + key, "expected \(expected), found \(JSONWriter.string(value))")
-    }
-
-    mutating func string(_ key: String) throws(AnswerError) -> String {
-        let v = try required(key)
-        guard let s = v.stringValue else { throw wrong(key, "a string", v) }
-        return s
-    }
-
-    mutating func optionalString(_ key: String) throws(AnswerError) -> String? {
+    /// `key` as `convert` reads it: nil when absent (or null), an error naming it when it is
+    /// not `expected`. Every accessor below is this one or its required form.
+    private func typed<T>(_ key: String, _ expected: String, _ convert: (JSONValue) -> T?) throws(AnswerError) -> T? {
         guard let v = try present(key) else { return nil }
-        guard let s = v.stringValue else { throw wrong(key, "a string", v) }
-        return s
+        guard let t = convert(v) else { throw AnswerError(path + key, "expected \(expected), found \(JSONWriter.string(v))") }
+        return t
     }
 
-    mutating func bool(_ key: String) throws(AnswerError) -> Bool {
-        let v = try required(key)
-        guard let b = v.boolValue else { throw wrong(key, "true or false", v) }
-        return b
+    private func required<T>(_ key: String, _ expected: String, _ convert: (JSONValue) -> T?) throws(AnswerError) -> T {
+        guard let t = try typed(key, expected, convert) else { throw AnswerError(path + key, "missing") }
+        return t
     }
 
-    mutating func number(_ key: String) throws(AnswerError) -> Double {
-        let v = try required(key)
-        guard let n = v.numberValue else { throw wrong(key, "a number", v) }
-        return n
+    func string(_ key: String) throws(AnswerError) -> String { try required(key, "a string", \.stringValue) }
+    func optionalString(_ key: String) throws(AnswerError) -> String? { try typed(key, "a string", \.stringValue) }
+    func bool(_ key: String) throws(AnswerError) -> Bool { try required(key, "true or false", \.boolValue) }
+    func number(_ key: String) throws(AnswerError) -> Double { try required(key, "a number", \.numberValue) }
+    func optionalNumber(_ key: String) throws(AnswerError) -> Double? { try typed(key, "a number", \.numberValue) }
+    func object(_ key: String) throws(AnswerError) -> [String: JSONValue] { try required(key, "an object", \.objectValue) }
+    /// (`Optional.none` spelled out: a bare `nil` next to a `JSONValue` is its `.null`.)
+    func optionalObject(_ key: String) throws(AnswerError) -> JSONValue? {
+        try typed(key, "an object") { v -> JSONValue? in v.objectValue == nil ? Optional.none : v }
+    }
+    func optionalTime(_ key: String) throws(AnswerError) -> Date? {
+        try typed(key, "an ISO 8601 time") { $0.stringValue.flatMap(SocketTime.parse) }
     }
 
-    mutating func optionalNumber(_ key: String) throws(AnswerError) -> Double? {
-        guard let v = try present(key) else { return nil }
-        guard let n = v.numberValue else { throw wrong(key, "a number", v) }
-        return n
+    func enumeration<E: RawRepresentable>(_ key: String) throws(AnswerError) -> E where E.RawValue == String {
+        try required(key, "one of the protocol's names") { $0.stringValue.flatMap(E.init(rawValue:)) }
     }
 
-    mutating func object(_ key: String) throws(AnswerError) -> [String: JSONValue] {
-        let v = try required(key)
-        guard let o = v.objectValue else { throw wrong(key, "an object", v) }
-        return o
-    }
-
-    mutating func optionalObject(_ key: String) throws(AnswerError) -> JSONValue? {
-        guard let v = try present(key) else { return nil }
-        guard v.objectValue != nil else { throw wrong(key, "an object", v) }
-        return v
-    }
-
-    mutating func optionalTime(_ key: String) throws(AnswerError) -> Date? {
-        guard let v = try present(key) else { return nil }
-        guard let d = v.stringValue.flatMap(SocketTime.parse) else { throw wrong(key, "an ISO 8601 time", v) }
-        return d
-    }
-
-    mutating func enumeration<E: RawRepresentable>(_ key: String) throws(AnswerError) -> E where E.RawValue == String {
-        let v = try required(key)
-        guard let e = v.stringValue.flatMap(E.init(rawValue:)) else { throw wrong(key, "one of the protocol's names", v) }
-        return e
-    }
-
-    mutating func optionalEnumeration<E: RawRepresentable>(_ key: String) throws(AnswerError) -> E? where E.RawValue == String {
-        guard let v = try present(key) else { return nil }
-        guard let e = v.stringValue.flatMap(E.init(rawValue:)) else { throw wrong(key, "one of the protocol's names", v) }
-        return e
+    func optionalEnumeration<E: RawRepresentable>(_ key: String) throws(AnswerError) -> E? where E.RawValue == String {
+        try typed(key, "one of the protocol's names") { $0.stringValue.flatMap(E.init(rawValue:)) }
     }
 }

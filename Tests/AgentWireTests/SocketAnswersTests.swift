@@ -53,6 +53,8 @@ import Testing
         status["flagsExpireAt"] = nil
         status["lastRefreshError"] = ["code": "503", "message": "x"]
         #expect(refused(.object(status), status: true) == "lastRefreshError.code")
+        status["lastRefreshError"] = "boom"  // not an object: refused, not read as absent
+        #expect(refused(.object(status), status: true) == "lastRefreshError")
         status["lastRefreshError"] = nil
         status["hwid"] = nil
         #expect(refused(.object(status), status: true) == "hwid")
@@ -60,5 +62,6 @@ import Testing
         #expect(refused(["reason": "DEFAULT", "source": "network", "flag": ["key": "k", "isEnabled": "yes", "ruleId": "r", "properties": [:]]],
                         status: false) == "flag.isEnabled")
         #expect(refused(["reason": "SOMETIMES", "source": "network"], status: false) == "reason")
+        #expect(refused(["reason": "DEFAULT", "source": "network", "flag": 5], status: false) == "flag")
     }
 }
