@@ -110,30 +110,16 @@ public enum RPCFastPath {
     }
 
     /// `value` (a whole number of milliseconds, in seconds) in the bytes `writeNumber`
-    /// gives (Swift's shortest round-trip form), without going through `description`:
-    /// a number of at most three decimals is its own shortest form, `0.001` to `1e15`
-    /// are written without an exponent, and trailing zeros are dropped.
+    /// gives, without going through `description` (`ByteSink.milliseconds`, which the
+    /// stack-built `isEnabled` answer uses too); any other number through `writeNumber`.
     static func writeMilliseconds(_ value: Double, into w: inout JSONWriter) {
-        let millis = (value * 1000).rounded()
-        // Below 1e12 s, a whole number of milliseconds is exact in an Int64 (no fmod).
-        guard value > 0, value < 1e12, millis / 1000 == value, Int64(millis) % 1000 != 0 else {
-            return w.writeNumber(value)
+        let written = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { buffer -> Bool in
+            var sink = ByteSink(base: buffer.baseAddress!, capacity: buffer.count)
+            guard sink.milliseconds(value) else { return false }
+            w.bytes.append(contentsOf: UnsafeBufferPointer(start: buffer.baseAddress, count: sink.count))
+            return true
         }
-        let whole = Int64(millis) / 1000
-        var fraction = Int(Int64(millis) % 1000)
-        w.writeInteger(whole)
-        w.bytes.append(UInt8(ascii: "."))
-        var digits = 3
-        while fraction % 10 == 0 {
-            fraction /= 10
-            digits -= 1
-        }
-        var divisor = 1
-        for _ in 1..<digits { divisor *= 10 }
-        while divisor > 0 {
-            w.bytes.append(UInt8(ascii: "0") &+ UInt8(fraction / divisor % 10))
-            divisor /= 10
-        }
+        if !written { w.writeNumber(value) }
     }
 
     /// `errorCode` (isEnabled only: it sorts after `enabled`), `reason`, `source`, the end.
@@ -216,7 +202,11 @@ private struct ByteSink {
         return integer(i)
     }
 
-    /// `RPCFastPath.writeMilliseconds`'s bytes.
+    /// `value` (a whole number of milliseconds, in seconds) in the bytes `JSONWriter.writeNumber`
+    /// gives (Swift's shortest round-trip form): a number of at most three decimals is its own
+    /// shortest form, `0.001` to `1e15` are written without an exponent, and trailing zeros
+    /// are dropped. Below 1e12 s a whole number of milliseconds is exact in an Int64 (no fmod).
+    /// False when it does not fit or needs `description`.
     mutating func milliseconds(_ value: Double) -> Bool {
         let millis = (value * 1000).rounded()
         guard value > 0, value < 1e12, millis / 1000 == value, Int64(millis) % 1000 != 0 else { return number(value) }
