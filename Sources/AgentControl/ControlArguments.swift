@@ -33,8 +33,6 @@ public enum ControlArguments {
         paths.first(where: exists) ?? paths[0]
     }
 
-    /// The names pushwoosh-agentd accepts for --instance (PROTOCOL E).
-    static func isInstanceName(_ name: String) -> Bool { InstanceName.isValid(name) }
 
     public static var usage: String {
         let width = commandTable.map(\.name.count).max()! + 2
@@ -135,7 +133,7 @@ public enum ControlArguments {
                                     command: String?) throws(UsageError) {
         switch name {
         case "--instance":
-            guard isInstanceName(value) else {
+            guard InstanceName.isValid(value) else {  // the names pushwoosh-agentd accepts (PROTOCOL E)
                 throw UsageError("invalid instance name \"\(value)\" (letters, digits, '-', '_', '.')", command: command)
             }
             instance = value

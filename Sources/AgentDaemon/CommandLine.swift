@@ -97,9 +97,6 @@ public enum DaemonCommandLine {
         Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.
         """
 
-    /// An instance name that is safe as a file name part: `[A-Za-z0-9_.-]`, 1–64
-    /// characters, not starting with `.` (so never `..` or a hidden file).
-    public static func isInstanceName(_ name: String) -> Bool { InstanceName.isValid(name) }
 
     /// Parses `arguments` (without the program name). `--opt VALUE` and `--opt=VALUE` both work.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> DaemonCommand {
@@ -135,7 +132,7 @@ public enum DaemonCommandLine {
                 options.configFile = try value(for: name, inline: inline)
             case "--instance":
                 let name = try value(for: name, inline: inline)
-                guard DaemonCommandLine.isInstanceName(name) else {
+                guard InstanceName.isValid(name) else {
                     throw CommandLineError("--instance: invalid name \"\(name)\" (letters, digits, '-', '_', '.'; not starting with '.')")
                 }
                 options.instance = name

@@ -226,14 +226,14 @@ final class ControlServer {
 
     /// PROTOCOL H `refreshCompleted`: after every refresh, changed or not.
     func broadcastRefresh(trigger: RefreshTrigger, error: RefreshError?, sent: Bool, at: Date) {
-        send(.refresh, SocketMethod.refreshCompleted, ["trigger": .string(trigger.rawValue), "error": StatusReport.errorJSON(error),
-                                                       "sent": .bool(sent), "at": StatusReport.iso(at)])
+        send(.refresh, SocketMethod.refreshCompleted, ["trigger": .string(trigger.rawValue), "error": RefreshError.json(error),
+                                                       "sent": .bool(sent), "at": SocketTime.json(at)])
     }
 
     /// PROTOCOL H `stateChanged`.
     func broadcastState(_ state: AgentStatus.State, previous: AgentStatus.State?, at: Date) {
         send(.state, SocketMethod.stateChanged, ["state": .string(state.rawValue),
-                                                 "previous": previous.map { .string($0.rawValue) } ?? .null, "at": StatusReport.iso(at)])
+                                                 "previous": previous.map { .string($0.rawValue) } ?? .null, "at": SocketTime.json(at)])
     }
 
     private func send(_ event: SubscriptionEvent, _ method: String, _ params: [String: JSONValue]) {

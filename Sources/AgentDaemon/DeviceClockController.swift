@@ -25,7 +25,7 @@ final class DeviceClockController {
         static let sessionEnd = "sessionEnd"
 
         var json: JSONValue {
-            var o: [String: JSONValue] = ["at": StatusReport.iso(at), "event": .string(event)]
+            var o: [String: JSONValue] = ["at": SocketTime.json(at), "event": .string(event)]
             if let trigger { o["trigger"] = .string(trigger.rawValue) }
             return .object(o)
         }
@@ -71,7 +71,7 @@ final class DeviceClockController {
     /// the network (whose answer may arm a timer).
     func clockResult() -> JSONValue {
         let next = host.agent.nextDeadline.map { clock.wall.addingTimeInterval($0 - clock.monotonic) }
-        return ["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
+        return ["now": SocketTime.json(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
                 "controlled": .bool(clock.mode == .controlled), "nextTimerAt": next.map(Self.isoMilliseconds) ?? .null,
                 "requestsInFlight": .number(Double(transport.inFlight))]
     }
@@ -148,7 +148,7 @@ final class DeviceClockController {
         moveClock(by: advance.remaining, save: true)
         queue.removeFirst()
         let requests = transport.sent - advance.requestsBefore
-        advance.done(.success(["now": StatusReport.iso(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
+        advance.done(.success(["now": SocketTime.json(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
                                "fired": .array(advance.fired.map(\.json)), "requests": .number(Double(requests))]))
         // One line per advance that ran a timer; a driver stepping many devices (the soak's
         // --real-timings) makes many that run none.

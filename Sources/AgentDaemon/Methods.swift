@@ -25,7 +25,7 @@ enum Methods {
                 host.agent.refresh { [weak host] error in
                     let sent = returned
                     if !sent { host?.onUnsentRefresh?(error) }
-                    done(.success(["error": StatusReport.errorJSON(error), "sent": .bool(sent)]))
+                    done(.success(["error": RefreshError.json(error), "sent": .bool(sent)]))
                 }
                 returned = true
             case .logImpression(let key):

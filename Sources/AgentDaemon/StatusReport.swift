@@ -7,10 +7,6 @@ import FoundationEssentials
 public enum StatusReport {
     public static let version = "0.1.0"
 
-    static func iso(_ date: Date?) -> JSONValue { SocketTime.json(date) }
-
-    public static func errorJSON(_ error: RefreshError?) -> JSONValue { RefreshError.json(error) }
-
     /// The `status` result (AgentWire's `StatusAnswer`, which clients decode).
     public static func json(_ s: AgentStatus) -> JSONValue { StatusAnswer(version: version, status: s).json }
 

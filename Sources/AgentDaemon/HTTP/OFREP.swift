@@ -1,4 +1,5 @@
 import AgentCore
+import AgentWire
 import FoundationEssentials
 
 /// OpenFeature Remote Evaluation Protocol v1 on the agent's flags (PROTOCOL F.1, field
@@ -95,7 +96,7 @@ enum OFREP {
 
     static func success(_ key: String, _ value: JSONValue, _ flag: FeatureFlag, _ p: Provenance, _ fetchedAt: Date?) -> JSONValue {
         var metadata: [String: JSONValue] = ["ruleId": .string(flag.ruleId), "source": .string(p.source.rawValue)]
-        if let fetchedAt { metadata["fetchedAt"] = StatusReport.iso(fetchedAt) }
+        if let fetchedAt { metadata["fetchedAt"] = SocketTime.json(fetchedAt) }
         return ["key": .string(key), "value": value, "reason": .string(flag.reason.rawValue),
                 "variant": .string(flag.ruleId.isEmpty ? "killed" : flag.ruleId), "metadata": .object(metadata)]
     }
