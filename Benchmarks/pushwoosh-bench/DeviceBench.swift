@@ -57,6 +57,22 @@ extension Bench {
     }
 
     /// Waits until every device is ready and its start-up refresh is over.
+    /// `count` devices started and serving, the seconds that took, then a second to settle
+    /// (the status connections closed, the start-up done). The caller stops them.
+    private func startReadyDevices(_ count: Int, root: String, timeout: Double) throws -> (pids: [pid_t], sockets: [String], seconds: Double) {
+        let started = Clock.now()
+        let agents = try startDevices(count, root: root)
+        do {
+            try waitReady(agents.sockets, pids: agents.pids, timeout: timeout)
+        } catch {
+            stopAll(agents.pids)
+            throw error
+        }
+        let seconds = Clock.now() - started
+        Clock.sleep(1.0)
+        return (agents.pids, agents.sockets, seconds)
+    }
+
     private func waitReady(_ sockets: [String], pids: [pid_t], timeout: Double) throws {
         let deadline = Clock.now() + timeout
         for (index, socket) in sockets.enumerated() {
@@ -84,13 +100,10 @@ extension Bench {
     func measureDevices() throws {
         let count = options.devices
         let root = directory + "/devices"
-        let started = Clock.now()
-        let agents = try startDevices(count, root: root)
+        let agents = try startReadyDevices(count, root: root, timeout: 60)
         defer { stopAll(agents.pids) }
-        try waitReady(agents.sockets, pids: agents.pids, timeout: 60)
         var memory = DeviceMemory(devices: count)
-        memory.startSeconds = Clock.now() - started
-        Clock.sleep(1.0)  // the status connections are closed, the start-up settled
+        memory.startSeconds = agents.seconds
 
         let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var echoes: [pid_t] = []
@@ -145,13 +158,10 @@ extension Bench {
         let agentctl = options.binDirectory + "/pushwoosh-agentctl"
         guard access(agentctl, X_OK) == 0 else { throw BenchError("\(agentctl) not found") }
         let root = directory + "/fleet"
-        let started = Clock.now()
-        let agents = try startDevices(count, root: root)
+        let agents = try startReadyDevices(count, root: root, timeout: 120)
         defer { stopAll(agents.pids) }
-        try waitReady(agents.sockets, pids: agents.pids, timeout: 120)
         var timing = FleetTiming(devices: count)
-        timing.readySeconds = Clock.now() - started
-        Clock.sleep(1.0)
+        timing.readySeconds = agents.seconds
         let commands: [(name: String, arguments: [String])] = [
             ("fleet status", ["fleet", "--socket-dir", root + "/sockets", "--timeout", "30", "status"]),
             ("fleet call refresh", ["fleet", "--socket-dir", root + "/sockets", "--timeout", "30", "call", "refresh"]),
