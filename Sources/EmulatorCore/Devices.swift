@@ -132,10 +132,10 @@ public enum Timestamp {
 
     /// Unix seconds (`1714564800`, `1714564800.5`) or ISO 8601
     /// (`2024-05-01T12:00:00Z`, with optional fractional seconds and offset).
-    /// `date` at a whole millisecond: `.down` for a time the log records (never later than
+    /// `date` rounded down to its millisecond: the time the log records (never later than
     /// it happened).
-    public static func millisecond(_ date: Date, _ rule: FloatingPointRoundingRule = .down) -> Date {
-        let ms = (date.timeIntervalSince1970 * 1000).rounded(rule)
+    public static func millisecond(_ date: Date) -> Date {
+        let ms = (date.timeIntervalSince1970 * 1000).rounded(.down)
         return ms.isFinite ? Date(timeIntervalSince1970: ms / 1000) : date
     }
 
