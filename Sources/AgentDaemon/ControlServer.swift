@@ -5,23 +5,23 @@ import FoundationEssentials
 import Glibc
 
 /// The socket API (PROTOCOL B): line-delimited JSON-RPC 2.0 on a Unix stream socket,
-/// served from the one event loop. Reads are answered inline, in the same loop pass that
-/// read the request; `refresh` answers when the network does, without holding up the
-/// requests behind it.
+/// served from the one event loop. This file is the connections: accepting them (at most
+/// `MaxConnections`), who the peer is and whether it may change state (B.3), closing, and
+/// the notifications to subscribers; a connection's requests are in SocketRequests.swift.
 final class ControlServer {
     private let loop: EventLoop
     let host: AgentHost
     /// `host.agent` (attached once, before this server exists), held as a `let`: a read
     /// through `host`'s `var` retained and released the agent for every answer, on the slow
     /// path of an object that weak references have given a side table.
-    private let agent: Agent
-    private var settings: SocketSettings
-    private let log: Log
+    let agent: Agent
+    private(set) var settings: SocketSettings
+    let log: Log
     private let agentUID = getuid()
     private var clients: [ObjectIdentifier: Client] = [:]
-    private var subscribers: [ObjectIdentifier: Client] = [:]
+    var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
-    private var scratch = JSONWriter(capacity: 512)
+    var scratch = JSONWriter(capacity: 512)
     /// Counters for /metrics (PROTOCOL F.2), the `metrics` method's text, and the HTTP
     /// interface's connections, which share `MaxConnections`.
     var metrics: Metrics?
@@ -93,129 +93,6 @@ final class ControlServer {
         for client in clients.values { client.connection.close() }
         clients.removeAll()
         subscribers.removeAll()
-    }
-
-    // MARK: - Requests
-
-    private func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
-        let limit = client.framer.maximumLineLength  // read before `process` holds the framer
-        client.framer.process(bytes) { frame in
-            switch frame {
-            case .line(let line):
-                handleLine(line, from: client)
-            case .lineTooLong:
-                metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
-                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
-                client.connection.closeAfterFlush()
-                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
-            }
-        }
-    }
-
-    private func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
-        if line.isEmpty { return }  // blank lines between messages are tolerated
-        if let request = RPCFastPath.scan(line) {
-            answerFast(request, to: client)
-            return
-        }
-        switch RPCMessage.parse(line) {
-        case .single(.failure(let rejection)):
-            metrics?.rpcError(rejection.error.code)
-            client.connection.send(RPCEncoder.line(rejection.response))
-        case .single(.success(let request)):
-            client.pendingAnswers += 1
-            dispatch(request, from: client) { [unowned self] outcome in
-                client.pendingAnswers -= 1
-                if let id = request.id {
-                    client.connection.send(RPCEncoder.line(RPCResponse(id: id, outcome)))
-                }
-                self.answered(client)
-            }
-        case .batch(let items):
-            let batch = BatchAnswer(count: items.count)
-            client.pendingAnswers += 1
-            let finish: () -> Void = { [unowned self] in
-                client.pendingAnswers -= 1
-                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { client.connection.send(bytes) }
-                self.answered(client)
-            }
-            for (index, item) in items.enumerated() {
-                switch item {
-                case .failure(let rejection):
-                    metrics?.rpcError(rejection.error.code)
-                    batch.set(index, rejection.response, then: finish)
-                case .success(let request):
-                    dispatch(request, from: client) { outcome in
-                        batch.set(index, request.id.map { RPCResponse(id: $0, outcome) }, then: finish)
-                    }
-                }
-            }
-        }
-    }
-
-    /// The hot path: an ordinary `isEnabled` or `get` (both read methods, allowed to every
-    /// client) answered without a JSON tree, into a buffer reused for every answer. The
-    /// answer bytes are those the general path writes (RPCFastPath).
-    private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
-        // One access to the buffer for the whole answer (each access to a class's `var` is checked).
-        Self.reusing(&scratch) { w in
-            w.bytes.removeAll(keepingCapacity: true)
-            switch request.method {
-            case .isEnabled(let fallback):
-                metrics?.rpcFastRequest(isEnabled: true)
-                let e = agent.isEnabled(request.key, default: fallback)
-                RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
-            case .get:
-                metrics?.rpcFastRequest(isEnabled: false)
-                let e = agent.get(request.key)
-                RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
-            }
-            w.bytes.withUnsafeBytes { client.connection.send($0) }
-        }
-        answered(client)
-    }
-
-    @inline(__always)
-    private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
-
-    private func answered(_ client: Client) {
-        if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
-    }
-
-    private func dispatch(_ request: RPCRequest, from client: Client, _ answer: @escaping (RPCOutcome) -> Void) {
-        metrics?.rpcRequest(request.method)
-        let done = countingAnswer(request, answer)
-        guard let method = SocketMethod(rawValue: request.method) else {
-            done(.failure(.methodNotFound(request.method)))
-            return
-        }
-        if method.access == .control, !client.mayChangeState {
-            log(.warning, "permission denied", ["method": request.method, "uid": client.credentials?.uid, "pid": client.credentials?.pid])
-            done(.failure(.permissionDenied(method: request.method)))
-            return
-        }
-        let call: SocketCall
-        do throws(RPCError) {
-            call = try SocketCall.decode(method, request.params)
-        } catch {
-            done(.failure(error))
-            return
-        }
-        switch call {
-        case .subscribe(let events):
-            client.events = events
-            subscribers[ObjectIdentifier(client)] = client
-            client.connection.setIdleTimeout(nil)  // B.3: subscribers are not idle
-            done(.success([:]))
-        case .unsubscribe:
-            subscribers[ObjectIdentifier(client)] = nil
-            client.connection.setIdleTimeout(settings.idleTimeout)
-            done(.success([:]))
-        case .metrics where metricsText != nil:
-            done(.success(["text": .string(metricsText!())]))
-        default:
-            Methods.call(call, on: host, done)
-        }
     }
 
     // MARK: - Notifications (LS-1, LS-2, LS-3)

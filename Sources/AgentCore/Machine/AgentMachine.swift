@@ -43,7 +43,7 @@ public enum AgentAction: Sendable, Equatable {
 /// The Pushwoosh iOS SDK core, headless, as a value (SPEC §1–6): each event is a
 /// `mutating func` given `now` that returns the actions to perform; reads are pure.
 /// It composes one value per state machine, each in its file with its rules:
-/// `RefreshMachine` (Refresh.swift; wired in by RefreshActions.swift), `RegistrationMachine`
+/// `RefreshMachine` (Refresh.swift, with its wiring into the agent), `RegistrationMachine`
 /// (Registrations.swift), `ImpressionLedger` (Impressions.swift), `Validity` (Validity.swift)
 /// and `SessionMachine` (Session.swift); the reads are in Reads.swift, the primer in
 /// Primer/PrimerMachine.swift. `Agent` is its interpreter.

@@ -1,0 +1,178 @@
+import AgentCore
+import AgentWire
+import FoundationEssentials
+
+/// A connection's requests, from its bytes to the answer line: the `LineFramer` cuts lines,
+/// the fast path answers the usual `isEnabled`/`get` in place, any other line is parsed
+/// (`RPCMessage.parse`), checked and decoded into a typed `SocketCall` (AgentWire), and
+/// performed on the agent here. Reads are answered inline, in the same loop pass that read
+/// the request; `refresh` answers when the network does, without holding up the requests
+/// behind it. Connections, access and notifications are in ControlServer.swift.
+extension ControlServer {
+    func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
+        let limit = client.framer.maximumLineLength  // read before `process` holds the framer
+        client.framer.process(bytes) { frame in
+            switch frame {
+            case .line(let line):
+                handleLine(line, from: client)
+            case .lineTooLong:
+                metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
+                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
+                client.connection.closeAfterFlush()
+                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
+            }
+        }
+    }
+
+    private func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
+        if line.isEmpty { return }  // blank lines between messages are tolerated
+        if let request = RPCFastPath.scan(line) {
+            answerFast(request, to: client)
+            return
+        }
+        switch RPCMessage.parse(line) {
+        case .single(.failure(let rejection)):
+            metrics?.rpcError(rejection.error.code)
+            client.connection.send(RPCEncoder.line(rejection.response))
+        case .single(.success(let request)):
+            client.pendingAnswers += 1
+            dispatch(request, from: client) { [unowned self] outcome in
+                client.pendingAnswers -= 1
+                if let id = request.id {
+                    client.connection.send(RPCEncoder.line(RPCResponse(id: id, outcome)))
+                }
+                self.answered(client)
+            }
+        case .batch(let items):
+            let batch = BatchAnswer(count: items.count)
+            client.pendingAnswers += 1
+            let finish: () -> Void = { [unowned self] in
+                client.pendingAnswers -= 1
+                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { client.connection.send(bytes) }
+                self.answered(client)
+            }
+            for (index, item) in items.enumerated() {
+                switch item {
+                case .failure(let rejection):
+                    metrics?.rpcError(rejection.error.code)
+                    batch.set(index, rejection.response, then: finish)
+                case .success(let request):
+                    dispatch(request, from: client) { outcome in
+                        batch.set(index, request.id.map { RPCResponse(id: $0, outcome) }, then: finish)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The hot path: an ordinary `isEnabled` or `get` (both read methods, allowed to every
+    /// client) answered without a JSON tree, into a buffer reused for every answer. The
+    /// answer bytes are those the general path writes (RPCFastPath).
+    private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
+        // One access to the buffer for the whole answer (each access to a class's `var` is checked).
+        Self.reusing(&scratch) { w in
+            w.bytes.removeAll(keepingCapacity: true)
+            switch request.method {
+            case .isEnabled(let fallback):
+                metrics?.rpcFastRequest(isEnabled: true)
+                let e = agent.isEnabled(request.key, default: fallback)
+                RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
+            case .get:
+                metrics?.rpcFastRequest(isEnabled: false)
+                let e = agent.get(request.key)
+                RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
+            }
+            w.bytes.withUnsafeBytes { client.connection.send($0) }
+        }
+        answered(client)
+    }
+
+    @inline(__always)
+    private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
+
+    private func answered(_ client: Client) {
+        if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
+    }
+
+    /// The method, then the caller's access (B.3), then the parameters (AgentWire's
+    /// `SocketCall.decode`), then the call: each refusal is the error of the first check failed.
+    private func dispatch(_ request: RPCRequest, from client: Client, _ answer: @escaping (RPCOutcome) -> Void) {
+        metrics?.rpcRequest(request.method)
+        let done = countingAnswer(request, answer)
+        do throws(RPCError) {
+            guard let method = SocketMethod(rawValue: request.method) else { throw .methodNotFound(request.method) }
+            if method.access == .control, !client.mayChangeState {
+                log(.warning, "permission denied", ["method": request.method, "uid": client.credentials?.uid, "pid": client.credentials?.pid])
+                throw .permissionDenied(method: request.method)
+            }
+            try perform(SocketCall.decode(method, request.params), for: client, done)
+        } catch {
+            done(.failure(error))
+        }
+    }
+
+    /// The socket methods of PROTOCOL B.1, B.2 and H: the connection's own (`subscribe`,
+    /// `unsubscribe`, `metrics`) here, the rest on the core `Agent`. A throw comes before
+    /// `done` is called.
+    private func perform(_ call: SocketCall, for client: Client, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
+        switch call {
+        case .get(let key):
+            let e = agent.get(key)
+            done(.success(FlagAnswers.get(e.value, e.provenance)))
+        case .isEnabled(let key, let fallback):
+            let e = agent.isEnabled(key, default: fallback)
+            done(.success(FlagAnswers.isEnabled(e.value, e.provenance)))
+        case .property(let key, let name, let type, let fallback):
+            let e = agent.property(key, name, type: type, default: fallback)
+            done(.success(FlagAnswers.property(e.value, e.provenance)))
+        case .refresh:
+            // A refresh answered at once never went to the server: the throttle window
+            // (RF-6) or no flags URL (RF-8). `sent` says which kind it was (PROTOCOL H).
+            var returned = false
+            agent.refresh { [weak host] error in
+                let sent = returned
+                if !sent { host?.onUnsentRefresh?(error) }
+                done(.success(["error": RefreshError.json(error), "sent": .bool(sent)]))
+            }
+            returned = true
+        case .logImpression(let key):
+            done(.success(["logged": .bool(agent.logImpression(key))]))
+        case .setUserId(let userId):
+            agent.setUserId(userId)
+            done(.success([:]))
+        case .setAppState(let state):
+            done(.success(["sessionStarted": .bool(agent.setAppState(state))]))
+        case .registerForPushNotifications:
+            let r = agent.registerForPushNotifications()
+            done(.success(["granted": .bool(r.granted), "pushToken": r.pushToken.map(JSONValue.string) ?? .null]))
+        case .unregisterForPushNotifications:
+            agent.unregisterForPushNotifications()
+            done(.success([:]))
+        case .setNotificationAuthorization(let status):
+            agent.setNotificationAuthorization(status)
+            done(.success([:]))
+        case .presentPushPrimer(let configuration):
+            done(.success(agent.presentPushPrimer(configuration).json))
+        case .status:
+            done(.success(StatusReport.json(agent.status())))
+        case .clock:
+            guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
+            done(.success(controller.clockResult()))
+        case .advanceClock(let target):
+            guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
+            try controller.advance(target, done)
+        case .subscribe(let events):
+            client.events = events
+            subscribers[ObjectIdentifier(client)] = client
+            client.connection.setIdleTimeout(nil)  // B.3: subscribers are not idle
+            done(.success([:]))
+        case .unsubscribe:
+            subscribers[ObjectIdentifier(client)] = nil
+            client.connection.setIdleTimeout(settings.idleTimeout)
+            done(.success([:]))
+        case .metrics:
+            guard let metricsText else { throw .methodNotFound(call.method.rawValue) }
+            done(.success(["text": .string(metricsText())]))
+        }
+    }
+}
