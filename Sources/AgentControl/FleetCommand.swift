@@ -193,9 +193,11 @@ public enum FleetOutput {
         return .success
     }
 
+    /// A refresh that failed, or whose answer is not a `refresh` result.
     static func refreshFailed(_ outcome: FleetOutcome) -> Bool {
-        guard case .result(let r) = outcome, let error = r["error"] else { return false }
-        return !error.isNull
+        guard case .result(let r) = outcome else { return false }
+        guard let answer = try? RefreshAnswer(json: r) else { return true }
+        return answer.error != nil
     }
 
     /// `--json`: an array, one object per instance.

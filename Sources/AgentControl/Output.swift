@@ -17,15 +17,18 @@ public enum ExitCode: Int32, Sendable {
 /// What to print and how to exit. Pure functions of the answer.
 public enum OutputFormatter {
     /// The text for a result (no trailing newline) and the exit code.
+    /// The answers of `get`, `refresh` and `status` are decoded with AgentWire's types, the ones
+    /// the daemon encodes them with: an answer of another shape is an error naming its field.
     public static func format(_ command: ControlCommand, result: JSONValue, json: Bool) -> (text: String, exit: ExitCode) {
-        let exit: ExitCode
-        if case .refresh = command, let error = result["error"], !error.isNull {
-            exit = .agentError
-        } else {
-            exit = .success
+        do throws(AnswerError) {
+            var exit = ExitCode.success
+            if case .refresh = command, try RefreshAnswer(json: result).error != nil { exit = .agentError }
+            if json { return (JSONWriter.string(result), exit) }
+            return (try human(command, result), exit)
+        } catch {
+            return ("pushwoosh-agentctl: the agent's answer to \(command.request.method.rawValue) is not understood (\(error)): "
+                    + JSONWriter.string(result), .agentError)
         }
-        if json { return (JSONWriter.string(result), exit) }
-        return (human(command, result), exit)
     }
 
     /// An error answer: message and exit code (-32001 → 4, anything else → 1).
@@ -35,14 +38,14 @@ public enum OutputFormatter {
         return (text, error.code == RPCError.permissionDeniedCode ? .permissionDenied : .agentError)
     }
 
-    static func human(_ command: ControlCommand, _ r: JSONValue) -> String {
+    static func human(_ command: ControlCommand, _ r: JSONValue) throws(AnswerError) -> String {
         switch command {
-        case .get(let key): return formatFlag(key: key, r)
+        case .get(let key): return formatFlag(key: key, try FlagAnswer(json: r))
         case .isEnabled: return r["enabled"]?.boolValue.map { $0 ? "true" : "false" } ?? JSONWriter.string(r)
         case .property: return scalar(r["value"] ?? .null)
         case .refresh:
-            guard let error = r["error"], !error.isNull else { return "refresh: ok" }
-            return "refresh failed: " + describeRefreshError(error)
+            guard let error = try RefreshAnswer(json: r).error else { return "refresh: ok" }
+            return "refresh failed: " + error.summary
         case .logImpression(let key):
             return r["logged"]?.boolValue == true
                 ? "impression of \(key) logged"
@@ -63,7 +66,7 @@ public enum OutputFormatter {
                 lines.append(("presentation", "none"))
             }
             return aligned(lines)
-        case .status: return formatStatus(r)
+        case .status: return formatStatus(r, try StatusAnswer(json: r))
         case .metrics:
             guard var text = r["text"]?.stringValue else { return JSONWriter.string(r) }
             if text.hasSuffix("\n") { text.removeLast() }
@@ -84,71 +87,47 @@ public enum OutputFormatter {
     }
 
     /// `get`: key, enabled, rule, properties, then provenance.
-    static func formatFlag(key: String, _ r: JSONValue) -> String {
+    static func formatFlag(key: String, _ answer: FlagAnswer) -> String {
         var lines: [(String, String)] = []
-        if let flag = r["flag"]?.objectValue {
-            lines.append(("key", flag["key"]?.stringValue ?? key))
-            lines.append(("enabled", flag["isEnabled"].map(scalar) ?? "-"))
-            let rule = flag["ruleId"]?.stringValue
-            lines.append(("rule", rule.map { $0.isEmpty ? "(killed)" : $0 } ?? "-"))
-            let properties = flag["properties"]?.objectValue ?? [:]
-            if properties.isEmpty {
+        if let flag = answer.flag {
+            lines.append(("key", flag.key))
+            lines.append(("enabled", flag.isEnabled ? "true" : "false"))
+            lines.append(("rule", flag.ruleId.isEmpty ? "(killed)" : flag.ruleId))
+            if flag.properties.isEmpty {
                 lines.append(("properties", "none"))
             } else {
                 lines.append(("properties", ""))
-                for name in properties.keys.sorted() { lines.append(("  " + name, JSONWriter.string(properties[name]!))) }
+                for name in flag.properties.keys.sorted() { lines.append(("  " + name, JSONWriter.string(flag.properties[name]!))) }
             }
         } else {
             lines.append(("key", key))
             lines.append(("flag", "none"))
         }
-        lines += provenance(r)
+        let p = answer.provenance
+        lines.append(("reason", p.errorCode.map { "\(p.reason.rawValue) (\($0.rawValue))" } ?? p.reason.rawValue))
+        var source = p.source.rawValue
+        if let seconds = p.ageSeconds { source += ", \(age(seconds: seconds)) old" }
+        lines.append(("source", source))
         return aligned(lines)
     }
 
-    static func provenance(_ r: JSONValue) -> [(String, String)] {
-        var lines: [(String, String)] = []
-        if let reason = r["reason"]?.stringValue {
-            let code = r["errorCode"]?.stringValue
-            lines.append(("reason", code.map { "\(reason) (\($0))" } ?? reason))
-        }
-        if let source = r["source"]?.stringValue {
-            var text = source
-            if let seconds = r["ageSeconds"]?.numberValue { text += ", \(age(seconds: seconds)) old" }
-            lines.append(("source", text))
-        }
-        return lines
-    }
-
-    /// The status fields in PROTOCOL B.2's order, then any others.
-    static let statusOrder = [
-        "state", "version", "applicationCode", "hwid", "userId", "appState", "sessionStartedAt", "pushRegistered",
-        "pushToken", "notificationAuthorization", "flagsCount", "flagsSource", "flagsAgeSeconds", "flagsExpireAt",
-        "lastRefreshAt", "lastRefreshError", "consecutiveFailures", "nextRefreshAt",
-    ]
-
-    static func formatStatus(_ r: JSONValue) -> String {
-        guard let o = r.objectValue else { return JSONWriter.string(r) }
-        let known = statusOrder.filter { o[$0] != nil }
-        let others = o.keys.filter { !statusOrder.contains($0) }.sorted()
+    /// `status`: the fields in PROTOCOL B.2's order, then any others the agent sent; the age
+    /// and the last error read from the decoded answer.
+    static func formatStatus(_ r: JSONValue, _ answer: StatusAnswer) -> String {
+        let o = r.objectValue ?? [:]
+        let known = StatusAnswer.fields.filter { o[$0] != nil }
+        let others = o.keys.filter { !StatusAnswer.fields.contains($0) }.sorted()
+        let s = answer.status
         let lines = (known + others).map { key -> (String, String) in
             let value = o[key]!
-            switch (key, value) {
-            case (_, .null): return (key, "-")
-            case ("flagsAgeSeconds", .number(let n)): return (key, "\(scalar(value)) (\(age(seconds: n)))")
-            case ("lastRefreshError", .object): return (key, describeRefreshError(value))
+            switch key {
+            case _ where value.isNull: return (key, "-")
+            case "flagsAgeSeconds": return (key, "\(scalar(value)) (\(s.flagsAgeSeconds.map { age(seconds: $0) } ?? "?"))")
+            case "lastRefreshError": return (key, s.lastRefreshError?.summary ?? "-")
             default: return (key, scalar(value))
             }
         }
         return aligned(lines)
-    }
-
-    static func describeRefreshError(_ error: JSONValue) -> String {
-        guard let o = error.objectValue else { return JSONWriter.string(error) }
-        let message = o["message"]?.stringValue ?? "unknown error"
-        let code = o["code"].map(scalar) ?? "?"
-        let domain = o["domain"]?.stringValue ?? "PWFeatureFlagsErrorDomain"
-        return "\(message) (\(domain) code \(code))"
     }
 
     /// A value for people: strings without quotes, everything else as JSON.

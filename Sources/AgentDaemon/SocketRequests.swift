@@ -132,7 +132,7 @@ extension ControlServer {
             agent.refresh { [weak host] error in
                 let sent = returned
                 if !sent { host?.onUnsentRefresh?(error) }
-                done(.success(["error": RefreshError.json(error), "sent": .bool(sent)]))
+                done(.success(RefreshAnswer(error: error, sent: sent).json))
             }
             returned = true
         case .logImpression(let key):

@@ -1,9 +1,9 @@
 import AgentCore
 import FoundationEssentials
 
-// The answers of `get` and `status` (PROTOCOL B.1, B.2) as values, both ways: the daemon
-// encodes them here, and clients (the soak runner, the fault tool) decode them with the same
-// types, so a field renamed on one side fails the other's tests instead of reading as "?".
+// The answers of `get`, `refresh` and `status` (PROTOCOL B.1, B.2) as values, both ways: the
+// daemon encodes them here, and clients (agentctl, the soak runner, the fault tool) decode them
+// with the same types, so a field renamed on one side fails the other's tests instead of reading as "?".
 
 /// An answer that does not have the shape of the protocol; names the field.
 public struct AnswerError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -36,6 +36,37 @@ extension RefreshError {
     }
 
     public static func json(_ error: RefreshError?) -> JSONValue { error?.json ?? .null }
+
+    /// Reads what `json` writes; the domain must be the SDK's.
+    public init(json: JSONValue, path: String = "") throws(AnswerError) {
+        let o = AnswerReader(json, path: path)
+        let domain = try o.string("domain")
+        guard domain == RefreshError.domain else { throw AnswerError(path + "domain", "expected \(RefreshError.domain), found \(domain)") }
+        self.init(code: Int(try o.number("code")), message: try o.string("message"))
+    }
+
+    /// `message (domain code N)`, as the CLI prints it.
+    public var summary: String { "\(message) (\(RefreshError.domain) code \(code))" }
+}
+
+/// `refresh`'s result (B.1, PROTOCOL H): the error (nil on success) and whether a request
+/// went to the server (false: answered from the throttle window, RF-6, or no flags URL, RF-8).
+public struct RefreshAnswer: Sendable, Equatable {
+    public var error: RefreshError?
+    public var sent: Bool
+
+    public init(error: RefreshError?, sent: Bool) {
+        self.error = error
+        self.sent = sent
+    }
+
+    public var json: JSONValue { ["error": RefreshError.json(error), "sent": .bool(sent)] }
+
+    public init(json: JSONValue) throws(AnswerError) {
+        let r = AnswerReader(json)
+        error = try r.optionalObject("error").map { (e) throws(AnswerError) in try RefreshError(json: e, path: "error.") }
+        sent = try r.bool("sent")
+    }
 }
 
 /// `get`'s result: the flag (nil when not served) and where the answer came from.
@@ -73,6 +104,13 @@ public struct StatusAnswer: Sendable, Equatable {
         self.status = status
     }
 
+    /// The fields in PROTOCOL B.2's order (the order the CLI prints them in).
+    public static let fields = [
+        "state", "version", "applicationCode", "hwid", "userId", "appState", "sessionStartedAt", "pushRegistered",
+        "pushToken", "notificationAuthorization", "flagsCount", "flagsSource", "flagsAgeSeconds", "flagsExpireAt",
+        "flagsPartial", "lastRefreshAt", "lastRefreshError", "consecutiveFailures", "nextRefreshAt", "storageError",
+    ]
+
     public var json: JSONValue {
         let s = status
         return [
@@ -94,8 +132,7 @@ public struct StatusAnswer: Sendable, Equatable {
         let r = AnswerReader(json)
         version = try r.string("version")
         let error = try r.optionalObject("lastRefreshError").map { (e) throws(AnswerError) in
-            let o = AnswerReader(e, path: "lastRefreshError.")
-            return RefreshError(code: Int(try o.number("code")), message: try o.string("message"))
+            try RefreshError(json: e, path: "lastRefreshError.")
         }
         status = AgentStatus(
             state: try r.enumeration("state"), applicationCode: try r.string("applicationCode"), hwid: try r.string("hwid"),

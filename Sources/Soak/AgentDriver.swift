@@ -267,10 +267,9 @@ public final class AgentDriver: @unchecked Sendable {
         let t0 = now()
         guard let r = result(.refresh) else { return }
         ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
-        ctx.recorder.count(agent: index, r["error"]?.isNull == false ? "refreshFailed" : "refreshOk")
-        if let e = r["error"], !e.isNull, e["domain"]?.stringValue != "PWFeatureFlagsErrorDomain" {
-            violation("socket", "refresh error without PWFeatureFlagsErrorDomain: \(JSONWriter.string(e))")
-        }
+        do throws(AnswerError) {  // decoding checks the error's domain too (PWFeatureFlagsErrorDomain)
+            ctx.recorder.count(agent: index, try RefreshAnswer(json: r).error != nil ? "refreshFailed" : "refreshOk")
+        } catch { violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))") }
     }
 
     func impression() {

@@ -97,10 +97,12 @@ import Glibc
         #expect(FleetOutput.exit([Self.answer("a", .result(ready)), Self.answer("b", .error(RPCError(code: 1, message: "x")))]) == .agentError)
         #expect(FleetOutput.exit([Self.answer("a", .error(RPCError(code: 1, message: "x"))), Self.answer("b", .down("x"))]) == .notRunning)
         // fleet call refresh: a failed refresh is an error, as for `pushwoosh-agentctl refresh`.
-        let failed = Self.answer("a", .result(["error": ["code": 500, "message": "HTTP 500"]]))
+        let failed = Self.answer("a", .result(RefreshAnswer(error: RefreshError(code: 500, message: "HTTP 500"), sent: true).json))
         #expect(FleetOutput.exit([failed], method: .refresh) == .agentError)
         #expect(FleetOutput.exit([failed], method: .status) == .success)
-        #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null]))], method: .refresh) == .success)
+        #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null, "sent": true]))], method: .refresh) == .success)
+        // An answer that is not a refresh result (here without `sent`) is not counted a success.
+        #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null]))], method: .refresh) == .agentError)
     }
 
     /// Real sockets: two canned agents answer, a socket file without a listener is refused,

@@ -64,8 +64,8 @@ import Testing
     }
 
     @Test func refresh() {
-        #expect(OutputFormatter.format(.refresh, result: ["error": nil], json: false) == ("refresh: ok", .success))
-        let failed: JSONValue = ["error": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"]]
+        #expect(OutputFormatter.format(.refresh, result: ["error": nil, "sent": true], json: false) == ("refresh: ok", .success))
+        let failed: JSONValue = ["error": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"], "sent": true]
         #expect(OutputFormatter.format(.refresh, result: failed, json: false)
             == ("refresh failed: HTTP 503 (PWFeatureFlagsErrorDomain code 503)", .agentError))
         #expect(OutputFormatter.format(.refresh, result: failed, json: true).exit == .agentError)
@@ -96,7 +96,8 @@ import Testing
             "notificationAuthorization": "notDetermined", "flagsCount": 12, "flagsSource": "cache", "flagsAgeSeconds": 7380,
             "flagsExpireAt": "2025-05-02T08:00:00Z", "lastRefreshAt": "2025-05-01T10:02:00Z",
             "lastRefreshError": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"],
-            "consecutiveFailures": 2, "nextRefreshAt": "2025-05-01T10:06:00Z", "extra": true,
+            "consecutiveFailures": 2, "nextRefreshAt": "2025-05-01T10:06:00Z", "flagsPartial": false, "storageError": nil,
+            "extra": true,
         ]
         #expect(OutputFormatter.format(.status, result: r, json: false).text == """
             state:                      stale
@@ -113,12 +114,32 @@ import Testing
             flagsSource:                cache
             flagsAgeSeconds:            7380 (2 h 3 min)
             flagsExpireAt:              2025-05-02T08:00:00Z
+            flagsPartial:               false
             lastRefreshAt:              2025-05-01T10:02:00Z
             lastRefreshError:           HTTP 503 (PWFeatureFlagsErrorDomain code 503)
             consecutiveFailures:        2
             nextRefreshAt:              2025-05-01T10:06:00Z
+            storageError:               -
             extra:                      true
             """)
+    }
+
+    /// get, refresh and status are read with the daemon's own answer types: an answer of
+    /// another shape is an error (exit 1) naming the field, with the answer as it came.
+    @Test func answersOfAnotherShapeNameTheField() {
+        let flag: JSONValue = ["flag": ["key": "new_checkout", "enabled": true, "ruleId": "r", "properties": [:]],
+                               "reason": "TARGETING_MATCH", "source": "network", "ageSeconds": 150]
+        let get = OutputFormatter.format(.get(key: "new_checkout"), result: flag, json: false)
+        #expect(get.exit == .agentError)
+        #expect(get.text.hasPrefix("pushwoosh-agentctl: the agent's answer to get is not understood (flag.isEnabled: missing): {"))
+        let refresh = OutputFormatter.format(.refresh, result: ["error": ["domain": "NSURLErrorDomain", "code": 1, "message": "x"], "sent": true],
+                                             json: false)
+        #expect(refresh.exit == .agentError)
+        #expect(refresh.text.contains("(error.domain: expected PWFeatureFlagsErrorDomain, found NSURLErrorDomain)"))
+        #expect(OutputFormatter.format(.refresh, result: ["error": nil], json: true).text.contains("(sent: missing)"))
+        let status = OutputFormatter.format(.status, result: ["state": "ready"], json: false)
+        #expect(status.exit == .agentError)
+        #expect(status.text.contains("(version: missing)"))
     }
 
     @Test func errorsAndExitCodes() {

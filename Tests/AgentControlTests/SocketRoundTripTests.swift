@@ -150,7 +150,7 @@ final class CapturedOutput: ControlOutput, @unchecked Sendable {
 
     @Test func failedRefreshExitsOne() throws {
         let server = try CannedServer { _ in
-            [#"{"jsonrpc":"2.0","id":ID,"result":{"error":{"domain":"PWFeatureFlagsErrorDomain","code":0,"message":"network unreachable"}}}"#]
+            [#"{"jsonrpc":"2.0","id":ID,"result":{"error":{"domain":"PWFeatureFlagsErrorDomain","code":0,"message":"network unreachable"},"sent":true}}"#]
         }
         let output = CapturedOutput()
         let code = ControlTool.run(arguments: ["--socket", server.path, "refresh"], environment: [:], output: output)

@@ -51,8 +51,10 @@ import Testing
         status["flagsExpireAt"] = "tomorrow"
         #expect(refused(.object(status), status: true) == "flagsExpireAt")
         status["flagsExpireAt"] = nil
-        status["lastRefreshError"] = ["code": "503", "message": "x"]
+        status["lastRefreshError"] = ["domain": "PWFeatureFlagsErrorDomain", "code": "503", "message": "x"]
         #expect(refused(.object(status), status: true) == "lastRefreshError.code")
+        status["lastRefreshError"] = ["code": 503, "message": "x"]
+        #expect(refused(.object(status), status: true) == "lastRefreshError.domain")
         status["lastRefreshError"] = "boom"  // not an object: refused, not read as absent
         #expect(refused(.object(status), status: true) == "lastRefreshError")
         status["lastRefreshError"] = nil
@@ -63,5 +65,20 @@ import Testing
                         status: false) == "flag.isEnabled")
         #expect(refused(["reason": "SOMETIMES", "source": "network"], status: false) == "reason")
         #expect(refused(["reason": "DEFAULT", "source": "network", "flag": 5], status: false) == "flag")
+    }
+
+    @Test func refreshAnswersRoundTripAndNameTheField() throws {
+        let failed = RefreshAnswer(error: RefreshError(code: 503, message: "HTTP 503"), sent: true)
+        #expect(try RefreshAnswer(json: failed.json) == failed)
+        let throttled = RefreshAnswer(error: nil, sent: false)
+        #expect(throttled.json == ["error": nil, "sent": false])
+        #expect(try RefreshAnswer(json: throttled.json) == throttled)
+        func field(_ json: JSONValue) -> String? {
+            do throws(AnswerError) { _ = try RefreshAnswer(json: json); return nil } catch { return error.field }
+        }
+        #expect(field(["error": nil]) == "sent")
+        #expect(field(["error": ["domain": "NSURLErrorDomain", "code": 1, "message": "x"], "sent": true]) == "error.domain")
+        #expect(field(["error": ["domain": "PWFeatureFlagsErrorDomain", "message": "x"], "sent": true]) == "error.code")
+        #expect(field(["error": "failed", "sent": true]) == "error")
     }
 }
