@@ -2,8 +2,17 @@
 
 // MARK: - The command table
 
+/// agentctl's commands: its own words (the man page's), most of them the socket method they
+/// call spelled the CLI's way.
+enum CommandName: String, CaseIterable, Sendable {
+    case get, isEnabled = "is-enabled", property, refresh, logImpression = "log-impression", setUser = "set-user"
+    case setAppState = "set-app-state", registerPush = "register-push", unregisterPush = "unregister-push"
+    case setAuthorization = "set-authorization", primer, status, metrics, clock, advanceClock = "advance-clock"
+    case fleet, watch
+}
+
 struct CommandInfo {
-    var name: String
+    var name: CommandName
     var synopsis: String
     var summary: String
     var details: String = ""
@@ -23,32 +32,32 @@ let visualOptions: [(option: String, param: String)] = [
 ]
 
 let commandTable: [CommandInfo] = [
-    CommandInfo(name: "get", synopsis: "get KEY", summary: "show a flag: enabled, rule, properties and where it came from",
+    CommandInfo(name: .get, synopsis: "get KEY", summary: "show a flag: enabled, rule, properties and where it came from",
                 details: "Prints the flag's key, whether it is enabled, its rule, its properties and the\nprovenance (reason, source, age). Method: get."),
-    CommandInfo(name: "is-enabled", synopsis: "is-enabled KEY [--default true|false]",
+    CommandInfo(name: .isEnabled, synopsis: "is-enabled KEY [--default true|false]",
                 summary: "print true or false",
                 details: "Prints whether the flag is enabled; --default (false unless given) is what the\nagent answers when it has no valid flag. Exits 0 either way: read the output.\nMethod: isEnabled.",
                 valued: ["--default"]),
-    CommandInfo(name: "property", synopsis: "property KEY PROP --type string|number|bool|json-object|json-array [--default V]",
+    CommandInfo(name: .property, synopsis: "property KEY PROP --type string|number|bool|json-object|json-array [--default V]",
                 summary: "print one property of a flag",
                 details: "Prints the property's value, else the default. For scalar types --default\ndefaults to \"\", 0 or false; JSON types take no default (null when absent).\nMethod: property.",
                 valued: ["--type", "--default"]),
-    CommandInfo(name: "refresh", synopsis: "refresh", summary: "fetch the flags now and wait for the outcome",
+    CommandInfo(name: .refresh, synopsis: "refresh", summary: "fetch the flags now and wait for the outcome",
                 details: "Exits 1 when the refresh failed. Method: refresh."),
-    CommandInfo(name: "log-impression", synopsis: "log-impression KEY", summary: "record that the user saw the flag's feature",
+    CommandInfo(name: .logImpression, synopsis: "log-impression KEY", summary: "record that the user saw the flag's feature",
                 details: "Method: logImpression."),
-    CommandInfo(name: "set-user", synopsis: "set-user USERID", summary: "set the User ID (then the flags are refreshed)",
+    CommandInfo(name: .setUser, synopsis: "set-user USERID", summary: "set the User ID (then the flags are refreshed)",
                 details: "Method: setUserId."),
-    CommandInfo(name: "set-app-state", synopsis: "set-app-state active|background", summary: "move the simulated app to the foreground or background",
+    CommandInfo(name: .setAppState, synopsis: "set-app-state active|background", summary: "move the simulated app to the foreground or background",
                 details: "Method: setAppState."),
-    CommandInfo(name: "register-push", synopsis: "register-push", summary: "register for push notifications",
+    CommandInfo(name: .registerPush, synopsis: "register-push", summary: "register for push notifications",
                 details: "Method: registerForPushNotifications."),
-    CommandInfo(name: "unregister-push", synopsis: "unregister-push", summary: "unregister from push notifications",
+    CommandInfo(name: .unregisterPush, synopsis: "unregister-push", summary: "unregister from push notifications",
                 details: "Method: unregisterForPushNotifications."),
-    CommandInfo(name: "set-authorization", synopsis: "set-authorization notDetermined|denied|authorized|provisional|ephemeral",
+    CommandInfo(name: .setAuthorization, synopsis: "set-authorization notDetermined|denied|authorized|provisional|ephemeral",
                 summary: "set the simulated notification authorization",
                 details: "Method: setNotificationAuthorization."),
-    CommandInfo(name: "primer", synopsis: "primer --title T --message M --accept A --decline D [OPTIONS]",
+    CommandInfo(name: .primer, synopsis: "primer --title T --message M --accept A --decline D [OPTIONS]",
                 summary: "present the push primer to the simulated user",
                 details: """
                     Options:
@@ -69,13 +78,13 @@ let commandTable: [CommandInfo] = [
                 valued: Set(["--title", "--message", "--accept", "--decline", "--style", "--position", "--min-interval", "--answer"]
                     + visualOptions.map(\.option)),
                 flags: ["--no-fallback-to-settings", "--fallback-to-settings"]),
-    CommandInfo(name: "status", synopsis: "status", summary: "show the agent's state, device and flags freshness",
+    CommandInfo(name: .status, synopsis: "status", summary: "show the agent's state, device and flags freshness",
                 details: "Method: status."),
-    CommandInfo(name: "metrics", synopsis: "metrics", summary: "print the Prometheus metrics (the text of the HTTP interface's /metrics)",
+    CommandInfo(name: .metrics, synopsis: "metrics", summary: "print the Prometheus metrics (the text of the HTTP interface's /metrics)",
                 details: "Method: metrics."),
-    CommandInfo(name: "clock", synopsis: "clock", summary: "show the device's time and how far its controlled clock is ahead",
+    CommandInfo(name: .clock, synopsis: "clock", summary: "show the device's time and how far its controlled clock is ahead",
                 details: "Needs [Device] Clock=controlled. Method: clock."),
-    CommandInfo(name: "advance-clock", synopsis: "advance-clock SPAN | advance-clock --to TIME",
+    CommandInfo(name: .advanceClock, synopsis: "advance-clock SPAN | advance-clock --to TIME",
                 summary: "move the device's clock forward; every timer due meanwhile runs at its own time",
                 details: """
                     SPAN is a systemd time span (23h59min, 30min, 7d); TIME is ISO 8601 UTC
@@ -83,8 +92,8 @@ let commandTable: [CommandInfo] = [
                     the timers that fired. Needs [Device] Clock=controlled. Method: advanceClock.
                     """,
                 valued: ["--to"]),
-    CommandInfo(name: "fleet", synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]",
+    CommandInfo(name: .fleet, synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]",
                 summary: "ask every instance of the fleet at once ('fleet --help')"),
-    CommandInfo(name: "watch", synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
+    CommandInfo(name: .watch, synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
                 details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),
 ]

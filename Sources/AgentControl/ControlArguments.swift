@@ -35,8 +35,8 @@ public enum ControlArguments {
 
 
     public static var usage: String {
-        let width = commandTable.map(\.name.count).max()! + 2
-        let list = commandTable.map { "  " + $0.name.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
+        let width = commandTable.map(\.name.rawValue.count).max()! + 2
+        let list = commandTable.map { "  " + $0.name.rawValue.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
         return """
             Usage: pushwoosh-agentctl [--socket PATH | --instance NAME] [--json] [--timeout SECONDS] COMMAND [ARGS]
 
@@ -55,8 +55,9 @@ public enum ControlArguments {
               --timeout SECONDS   wait at most this long for an answer (default 120; 0: no limit)
               -h, --help          this help; 'pushwoosh-agentctl COMMAND --help' for a command
 
-            Exit status: 0 success, 1 the agent answered with an error (or a refresh failed),
-            2 usage error, 3 the agent is not running or not answering, 4 permission denied.
+            Exit status: 0 success, 1 the agent answered with an error (or a refresh failed, or
+            an answer was not understood), 2 usage error, 3 the agent is not running or not
+            answering, 4 permission denied.
             """
     }
 
@@ -92,21 +93,21 @@ public enum ControlArguments {
             break
         }
         guard let commandName else { throw UsageError("no command given") }
-        if commandName == "fleet" {
+        if commandName == CommandName.fleet.rawValue {
             return try FleetArguments.parse(Array(arguments[i...]), json: json,
                                             timeout: arguments[..<i].contains { $0.hasPrefix("--timeout") } ? timeout : nil)
                 .map(ControlRequest.fleet) ?? .help(FleetArguments.usage)
         }
-        guard let info = commandTable.first(where: { $0.name == commandName }) else {
+        guard let info = commandTable.first(where: { $0.name.rawValue == commandName }) else {
             throw UsageError("unknown command '\(commandName)'")
         }
 
         let scanned = try scan(arguments[i...], info: info)
         if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(help(for: info)) }
         if scanned.flags.contains("--json") { json = true }
-        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name) } }
+        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name.rawValue) } }
         if socketPath != nil && instance != nil {
-            throw UsageError("--socket and --instance name the socket twice; give one", command: info.name)
+            throw UsageError("--socket and --instance name the socket twice; give one", command: info.name.rawValue)
         }
 
         let command = try makeCommand(info, scanned)
@@ -171,12 +172,12 @@ public enum ControlArguments {
             } else {
                 let (name, inline) = split(argument)
                 if info.valued.contains(name) || globalValued.contains(name) {
-                    result.values[name] = try takeValue(name, inline, args, &i, command: info.name)
+                    result.values[name] = try takeValue(name, inline, args, &i, command: info.name.rawValue)
                 } else if info.flags.contains(name) || globalFlags.contains(name) {
-                    if inline != nil { throw UsageError("option \(name) takes no value", command: info.name) }
+                    if inline != nil { throw UsageError("option \(name) takes no value", command: info.name.rawValue) }
                     result.flags.insert(name)
                 } else {
-                    throw UsageError("unknown option \(name) for '\(info.name)'", command: info.name)
+                    throw UsageError("unknown option \(name) for '\(info.name.rawValue)'", command: info.name.rawValue)
                 }
             }
             i += 1
@@ -187,13 +188,13 @@ public enum ControlArguments {
     private static func positionals(_ scanned: Scanned, _ names: [String], _ info: CommandInfo) throws(UsageError) -> [String] {
         let p = scanned.positionals
         if p.count < names.count {
-            throw UsageError("'\(info.name)' needs \(names[p.count])", command: info.name)
+            throw UsageError("'\(info.name.rawValue)' needs \(names[p.count])", command: info.name.rawValue)
         }
         if p.count > names.count {
-            throw UsageError("unexpected argument \"\(p[names.count])\" for '\(info.name)'", command: info.name)
+            throw UsageError("unexpected argument \"\(p[names.count])\" for '\(info.name.rawValue)'", command: info.name.rawValue)
         }
         for (value, name) in zip(p, names) where value.isEmpty {
-            throw UsageError("\(name) must not be empty", command: info.name)
+            throw UsageError("\(name) must not be empty", command: info.name.rawValue)
         }
         return p
     }
@@ -204,7 +205,7 @@ public enum ControlArguments {
     {
         guard let e = E(rawValue: value) else {
             throw UsageError("\(what) must be one of \(E.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(value)\"",
-                             command: info.name)
+                             command: info.name.rawValue)
         }
         return e
     }
@@ -213,29 +214,29 @@ public enum ControlArguments {
         switch value.lowercased() {
         case "true", "yes", "1", "on": return true
         case "false", "no", "0", "off": return false
-        default: throw UsageError("\(what) must be true or false, got \"\(value)\"", command: info.name)
+        default: throw UsageError("\(what) must be true or false, got \"\(value)\"", command: info.name.rawValue)
         }
     }
 
     static func number(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Double {
         guard let n = Double(value), n.isFinite else {
-            throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name)
+            throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name.rawValue)
         }
         return n
     }
 
     private static func makeCommand(_ info: CommandInfo, _ s: Scanned) throws(UsageError) -> ControlCommand {
         switch info.name {
-        case "get":
+        case .get:
             return .get(key: try positionals(s, ["KEY"], info)[0])
-        case "is-enabled":
+        case .isEnabled:
             let key = try positionals(s, ["KEY"], info)[0]
             let def = try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false
             return .isEnabled(key: key, default: def)
-        case "property":
+        case .property:
             let p = try positionals(s, ["KEY", "PROP"], info)
             guard let typeName = s.values["--type"] else {
-                throw UsageError("'property' needs --type string|number|bool|json-object|json-array", command: info.name)
+                throw UsageError("'property' needs --type string|number|bool|json-object|json-array", command: info.name.rawValue)
             }
             let type = try choice(typeName, "--type", PropertyType.self, info)
             let def: JSONValue?
@@ -245,57 +246,57 @@ public enum ControlArguments {
             case .bool: def = .bool(try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false)
             case .jsonObject, .jsonArray:
                 if s.values["--default"] != nil {
-                    throw UsageError("--default is for string, number and bool properties only", command: info.name)
+                    throw UsageError("--default is for string, number and bool properties only", command: info.name.rawValue)
                 }
                 def = nil
             }
             return .property(key: p[0], property: p[1], type: type, default: def)
-        case "refresh":
+        case .refresh:
             _ = try positionals(s, [], info)
             return .refresh
-        case "log-impression":
+        case .logImpression:
             return .logImpression(key: try positionals(s, ["KEY"], info)[0])
-        case "set-user":
+        case .setUser:
             return .setUser(userId: try positionals(s, ["USERID"], info)[0])
-        case "set-app-state":
+        case .setAppState:
             let v = try positionals(s, ["STATE (active or background)"], info)[0]
             return .setAppState(try choice(v, "the state", AppState.self, info))
-        case "register-push":
+        case .registerPush:
             _ = try positionals(s, [], info)
             return .registerPush
-        case "unregister-push":
+        case .unregisterPush:
             _ = try positionals(s, [], info)
             return .unregisterPush
-        case "set-authorization":
+        case .setAuthorization:
             let v = try positionals(s, ["STATUS"], info)[0]
             return .setAuthorization(try choice(v, "the status", NotificationAuthorization.self, info))
-        case "primer":
+        case .primer:
             _ = try positionals(s, [], info)
             return .primer(try primerParams(s, info))
-        case "status":
+        case .status:
             _ = try positionals(s, [], info)
             return .status
-        case "metrics":
+        case .metrics:
             _ = try positionals(s, [], info)
             return .metrics
-        case "watch":
+        case .watch:
             _ = try positionals(s, [], info)
             return .watch
-        case "clock":
+        case .clock:
             _ = try positionals(s, [], info)
             return .clock
-        case "advance-clock":
+        case .advanceClock:
             if let to = s.values["--to"] {
                 _ = try positionals(s, [], info)
                 return .advanceClock(seconds: nil, to: to)
             }
             let span = try positionals(s, ["SPAN"], info)[0]
             guard let seconds = TimeSpan.parse(span), seconds > 0 else {
-                throw UsageError("advance-clock: \"\(span)\" is not a positive time span (e.g. 23h59min, 30min, 7d)", command: info.name)
+                throw UsageError("advance-clock: \"\(span)\" is not a positive time span (e.g. 23h59min, 30min, 7d)", command: info.name.rawValue)
             }
             return .advanceClock(seconds: seconds, to: nil)
-        default:
-            preconditionFailure("command \(info.name) is in the table but not handled")
+        case .fleet:
+            preconditionFailure("'fleet' is parsed by FleetArguments before the table is read")
         }
     }
 
@@ -307,7 +308,7 @@ public enum ControlArguments {
         var params: [String: JSONValue] = [:]
         for (option, param) in [("--title", "title"), ("--message", "message"), ("--accept", "acceptButton"),
                                 ("--decline", "declineButton")] {
-            guard let v = s.values[option] else { throw UsageError("'primer' needs \(option)", command: info.name) }
+            guard let v = s.values[option] else { throw UsageError("'primer' needs \(option)", command: info.name.rawValue) }
             params[param] = .string(v)
         }
         if let v = s.values["--style"] { params["style"] = .string(try choice(v, "--style", PrimerStyle.self, info).rawValue) }
@@ -317,13 +318,13 @@ public enum ControlArguments {
         if let v = s.values["--answer"] { params["answer"] = .string(try choice(v, "--answer", PrimerAnswer.self, info).rawValue) }
         if let v = s.values["--min-interval"] {
             let n = try number(v, "--min-interval", info)
-            guard n >= 0 else { throw UsageError("--min-interval must be 0 or more", command: info.name) }
+            guard n >= 0 else { throw UsageError("--min-interval must be 0 or more", command: info.name.rawValue) }
             params["minInterval"] = .number(n)
         }
         if s.flags.contains("--no-fallback-to-settings") { params["fallbackToSettings"] = false }
         if s.flags.contains("--fallback-to-settings") {
             if s.flags.contains("--no-fallback-to-settings") {
-                throw UsageError("--fallback-to-settings and --no-fallback-to-settings contradict", command: info.name)
+                throw UsageError("--fallback-to-settings and --no-fallback-to-settings contradict", command: info.name.rawValue)
             }
             params["fallbackToSettings"] = true
         }

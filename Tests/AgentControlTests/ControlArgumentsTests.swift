@@ -93,6 +93,12 @@ private func usageError(_ args: [String]) -> String? {
         }
     }
 
+    /// One row per command: the `switch` that builds a command is over `CommandName`, so the
+    /// compiler holds it to the same list.
+    @Test func everyCommandHasOneRowInTheTable() {
+        #expect(commandTable.map(\.name) == CommandName.allCases)
+    }
+
     @Test func help() throws {
         guard case .help(let global) = try ControlArguments.parse(["--help"], environment: env) else { Issue.record("no help"); return }
         for name in ["get", "is-enabled", "property", "refresh", "log-impression", "set-user", "set-app-state",
