@@ -81,9 +81,9 @@ public final class Chaos: @unchecked Sendable {
         default:
             // Impressions that fail are sent again on the next logImpression (IM-4).
             f = rng.chance(0.5) ? ["http": 500] : ["drop": true]
-            f["method"] = "postEvent"
+            f["method"] = .string(PushwooshAPI.Method.postEvent.rawValue)
         }
-        if f["method"] == nil { f["method"] = "getFeatureFlags" }
+        if f["method"] == nil { f["method"] = .string(PushwooshAPI.Method.getFeatureFlags.rawValue) }
         if f["times"] == nil { f["times"] = times }
         let t0 = now()
         _ = try http.json("POST", "/admin/faults", json: .object(f))
@@ -100,10 +100,10 @@ public final class Chaos: @unchecked Sendable {
         guard !candidates.isEmpty else { return try armFault() }
         let agent = candidates[Int(rng.next() % UInt64(candidates.count))]
         let window = (ctx.options.timings.refresh * (0.5 + rng.unit() * 1.5)).rounded()
-        let f: JSONValue = ["method": "getFeatureFlags", "hwid": .string(hwids[agent]), "forSeconds": .number(window), "drop": true]
+        let f: JSONValue = ["method": .string(PushwooshAPI.Method.getFeatureFlags.rawValue), "hwid": .string(hwids[agent]), "forSeconds": .number(window), "drop": true]
         let t0 = now()
         _ = try http.json("POST", "/admin/faults", json: f)
-        ctx.recorder.fault(ArmedFault(method: "getFeatureFlags", start: t0, end: now(), json: f, agent: agent))
+        ctx.recorder.fault(ArmedFault(method: PushwooshAPI.Method.getFeatureFlags.rawValue, start: t0, end: now(), json: f, agent: agent))
     }
 
     func changeFlag() throws(HTTPError) {

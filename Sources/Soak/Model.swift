@@ -80,7 +80,7 @@ public struct DeviceCall: Sendable, Hashable {
         status = json["status"]?.numberValue.map { Int($0) }
         fault = json["fault"]?.stringValue
         impression = nil
-        if method == "postEvent", request?["event"]?.stringValue == "PW_FeatureFlagImpression",
+        if method == PushwooshAPI.Method.postEvent.rawValue, request?["event"]?.stringValue == "PW_FeatureFlagImpression",
            let attributes = request?["attributes"], let key = attributes["flag_key"]?.stringValue {
             impression = ImpressionKey(key: key, ruleId: attributes["rule_id"]?.stringValue ?? "",
                                        enabled: attributes["enabled"]?.boolValue ?? false)

@@ -288,10 +288,10 @@ public final class SoakRunner: @unchecked Sendable {
             methodCounts[call.method, default: 0] += 1
             if call.fault != nil { faultedCalls += 1 }
             switch call.method {
-            case "getFeatureFlags":
+            case PushwooshAPI.Method.getFeatureFlags.rawValue:
                 if call.succeeded { flagsOK += 1 } else { flagsFailed += 1 }
                 insert(call, into: &flagCalls)
-            case "postEvent" where call.impression != nil:
+            case PushwooshAPI.Method.postEvent.rawValue where call.impression != nil:
                 insert(call, into: &impressionCalls)
             default: break
             }

@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+
+/// The shape issue 18 left the sources in, held by tests: no file too long to read in one
+/// sitting, and the socket's method names spelled in one module.
+@Suite struct SourceShapeTests {
+    static let root = DependencyTests.root
+
+    /// Every Swift file under `directory` (relative to the package), with its text.
+    static func swiftFiles(under directory: String) throws -> [(path: String, text: String)] {
+        let base = root.appendingPathComponent(directory)
+        var result: [(String, String)] = []
+        let files = FileManager.default.enumerator(at: base, includingPropertiesForKeys: nil)
+        while let file = files?.nextObject() as? URL {
+            guard file.pathExtension == "swift" else { continue }
+            let path = String(file.path.dropFirst(root.path.count + 1))
+            result.append((path, try String(contentsOf: file, encoding: .utf8)))
+        }
+        return result.sorted { $0.0 < $1.0 }
+    }
+
+    @Test func noSourceFileIsOver400Lines() throws {
+        let files = try Self.swiftFiles(under: "Sources")
+        #expect(files.count > 100)
+        for (path, text) in files {
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).count - (text.hasSuffix("\n") ? 1 : 0)
+            #expect(lines <= 400, "\(path) has \(lines) lines")
+        }
+    }
+
+    /// The socket method names, read from `enum SocketMethod`'s `case` lines.
+    static func socketMethodNames() throws -> Set<String> {
+        let text = try String(contentsOf: root.appendingPathComponent("Sources/AgentWire/SocketMethods.swift"), encoding: .utf8)
+        guard let start = text.range(of: "public enum SocketMethod"), let end = text.range(of: "public enum Access", range: start.upperBound..<text.endIndex)
+        else { Issue.record("SocketMethod not found"); return [] }
+        var names: Set<String> = []
+        for line in text[start.upperBound..<end.lowerBound].split(separator: "\n") {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            guard trimmed.hasPrefix("case ") else { continue }
+            for name in trimmed.dropFirst(5).split(separator: ",") { names.insert(name.trimmingCharacters(in: .whitespaces)) }
+        }
+        return names
+    }
+
+    /// Outside AgentWire a socket method is named through `SocketMethod`, never as a string.
+    /// The literals below that happen to equal a method's name are other things' names.
+    static let otherMeanings: Set<String> = [
+        "Sources/AgentCore/Environment/PersistentState+JSON.swift \"isEnabled\"",  // a flag's field in the state file
+        "Sources/AgentControl/CommandTable.swift \"status\"",  // synopses of agentctl's commands
+        "Sources/AgentControl/CommandTable.swift \"refresh\"",
+        "Sources/AgentControl/CommandTable.swift \"metrics\"",
+        "Sources/AgentControl/CommandTable.swift \"clock\"",
+        "Sources/AgentControl/FleetCommand.swift \"status\"",  // `fleet status`, agentctl's word
+        "Sources/AgentControl/FleetCommand.swift \"metrics\"",  // `fleet metrics`
+        "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
+        "Sources/EmulatorCore/RequestLog.swift \"status\"",  // a logged request's HTTP status
+        "Sources/EmulatorCore/Router.swift \"clock\"",  // the emulator's /admin/clock
+        "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
+        "Sources/Soak/Report.swift \"status\"",  // a checker's name in the report
+        "Sources/Soak/ClockDriver.swift \"clock\"",  // a violation's kind
+        "Sources/AgentDaemon/Metrics.swift \"isEnabled\"",  // in a comment
+        "Sources/AgentDaemon/Metrics.swift \"get\"",  // in a comment
+        "Sources/Soak/AgentDriver.swift \"property\"",  // the `property` parameter's name
+        "Sources/Soak/AgentDriver.swift \"status\"",  // a violation's kind; setNotificationAuthorization's parameter
+        "Sources/AgentControl/ControlCommand.swift \"property\"",  // the `property` parameter's name
+        "Sources/AgentControl/ControlCommand.swift \"status\"",  // setNotificationAuthorization's parameter
+        "Sources/Soak/Model.swift \"status\"",  // a logged request's HTTP status
+    ]
+
+    @Test func socketMethodNamesAreStringsOnlyInAgentWire() throws {
+        let names = try Self.socketMethodNames()
+        #expect(names.count >= 17 && names.contains("advanceClock") && names.contains("get"))
+        let literal = try Regex(#""([A-Za-z]+)""#)
+        var found: Set<String> = []
+        for (path, text) in try Self.swiftFiles(under: "Sources") where !path.hasPrefix("Sources/AgentWire/") {
+            for m in text.matches(of: literal) {
+                let word = String(m.output[1].substring!)
+                guard names.contains(word) else { continue }
+                found.insert("\(path) \"\(word)\"")
+            }
+        }
+        let unexplained = found.subtracting(Self.otherMeanings)
+        #expect(unexplained.isEmpty, "socket method names as strings outside AgentWire: \(unexplained.sorted())")
+        let stale = Self.otherMeanings.subtracting(found)
+        #expect(stale.isEmpty, "listed but no longer found: \(stale.sorted())")
+    }
+}
