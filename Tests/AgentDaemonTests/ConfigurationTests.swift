@@ -1,5 +1,6 @@
 import AgentConfigFile
 import AgentCore
+import AgentTestSupport
 import Foundation
 import Testing
 @testable import AgentDaemon

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentTestSupport
 import Foundation
 import Glibc
 import HarnessSupport

@@ -2,6 +2,7 @@ import AgentConfigFile
 import AgentCore
 @testable import AgentDaemon
 import AgentPosix
+import AgentTestSupport
 import Foundation
 import Glibc
 import Testing

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentPosix
+import AgentTestSupport
 import Foundation
 import Glibc
 import HarnessSupport

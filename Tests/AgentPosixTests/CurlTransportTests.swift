@@ -1,9 +1,9 @@
 import AgentCore
 import AgentPosix
+import AgentTestSupport
 import Foundation
 import Glibc
 import Testing
-import HarnessSupport
 
 /// The real transport (libcurl's multi interface on the agent's event loop) against the
 /// real emulator and against small raw TCP servers that misbehave on purpose. Each test
@@ -201,22 +201,6 @@ import HarnessSupport
         let answer = try exchange([request(to: "ftp://127.0.0.1:1/")])[0]
         #expect(failure(answer)?.code == 0)
         #expect(reason(answer).contains("curl 1)"), "\(reason(answer))")  // CURLE_UNSUPPORTED_PROTOCOL
-    }
-
-    // A DNS failure, in a network namespace of its own (no interface but a down loopback,
-    // so nothing leaves the machine): the daemon reports it as a code-0 refresh error.
-    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare")))
-    func dnsFailureIsAnError() throws {
-        let dir = TempDir()
-        let agent = try AgentProcess(dir: dir, config: AgentProcess.config(server: "http://pushwoosh-agent-test.invalid/json/1.3/",
-                                                                           dir: dir.path),
-                                     server: "", launcher: ["/usr/bin/unshare", "--net"])
-        guard agent.waitForNotify("READY=1") != nil else { throw FixtureError("no READY=1: \(agent.stderrText)") }
-        let client = try LineClient(path: agent.socketPath)
-        let answer = client.call("refresh")["result"]?["error"]
-        #expect(answer?["code"] == 0)
-        let message = answer?["message"]?.stringValue ?? ""
-        #expect(message.contains("resolve") && message.contains("curl 6"), "\(message)")
     }
 }
 
