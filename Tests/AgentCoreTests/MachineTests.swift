@@ -82,37 +82,6 @@ extension [AgentAction] {
         #expect(h.fireNext().sent == ["getFeatureFlags"])
     }
 
-    @Test("RF-9: a refresh while a request is in flight joins it: nothing is sent; both complete together")
-    func singleFlight() {
-        var h = MachineHarness { $0.flags.disableThrottle = true }
-        let started = h.machine.start(StoreLoad(state: nil), now: h.now)
-        #expect(h.machine.refresh(Waiter(1), now: h.now).sent.isEmpty)
-        #expect(h.machine.refresh(Waiter(2), now: h.now).sent.isEmpty)
-        let answered = h.machine.answered(started.call("getFeatureFlags")!, ScriptedTransport.flags([dark]), now: h.now)
-        #expect(answered.suffix(2) == [.complete(Waiter(1), nil), .complete(Waiter(2), nil)])
-    }
-
-    @Test("RF-4: an answer sent in an older generation is dropped and the request is sent again")
-    func lateAnswerOfAnotherGenerationIsDropped() {
-        var h = MachineHarness()
-        let started = h.machine.start(StoreLoad(state: nil), now: h.now)
-        let change = h.machine.setUserId("bob", now: h.now)
-        #expect(change.sent == ["registerUser"])  // the flags request waits for the one in flight
-        let late = h.machine.answered(started.call("getFeatureFlags")!, ScriptedTransport.flags([checkout]), now: h.now)
-        #expect(late.events.isEmpty)
-        #expect(late.call("getFeatureFlags") == .flags(generation: 1))
-        #expect(h.machine.get("new_checkout", now: h.now).value == nil)
-    }
-
-    @Test("RF-6: inside the window a refresh completes from the stored flags, sending nothing")
-    func throttleAnswersFromStore() {
-        var h = Self.serving([checkout])
-        h.advance(299)
-        #expect(h.machine.refresh(Waiter(7), now: h.now) == [.complete(Waiter(7), nil)])
-        h.advance(2)
-        #expect(h.machine.refresh(Waiter(8), now: h.now).sent == ["getFeatureFlags"])
-    }
-
     @Test("RF-10: a failure arms a retry at least a minute later, which says X-Retry-Count: 1")
     func backoffAndRetryCount() {
         var h = Self.serving([checkout])
