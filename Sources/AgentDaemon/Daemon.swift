@@ -23,8 +23,9 @@ public final class Daemon {
     private let metrics = Metrics()
     private var http: HTTPService?
     /// What the store held at start (read before the agent exists: the device clock's
-    /// offset is in it, PROTOCOL H).
-    private let loaded: StoreLoad
+    /// offset is in it, PROTOCOL H). Handed to the agent by `run` and dropped there: kept,
+    /// it would hold a second copy of the stored flags once a refresh replaced them.
+    private var loaded: StoreLoad?
     /// The state's clock offset while `Clock=system` runs: cleared at start.
     private let abandonedOffset: Seconds?
     private var lastState: AgentStatus.State?
@@ -52,7 +53,8 @@ public final class Daemon {
             log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
         }
         stateLock = lock
-        loaded = Agent.load(store)
+        let loaded = Agent.load(store)
+        self.loaded = loaded
         let storedOffset = loaded.state?.clockOffset ?? 0
         let mode = configuration.device.clock
         abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
@@ -117,7 +119,7 @@ public final class Daemon {
             log(.error, "cannot start", ["error": error])
             return 1
         }
-        host.agent.start(loaded)  // stored flags; requests go out without being waited for
+        host.agent.start(loaded.take() ?? StoreLoad(state: nil))  // stored flags; requests go out without being waited for
         if let offset = abandonedOffset {
             // PROTOCOL H: back to the host's clock from a device clock that was ahead: a
             // backward clock step, treated as one (stored flags from the future are not trusted).
