@@ -31,6 +31,8 @@ public final class Daemon {
     private var lastState: AgentStatus.State?
     /// PROTOCOL E.1: this process's exclusive lock on its state directory, held until exit.
     private let stateLock: StateDirectoryLock
+    /// The state file, with a heap trim after each save.
+    private let store: TrimmingStore
 
     /// Prepares everything that can fail before the loop runs; errors name what is wrong.
     /// Must be called before any other thread exists (signals are blocked here).
@@ -45,7 +47,7 @@ public final class Daemon {
         loop = try EventLoop()
         notifications = Notifications(loop: loop, log: log)
 
-        let store = try FileStateStore(directory: configuration.stateDirectory)  // creates it (0700) when missing
+        let files = try FileStateStore(directory: configuration.stateDirectory)  // creates it (0700) when missing
         // Before anything binds a socket or reads the state: a second agent on the same
         // directory stops here, naming the directory and the holder's pid.
         let lock = try StateDirectoryLock(directory: configuration.stateDirectory)
@@ -53,7 +55,7 @@ public final class Daemon {
             log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
         }
         stateLock = lock
-        let loaded = Agent.load(store)
+        let loaded = Agent.load(files)
         self.loaded = loaded
         let storedOffset = loaded.state?.clockOffset ?? 0
         let mode = configuration.device.clock
@@ -61,6 +63,7 @@ public final class Daemon {
         let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
         host = AgentHost(loop: loop, clock: clock)
         let transport = MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics)
+        store = TrimmingStore(files, loop: loop)
         let agent = Agent(settings: Self.agentSettings(configuration), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
@@ -141,6 +144,7 @@ public final class Daemon {
             "source": status.flagsSource.rawValue, "http": http?.address, "startup_ms": Int((monotonicSeconds() - started) * 1000),
         ])
         startWatchdog()
+        store.trimSoon()  // what reading the stored state left free, once READY=1 is out
         do {
             try loop.run()
         } catch {
