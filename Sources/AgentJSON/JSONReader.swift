@@ -84,6 +84,10 @@ private struct Parser {
     /// Set to reject duplicate keys; the path is tracked only then (the socket's hot path does not pay for it).
     var tracksPath = false
     var path: [JSONPathComponent] = []
+    /// The members read so far of the objects being parsed, innermost last (not with
+    /// `tracksPath`): each object's dictionary is made once at its final size, instead of
+    /// growing (and rehashing every key) as members come in.
+    var pending: [(key: String, value: JSONValue)] = []
 
     init(p: UnsafePointer<UInt8>, count: Int) {
         self.p = p
@@ -136,13 +140,14 @@ private struct Parser {
     mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         i += 1  // {
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if i < count && p[i] == UInt8(ascii: "}") {
             i += 1
             depth -= 1
-            return .object(members)
+            return .object([:])
         }
+        if !tracksPath { return try parseMembers() }
+        var members: [String: JSONValue] = [:]
         while true {
             skipWhitespace()
             guard i < count, p[i] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
@@ -150,20 +155,43 @@ private struct Parser {
             skipWhitespace()
             guard i < count, p[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1
-            if tracksPath {
-                if members[key] != nil { throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path) }
-                path.append(.key(key))
-                members[key] = try parseValue()
-                path.removeLast()
-            } else {
-                members[key] = try parseValue()
-            }
+            if members[key] != nil { throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path) }
+            path.append(.key(key))
+            members[key] = try parseValue()
+            path.removeLast()
             skipWhitespace()
             guard i < count else { throw fail("unexpected end of input in an object") }
             if p[i] == UInt8(ascii: ",") { i += 1; continue }
             if p[i] == UInt8(ascii: "}") { i += 1; break }
             throw fail("expected ',' or '}'")
         }
+        depth -= 1
+        return .object(members)
+    }
+
+    /// `parseObject`'s members without `tracksPath` (a duplicate key: the last wins), after
+    /// the `{` of an object that is not empty.
+    private mutating func parseMembers() throws(JSONParseError) -> JSONValue {
+        if pending.capacity == 0 { pending.reserveCapacity(16) }  // one allocation for a small document
+        let first = pending.count
+        while true {
+            skipWhitespace()
+            guard i < count, p[i] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard i < count, p[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            i += 1
+            let value = try parseValue()
+            pending.append((key, value))
+            skipWhitespace()
+            guard i < count else { throw fail("unexpected end of input in an object") }
+            if p[i] == UInt8(ascii: ",") { i += 1; continue }
+            if p[i] == UInt8(ascii: "}") { i += 1; break }
+            throw fail("expected ',' or '}'")
+        }
+        var members = [String: JSONValue](minimumCapacity: pending.count - first)
+        for k in first..<pending.count { members[pending[k].key] = pending[k].value }
+        pending.removeSubrange(first...)
         depth -= 1
         return .object(members)
     }
