@@ -23,6 +23,8 @@ struct BenchOptions {
     var httpClientCounts = [1, 32]
     var scrapes = 200
     var devices = 20
+    /// `--device-flags`: the idle devices serve the `--flags` app instead of the example app.
+    var devicesServeBenchApp = false
     var fleet = 200
     var fleetRuns = 3
 
@@ -46,6 +48,7 @@ struct BenchOptions {
           --idle-seconds S       idle observation window (default 60)
           --emulator-seconds S   wrk duration against the emulator (default 5)
           --devices N            idle agents whose memory is summed (default 20)
+          --device-flags         those devices serve the --flags app (1,000 flags) instead of the example app
           --fleet N              agents under `agentctl fleet` (default 200)
           --fleet-runs N         timed runs of each fleet command (default 3)
           --only LIST            some of: socket,http,ready,rss,idle,devices,fleet,emulator
@@ -88,6 +91,7 @@ struct BenchOptions {
             case "--idle-seconds": o.idleSeconds = try number()
             case "--emulator-seconds": o.emulatorSeconds = max(1, try number())
             case "--devices": o.devices = max(1, Int(try number()))
+            case "--device-flags": o.devicesServeBenchApp = true
             case "--fleet": o.fleet = max(1, Int(try number()))
             case "--fleet-runs": o.fleetRuns = max(1, Int(try number()))
             case "--only":
@@ -177,8 +181,10 @@ final class Bench {
         let started = Clock.now()
         let needsAgent = !options.only.isDisjoint(with: ["socket", "http", "ready", "rss", "idle"])
         if needsAgent || !options.only.isDisjoint(with: ["devices", "fleet"]) { try startEmulator() }
-        if needsAgent {
+        if needsAgent || (options.devicesServeBenchApp && options.only.contains("devices")) {
             try loadFlags()
+        }
+        if needsAgent {
             try prepareState()  // first agent: fetches the flags, serves the socket cells, stops
         }
         if options.only.contains("ready") { try measureReady() }

@@ -7,6 +7,8 @@ import HarnessSupport
 /// `pushwoosh-agentctl fleet` command over many of them (`--fleet`).
 struct DeviceMemory {
     var devices = 0
+    /// The app the devices serve and its served flags' count (`--device-flags`: the `--flags` app).
+    var app = "the example app"
     /// Sums over the N processes (KiB).
     var agentPss = 0
     var agentPrivate = 0
@@ -29,7 +31,7 @@ extension Bench {
     /// The agents' configuration: the example app (a device with a handful of flags), its
     /// own state directory, User ID and socket `sockets/device-NNN.sock`, no refresh throttle
     /// (as scripts/measure-fleet).
-    private func startDevices(_ count: Int, root: String, receiver: NotifyReceiver? = nil) throws -> (pids: [pid_t], sockets: [String]) {
+    private func startDevices(_ count: Int, root: String, app: String = "ABCDE-12345", receiver: NotifyReceiver? = nil) throws -> (pids: [pid_t], sockets: [String]) {
         try FileManager.default.createDirectory(atPath: root + "/sockets", withIntermediateDirectories: true)
         var pids: [pid_t] = []
         var sockets: [String] = []
@@ -40,7 +42,7 @@ extension Bench {
             let socket = root + "/sockets/device-\(name).sock"
             try """
                 [Agent]
-                ApplicationCode=ABCDE-12345
+                ApplicationCode=\(app)
                 ServerURL=http://127.0.0.1:\(emulatorPort)/json/1.3/
                 Socket=\(socket)
                 StateDirectory=\(d)/state
@@ -59,9 +61,9 @@ extension Bench {
     /// Waits until every device is ready and its start-up refresh is over.
     /// `count` devices started and serving, the seconds that took, then a second to settle
     /// (the status connections closed, the start-up done). The caller stops them.
-    private func startReadyDevices(_ count: Int, root: String, timeout: Double) throws -> (pids: [pid_t], sockets: [String], seconds: Double) {
+    private func startReadyDevices(_ count: Int, root: String, app: String = "ABCDE-12345", timeout: Double) throws -> (pids: [pid_t], sockets: [String], seconds: Double) {
         let started = Clock.now()
-        let agents = try startDevices(count, root: root)
+        let agents = try startDevices(count, root: root, app: app)
         do {
             try waitReady(agents.sockets, pids: agents.pids, timeout: timeout)
         } catch {
@@ -100,9 +102,11 @@ extension Bench {
     func measureDevices() throws {
         let count = options.devices
         let root = directory + "/devices"
-        let agents = try startReadyDevices(count, root: root, timeout: 60)
+        let bench = options.devicesServeBenchApp
+        let agents = try startReadyDevices(count, root: root, app: bench ? applicationCode : "ABCDE-12345", timeout: 60)
         defer { stopAll(agents.pids) }
         var memory = DeviceMemory(devices: count)
+        if bench { memory.app = "the app \(applicationCode) (\(options.flagCount) flags, `--device-flags`)" }
         memory.startSeconds = agents.seconds
 
         let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]

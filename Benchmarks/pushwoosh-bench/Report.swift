@@ -249,11 +249,12 @@ struct Report {
         if let m = deviceMemory, m.devices > 0 {
             let n = Double(m.devices)
             md += "\n## Idle devices: memory per device\n\n"
-            md += String(format: "%d agents, each its own device (state directory, User ID, socket) of the example app against the emulator, "
-                         + "all ready with their start-up refresh done (%.1f s from the first spawn), summed from /proc/PID/smaps_rollup; "
+            md += "\(m.devices) agents, each its own device (state directory, User ID, socket) of \(m.app) against the emulator, "
+            md += String(format: "all ready with their start-up refresh done (%.1f s from the first spawn), summed from /proc/PID/smaps_rollup; "
                          + "the baseline is %d idle `pushwoosh-bench echo-server` processes in the same run (the same event loop and "
-                         + "socket listener, the Swift runtime linked in statically the same way, no device, no libcurl).\n\n",
-                         m.devices, m.startSeconds, m.devices)
+                         + "socket listener, the Swift runtime linked in statically the same way, no device; libcurl and its "
+                         + "libraries are loaded, never initialised: pushwoosh-bench links AgentPosix).\n\n",
+                         m.startSeconds, m.devices)
             md += "| per process | agent | echo-server | agent ÷ echo |\n| --- | ---: | ---: | ---: |\n"
             md += String(format: "| Pss | %.0f KiB | %.0f KiB | %.2f |\n", Double(m.agentPss) / n, Double(m.echoPss) / n,
                          Double(m.agentPss) / max(Double(m.echoPss), 1))
@@ -344,7 +345,7 @@ struct Report {
                        "privateKiB": privateKiB.map { .number(Double($0)) } ?? .null,
                        "sharedCleanKiB": sharedCleanKiB.map { .number(Double($0)) } ?? .null]
         if let m = deviceMemory {
-            o["devices"] = ["count": .number(Double(m.devices)), "agentPssKiB": .number(Double(m.agentPss)),
+            o["devices"] = ["count": .number(Double(m.devices)), "app": .string(m.app), "agentPssKiB": .number(Double(m.agentPss)),
                             "agentPrivateKiB": .number(Double(m.agentPrivate)), "echoPssKiB": .number(Double(m.echoPss)),
                             "echoPrivateKiB": .number(Double(m.echoPrivate)),
                             "privateByMappingKiB": .object(Dictionary(uniqueKeysWithValues: m.breakdown.map { ($0.kind, JSONValue.number(Double($0.kib))) }))]
