@@ -84,9 +84,9 @@ private struct Parser {
     /// Set to reject duplicate keys; the path is tracked only then (the socket's hot path does not pay for it).
     var tracksPath = false
     var path: [JSONPathComponent] = []
-    /// The members read so far of the objects being parsed, innermost last (not with
-    /// `tracksPath`): each object's dictionary is made once at its final size, instead of
-    /// growing (and rehashing every key) as members come in.
+    /// The members read so far of the objects being parsed, innermost last: each object's
+    /// dictionary is made once at its final size, instead of growing (and rehashing every
+    /// key) as members come in.
     var pending: [(key: String, value: JSONValue)] = []
 
     init(p: UnsafePointer<UInt8>, count: Int) {
@@ -146,34 +146,13 @@ private struct Parser {
             depth -= 1
             return .object([:])
         }
-        if !tracksPath { return try parseMembers() }
-        var members: [String: JSONValue] = [:]
-        while true {
-            skipWhitespace()
-            guard i < count, p[i] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
-            let key = try parseString()
-            skipWhitespace()
-            guard i < count, p[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
-            i += 1
-            if members[key] != nil { throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path) }
-            path.append(.key(key))
-            members[key] = try parseValue()
-            path.removeLast()
-            skipWhitespace()
-            guard i < count else { throw fail("unexpected end of input in an object") }
-            if p[i] == UInt8(ascii: ",") { i += 1; continue }
-            if p[i] == UInt8(ascii: "}") { i += 1; break }
-            throw fail("expected ',' or '}'")
-        }
-        depth -= 1
-        return .object(members)
-    }
-
-    /// `parseObject`'s members without `tracksPath` (a duplicate key: the last wins), after
-    /// the `{` of an object that is not empty.
-    private mutating func parseMembers() throws(JSONParseError) -> JSONValue {
+        // The members are collected on `pending`, shared by the whole parse, and each object's
+        // dictionary is made once at its final size (growing it rehashed every key as members
+        // came in). Without `tracksPath` a duplicate key's last value wins; with it, a duplicate
+        // is refused.
         if pending.capacity == 0 { pending.reserveCapacity(16) }  // one allocation for a small document
         let first = pending.count
+        var seen: Set<String> = []
         while true {
             skipWhitespace()
             guard i < count, p[i] == UInt8(ascii: "\"") else { throw fail("expected a string key") }
@@ -181,7 +160,12 @@ private struct Parser {
             skipWhitespace()
             guard i < count, p[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1
+            if tracksPath {
+                guard seen.insert(key).inserted else { throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path) }
+                path.append(.key(key))
+            }
             let value = try parseValue()
+            if tracksPath { path.removeLast() }
             pending.append((key, value))
             skipWhitespace()
             guard i < count else { throw fail("unexpected end of input in an object") }

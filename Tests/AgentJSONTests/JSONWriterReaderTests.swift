@@ -107,6 +107,21 @@ private let samples: [JSONValue] = [
         #expect(try JSONReader.parse(#"{"a":1,"a":2}"#) == ["a": 2])
     }
 
+    /// Objects inside objects and arrays each get their own members (they share one stack
+    /// while parsing), in both duplicate-key modes.
+    @Test func nestedObjectsKeepTheirOwnMembers() throws {
+        let text = #"{"a":{"x":1,"y":{"z":[{"k":1},{"k":2,"j":[]},{}]}},"b":2,"c":{"d":{}},"e":3}"#
+        let expected: JSONValue = ["a": ["x": 1, "y": ["z": [["k": 1], ["k": 2, "j": []], [:]]]], "b": 2, "c": ["d": [:]], "e": 3]
+        #expect(try JSONReader.parse(Array(text.utf8)) == expected)
+        #expect(try JSONReader.parse(Array(text.utf8), duplicateKeys: .reject) == expected)
+        #expect(try JSONReader.parse(Array(#"{"a":{"k":1,"k":2},"k":{"k":3},"k":4}"#.utf8)) == ["a": ["k": 2], "k": 4])
+        #expect(throws: JSONParseError(offset: 31, reason: "duplicate key \"k\"", path: [.key("a"), .index(1)])) {
+            try JSONReader.parse(Array(#"{"a":[{"k":1},{"j":1,"k":2,"k":3}]}"#.utf8), duplicateKeys: .reject)
+        }
+        // The same key in sibling objects is no duplicate.
+        #expect(try JSONReader.parse(Array(#"[{"k":1},{"k":2}]"#.utf8), duplicateKeys: .reject) == [["k": 1], ["k": 2]])
+    }
+
     @Test func numbersKeepTheirKind() throws {
         let v = try JSONReader.parse(#"{"a":1,"b":true,"c":0,"d":false}"#)
         #expect(v["a"] == .number(1))
