@@ -194,7 +194,7 @@ import HarnessSupport
             let started = Date()
             #expect(h.request("POST", Self.single + "new_checkout", body: "{}").status == 200)
             slowest = max(slowest, Date().timeIntervalSince(started))
-            usleep(1_000_000)
+            usleep(1_000_000)  // real time on purpose: a client that sends a byte a second
         }
         #expect(slowest < 0.5, "an answer took \(slowest) s while a slow client was connected")
         // The slow client stops: its connection is idle and closed within the timeout (+1 s).

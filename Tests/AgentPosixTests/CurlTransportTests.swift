@@ -294,7 +294,7 @@ final class RawServer: @unchecked Sendable {
                         setsockopt(fd, SOL_SOCKET, SO_LINGER, &hardClose, socklen_t(MemoryLayout<linger>.size))
                         return
                     case .stall:
-                        while !lock.withLock({ stop }) { usleep(50_000) }
+                        while !lock.withLock({ stop }) { usleep(50_000) }  // a server that never answers, until the test ends
                         return
                     }
                 }

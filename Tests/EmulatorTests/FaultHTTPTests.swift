@@ -89,10 +89,9 @@ extension Client {
                 let answer = try await client.device("getFeatureFlags", hwid: "slow")
                 return (answer, clock.now)
             }()
-            // Wait until the delayed call has reached the server (it is recorded before the wait).
-            while try await client.send("GET", "/admin/requests?method=getFeatureFlags").json?["count"] != 1 {
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            // Wait until the delayed call has reached the server (it is recorded before the
+            // delay): the lab's long poll (D.3), not a loop of sleeps.
+            #expect(try await client.send("GET", "/admin/requests/wait?method=getFeatureFlags&count=1&timeout=10").status == 200)
             let before = clock.now
             #expect(try await client.device("getFeatureFlags", hwid: "fast").status == 200)
             #expect(try await client.device("applicationOpen", hwid: "fast").status == 200)
@@ -152,9 +151,7 @@ extension Client {
         let client = Client(port: try server.start())
         try await client.arm(["method": "getFeatureFlags", "delayMs": 10_000])
         async let delayed = client.device("getFeatureFlags")
-        while try await client.send("GET", "/admin/requests").json?["count"] != 1 {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        #expect(try await client.send("GET", "/admin/requests/wait?count=1&timeout=10").status == 200)  // D.3's long poll
         let clock = ContinuousClock()
         let start = clock.now
         server.stop()
