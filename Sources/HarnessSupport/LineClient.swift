@@ -26,6 +26,12 @@ public final class LineClient {
         Self.setReceiveTimeout(fd, timeout)
     }
 
+    /// A client on a connected stream socket it now owns (e.g. one end of a `socketpair`).
+    public init(descriptor: Int32, timeout: Double = 10) {
+        fd = descriptor
+        Self.setReceiveTimeout(fd, timeout)
+    }
+
     deinit { close(fd) }
 
     /// Bounds each read (`SO_RCVTIMEO`).

@@ -4,6 +4,7 @@ import AgentTestSupport
 import AgentWire
 import Foundation
 import Glibc
+import HarnessSupport
 import Testing
 @testable import AgentDaemon
 
@@ -13,8 +14,8 @@ import Testing
 /// no sleeps: every read below waits for bytes with a time-out.
 final class InProcessServer {
     let loop: EventLoop
-    /// The clients' ends, in the order given.
-    private(set) var clients: [Int32] = []
+    /// The clients' ends, in the order given (each read bounded by 5 s).
+    private(set) var clients: [LineClient] = []
     private let thread: Thread
     private let done = DispatchSemaphore(value: 0)
 
@@ -30,7 +31,7 @@ final class InProcessServer {
             guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
                 throw PosixError(errno: errno, call: "socketpair")
             }
-            clients.append(fds[0])
+            clients.append(LineClient(descriptor: fds[0], timeout: 5))
             serverEnds.append((fds[1], peer))
         }
         let done = self.done
@@ -56,48 +57,23 @@ final class InProcessServer {
     deinit {
         loop.stop()
         done.wait()
-        for fd in clients { close(fd) }
     }
 
-    func send(_ client: Int, _ text: String) {
-        let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { Glibc.send(clients[client], $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    }
+    func send(_ client: Int, _ text: String) { clients[client].send(text) }
 
     /// The next `count` lines from `client` (fewer if it closes or 5 s pass), parsed.
     func lines(_ client: Int, _ count: Int = 1) -> [JSONValue] {
         var out: [JSONValue] = []
-        var buffer: [UInt8] = []
-        let deadline = monotonicSeconds() + 5
-        while out.count < count {
-            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                out.append((try? JSONReader.parse(Array(buffer[..<newline]))) ?? .string("unparsable"))
-                buffer.removeSubrange(...newline)
-                if out.count == count { return out }
-            }
-            var poller = pollfd(fd: clients[client], events: Int16(POLLIN), revents: 0)
-            let left = Int32(max(0, (deadline - monotonicSeconds()) * 1000))
-            guard left > 0, poll(&poller, 1, left) > 0 else { return out }
-            var chunk = [UInt8](repeating: 0, count: 65_536)
-            let n = chunk.withUnsafeMutableBytes { recv(clients[client], $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { return out }  // closed
-            buffer += chunk[..<n]
+        while out.count < count, let line = clients[client].readLineBytes() {
+            out.append((try? JSONReader.parse(line)) ?? .string("unparsable"))
         }
         return out
     }
 
     /// True when the server closed `client`'s connection within 5 s (after what it sent).
     func closedByServer(_ client: Int) -> Bool {
-        var poller = pollfd(fd: clients[client], events: Int16(POLLIN), revents: 0)
-        let deadline = monotonicSeconds() + 5
-        while monotonicSeconds() < deadline {
-            guard poll(&poller, 1, 5000) > 0 else { return false }
-            var byte: UInt8 = 0
-            let n = recv(clients[client], &byte, 1, 0)
-            if n == 0 { return true }
-            if n < 0 { return false }
-        }
-        return false
+        while clients[client].readLineBytes() != nil {}
+        return clients[client].readsEOF()
     }
 
     func request(_ id: Int, _ method: SocketMethod, _ params: [String: JSONValue] = [:]) -> String {
@@ -155,7 +131,7 @@ final class AnswersOnTheLoop: HTTPTransport {
     @Test func halfCloseGetsEveryAnswerThenTheClose() throws {
         let s = try InProcessServer(peers: [nil])
         s.send(0, s.request(1, .refresh) + s.request(2, .status))
-        shutdown(s.clients[0], Int32(SHUT_WR))
+        shutdown(s.clients[0].fd, Int32(SHUT_WR))
         let answers = s.lines(0, 2)
         #expect(Set(answers.compactMap { $0["id"] }) == [1, 2])
         #expect(answers.first { $0["id"] == 1 }?["result"]?["error"] == .null)
