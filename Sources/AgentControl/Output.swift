@@ -54,8 +54,9 @@ public enum OutputFormatter {
         case .setAppState(let state):
             return "app state: \(state.rawValue)" + (r["sessionStarted"]?.boolValue == true ? " (a new session started)" : "")
         case .registerPush:
-            guard r["granted"]?.boolValue == true else { return "push registration: not granted" }
-            return "push registration: granted, token " + (r["pushToken"]?.stringValue ?? "-")
+            let registration = try RegistrationAnswer(json: r)
+            guard registration.granted else { return "push registration: not granted" }
+            return "push registration: granted, token " + (registration.pushToken ?? "-")
         case .unregisterPush: return "unregistered from push notifications"
         case .setAuthorization(let status): return "notification authorization: \(status.rawValue)"
         case .primer:
@@ -73,14 +74,14 @@ public enum OutputFormatter {
             return text
         case .watch: return JSONWriter.string(r)
         case .clock:
-            return aligned([("now", r["now"].map(scalar) ?? "-"), ("ahead of the host", r["offsetSeconds"].map(scalar).map { $0 + " s" } ?? "-"),
-                            ("controlled", r["controlled"].map(scalar) ?? "-")])
+            let c = try ClockAnswer(json: r)
+            return aligned([("now", socketTime(c.now)), ("ahead of the host", number(c.offsetSeconds) + " s"),
+                            ("controlled", c.controlled ? "true" : "false")])
         case .advanceClock:
-            var lines = [("now", r["now"].map(scalar) ?? "-"), ("requests", r["requests"].map(scalar) ?? "0")]
-            let fired = r["fired"]?.arrayValue ?? []
-            lines.append(("fired", "\(fired.count) timer(s)"))
-            for f in fired {
-                lines.append(("  " + (f["at"].map(scalar) ?? "?"), (f["event"].map(scalar) ?? "?") + (f["trigger"].map { " (\(scalar($0)))" } ?? "")))
+            let a = try AdvanceClockAnswer(json: r)
+            var lines = [("now", socketTime(a.now)), ("requests", String(a.requests)), ("fired", "\(a.fired.count) timer(s)")]
+            for f in a.fired {
+                lines.append(("  " + socketTime(f.at), f.event + (f.trigger.map { " (\($0.rawValue))" } ?? "")))
             }
             return aligned(lines)
         }
@@ -130,6 +131,12 @@ public enum OutputFormatter {
         return aligned(lines)
     }
 
+    /// A socket time as the agent wrote it (ISO 8601 UTC, to the second).
+    static func socketTime(_ date: Date) -> String { scalar(SocketTime.json(date)) }
+
+    /// A number as JSON writes it (`3600`, `0.5`).
+    static func number(_ n: Double) -> String { JSONWriter.string(.number(n)) }
+
     /// A value for people: strings without quotes, everything else as JSON.
     static func scalar(_ value: JSONValue) -> String {
         if case .string(let s) = value { return s }
@@ -161,10 +168,10 @@ public enum OutputFormatter {
         if json {
             return JSONWriter.string(["time": .string(stamp), "method": .string(method), "params": params])
         }
-        guard method == SocketMethod.flagsDidUpdate else { return "\(stamp) \(method) \(JSONWriter.string(params))" }
-        let reason = params["reason"]?.stringValue ?? "?"
-        let changed = params["changed"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        return "\(stamp) \(reason): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.joined(separator: ", "))
+        guard case .flagsDidUpdate(let reason, let changed)? = try? SocketNotification(method: method, params: params) else {
+            return "\(stamp) \(method) \(JSONWriter.string(params))"
+        }
+        return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.joined(separator: ", "))
     }
 
     /// Local ISO 8601 with milliseconds and the offset: `2025-05-01T14:03:07.125+02:00`.

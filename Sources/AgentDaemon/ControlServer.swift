@@ -97,25 +97,11 @@ final class ControlServer {
 
     // MARK: - Notifications (LS-1, LS-2, LS-3)
 
-    func broadcast(reason: FlagChangeReason, keys: [String]) {
-        send(.flags, SocketMethod.flagsDidUpdate, ["reason": .string(reason.rawValue), "changed": .array(keys.map(JSONValue.string))])
-    }
-
-    /// PROTOCOL H `refreshCompleted`: after every refresh, changed or not.
-    func broadcastRefresh(trigger: RefreshTrigger, error: RefreshError?, sent: Bool, at: Date) {
-        send(.refresh, SocketMethod.refreshCompleted, ["trigger": .string(trigger.rawValue), "error": RefreshError.json(error),
-                                                       "sent": .bool(sent), "at": SocketTime.json(at)])
-    }
-
-    /// PROTOCOL H `stateChanged`.
-    func broadcastState(_ state: AgentStatus.State, previous: AgentStatus.State?, at: Date) {
-        send(.state, SocketMethod.stateChanged, ["state": .string(state.rawValue),
-                                                 "previous": previous.map { .string($0.rawValue) } ?? .null, "at": SocketTime.json(at)])
-    }
-
-    private func send(_ event: SubscriptionEvent, _ method: String, _ params: [String: JSONValue]) {
+    /// Sends `notification` to every subscriber that asked for its event.
+    func broadcast(_ notification: SocketNotification) {
+        let event = notification.event
         guard subscribers.values.contains(where: { $0.events.contains(event) }) else { return }
-        let bytes = RPCEncoder.notification(method: method, params: .object(params))
+        let bytes = RPCEncoder.notification(method: notification.method, params: notification.params)
         for client in subscribers.values where client.events.contains(event) { client.connection.send(bytes) }
     }
 }

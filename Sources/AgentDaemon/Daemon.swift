@@ -214,7 +214,7 @@ public final class Daemon {
     private func updateStatus() {
         let status = host.agent.status()
         if status.state != lastState {
-            server?.broadcastState(status.state, previous: lastState, at: host.clock.wall)
+            server?.broadcast(.stateChanged(state: status.state, previous: lastState, at: host.clock.wall))
             lastState = status.state
         }
         let line = StatusReport.line(status, now: host.clock.wall)
@@ -229,13 +229,13 @@ public final class Daemon {
         metrics.record(event)
         switch event {
         case .flagsChanged(let reason, let keys):
-            server?.broadcast(reason: reason, keys: keys)
+            server?.broadcast(.flagsDidUpdate(reason: reason, changed: keys))
             log(.info, "flags changed", ["reason": reason.rawValue, "count": keys.count, "keys": keys.prefix(10).joined(separator: ",")])
         case .refreshSucceeded(let trigger, let count, let partial):
             log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])
-            server?.broadcastRefresh(trigger: trigger, error: nil, sent: true, at: host.clock.wall)
+            server?.broadcast(.refreshCompleted(trigger: trigger, error: nil, sent: true, at: host.clock.wall))
         case .refreshFailed(let trigger, let error, let retryIn):
-            server?.broadcastRefresh(trigger: trigger, error: error, sent: true, at: host.clock.wall)
+            server?.broadcast(.refreshCompleted(trigger: trigger, error: error, sent: true, at: host.clock.wall))
             // 401/403 stop the automatic refresh until a reload (RF-11): an error, not a warning.
             let level: Log.Level = error.code == 401 || error.code == 403 ? .error : .warning
             log(level, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
@@ -257,7 +257,7 @@ public final class Daemon {
     /// A manual refresh answered from the throttle window (RF-6) or not sendable (RF-8).
     private func refreshAnsweredWithoutRequest(_ error: RefreshError?) {
         metrics.refreshesNotSent += 1
-        server?.broadcastRefresh(trigger: .manual, error: error, sent: false, at: host.clock.wall)
+        server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
     }
 
     /// Timings no real device has (PROTOCOL H: test with the device clock instead).

@@ -15,26 +15,10 @@ import FoundationEssentials
 /// emulator advanced alike. Steps run on the event loop, so the agent keeps answering its
 /// socket meanwhile; advances asked for while one runs wait their turn.
 final class DeviceClockController {
-    /// One timer's run, for the answer.
-    struct Fired {
-        var at: Date
-        /// A timer's kind (`refresh`, `retry`, `expired`, …), or `sessionEnd` (SE-1).
-        var event: String
-        var trigger: RefreshTrigger?
-
-        static let sessionEnd = "sessionEnd"
-
-        var json: JSONValue {
-            var o: [String: JSONValue] = ["at": SocketTime.json(at), "event": .string(event)]
-            if let trigger { o["trigger"] = .string(trigger.rawValue) }
-            return .object(o)
-        }
-    }
-
     private struct Advance {
         /// Seconds of jumps still to make.
         var remaining: Seconds
-        var fired: [Fired] = []
+        var fired: [FiredTimer] = []
         var requestsBefore: Int
         var done: (RPCOutcome) -> Void
         /// Steps at one deadline without the agent moving it (a guard against a timer that
@@ -71,14 +55,8 @@ final class DeviceClockController {
     /// the network (whose answer may arm a timer).
     func clockResult() -> JSONValue {
         let next = host.agent.nextDeadline.map { clock.wall.addingTimeInterval($0 - clock.monotonic) }
-        return ["now": SocketTime.json(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
-                "controlled": .bool(clock.mode == .controlled), "nextTimerAt": next.map(Self.isoMilliseconds) ?? .null,
-                "requestsInFlight": .number(Double(transport.inFlight))]
-    }
-
-    /// ISO 8601 with milliseconds (a timer's time, which a driver steps to exactly).
-    static func isoMilliseconds(_ date: Date) -> JSONValue {
-        .string(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        return ClockAnswer(now: clock.wall, offsetSeconds: clock.offset, controlled: clock.mode == .controlled, nextTimerAt: next,
+                           requestsInFlight: transport.inFlight).json
     }
 
     /// `advanceClock` by `seconds`, or `to` a device time not before now.
@@ -136,7 +114,7 @@ final class DeviceClockController {
                 case .retry: .retry
                 default: nil
                 }
-                advance.fired.append(Fired(at: clock.wall, event: timer.kind.rawValue, trigger: trigger))
+                advance.fired.append(FiredTimer(at: clock.wall, event: timer.kind.rawValue, trigger: trigger))
             }
             queue[0] = advance
             agent.fireDueTimers()
@@ -148,8 +126,7 @@ final class DeviceClockController {
         moveClock(by: advance.remaining, save: true)
         queue.removeFirst()
         let requests = transport.sent - advance.requestsBefore
-        advance.done(.success(["now": SocketTime.json(clock.wall), "offsetSeconds": .number((clock.offset * 1000).rounded() / 1000),
-                               "fired": .array(advance.fired.map(\.json)), "requests": .number(Double(requests))]))
+        advance.done(.success(AdvanceClockAnswer(now: clock.wall, offsetSeconds: clock.offset, fired: advance.fired, requests: requests).json))
         // One line per advance that ran a timer; a driver stepping many devices (the soak's
         // --real-timings) makes many that run none.
         log(advance.fired.isEmpty ? .debug : .info, "device clock advanced", ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset),
@@ -162,7 +139,7 @@ final class DeviceClockController {
     /// `fired`, in time order, before the timers at or after it.
     private func noteSessionEnd(before target: Seconds, in advance: inout Advance) {
         guard let end = host.agent.sessionEndsAt, end > clock.monotonic, end <= target else { return }
-        advance.fired.append(Fired(at: clock.wall.addingTimeInterval(end - clock.monotonic), event: Fired.sessionEnd, trigger: nil))
+        advance.fired.append(FiredTimer(at: clock.wall.addingTimeInterval(end - clock.monotonic), event: FiredTimer.sessionEnd))
     }
 
     /// Moves the device's time forward by `seconds` (nothing when ≤ 0; never back), records

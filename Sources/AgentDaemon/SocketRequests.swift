@@ -144,7 +144,7 @@ extension ControlServer {
             done(.success(["sessionStarted": .bool(agent.setAppState(state))]))
         case .registerForPushNotifications:
             let r = agent.registerForPushNotifications()
-            done(.success(["granted": .bool(r.granted), "pushToken": r.pushToken.map(JSONValue.string) ?? .null]))
+            done(.success(RegistrationAnswer(granted: r.granted, pushToken: r.pushToken).json))
         case .unregisterForPushNotifications:
             agent.unregisterForPushNotifications()
             done(.success([:]))

@@ -22,7 +22,13 @@ public enum SocketTime {
         date.map { .string($0.formatted(.iso8601)) } ?? .null
     }
 
-    /// Reads what `json` writes (fractional seconds accepted too).
+    /// To the millisecond (`2026-12-02T10:00:00.250Z`): a timer's time, which a driver steps
+    /// its devices to exactly (`clock`'s `nextTimerAt`).
+    public static func jsonMilliseconds(_ date: Date?) -> JSONValue {
+        date.map { .string($0.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))) } ?? .null
+    }
+
+    /// Reads what `json` and `jsonMilliseconds` write.
     public static func parse(_ text: String) -> Date? {
         if let d = try? Date(text, strategy: .iso8601) { return d }
         return try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true))
@@ -90,6 +96,25 @@ public struct FlagAnswer: Sendable, Equatable {
         }
         provenance = Provenance(reason: try r.enumeration("reason"), errorCode: try r.optionalEnumeration("errorCode"),
                                 source: try r.enumeration("source"), ageSeconds: try r.optionalNumber("ageSeconds"))
+    }
+}
+
+/// `registerForPushNotifications`' result (SE-3): whether the (simulated) prompt granted
+/// notifications, and the device token made then (nil when not granted).
+public struct RegistrationAnswer: Sendable, Equatable {
+    public var granted: Bool
+    public var pushToken: String?
+
+    public init(granted: Bool, pushToken: String?) {
+        self.granted = granted
+        self.pushToken = pushToken
+    }
+
+    public var json: JSONValue { ["granted": .bool(granted), "pushToken": pushToken.map(JSONValue.string) ?? .null] }
+
+    public init(json: JSONValue) throws(AnswerError) {
+        let r = AnswerReader(json)
+        self.init(granted: try r.bool("granted"), pushToken: try r.optionalString("pushToken"))
     }
 }
 
@@ -184,6 +209,8 @@ struct AnswerReader {
     func number(_ key: String) throws(AnswerError) -> Double { try required(key, "a number", \.numberValue) }
     func optionalNumber(_ key: String) throws(AnswerError) -> Double? { try typed(key, "a number", \.numberValue) }
     func object(_ key: String) throws(AnswerError) -> [String: JSONValue] { try required(key, "an object", \.objectValue) }
+    func array(_ key: String) throws(AnswerError) -> [JSONValue] { try required(key, "an array", \.arrayValue) }
+    func time(_ key: String) throws(AnswerError) -> Date { try required(key, "an ISO 8601 time") { $0.stringValue.flatMap(SocketTime.parse) } }
     /// (`Optional.none` spelled out: a bare `nil` next to a `JSONValue` is its `.null`.)
     func optionalObject(_ key: String) throws(AnswerError) -> JSONValue? {
         try typed(key, "an object") { v -> JSONValue? in v.objectValue == nil ? Optional.none : v }

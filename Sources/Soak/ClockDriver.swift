@@ -34,14 +34,19 @@ public final class ClockDriver: @unchecked Sendable {
         guard let client = try? SocketClient(path: socketPath(agent), timeout: 10) else { return nil }
         let giveUp = now() + 30
         while true {
-            guard case .success(let r)? = try? client.call(method: .clock, params: [:]).outcome,
-                  let offset = r["offsetSeconds"]?.numberValue else { return nil }
-            if (r["requestsInFlight"]?.numberValue ?? 0) > 0, now() < giveUp {
+            guard case .success(let r)? = try? client.call(method: .clock, params: [:]).outcome else { return nil }
+            let answer: ClockAnswer
+            do throws(AnswerError) {
+                answer = try ClockAnswer(json: r)
+            } catch {
+                ctx.recorder.violation(Violation("clock", agent: agent, time: now(), "clock answer: \(error)"))
+                return nil
+            }
+            if answer.requestsInFlight > 0, now() < giveUp {
                 usleep(2_000)
                 continue
             }
-            let next = r["nextTimerAt"]?.stringValue.flatMap { try? Date($0, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
-            return (offset, next?.timeIntervalSince1970)
+            return (answer.offsetSeconds, answer.nextTimerAt?.timeIntervalSince1970)
         }
     }
 
@@ -87,8 +92,14 @@ public final class ClockDriver: @unchecked Sendable {
                         defer { group.leave() }
                         let answer = (try? SocketClient(path: socketPath(i), timeout: 60))
                             .flatMap { try? $0.call(method: .advanceClock, params: ["seconds": .number(seconds)]).outcome }
-                        if case .failure(let e)? = answer {
+                        switch answer {
+                        case .failure(let e)?:
                             ctx.recorder.violation(Violation("clock", agent: i, time: now(), "advanceClock answered \(e.code): \(e.message)"))
+                        case .success(let r)?:
+                            do throws(AnswerError) { _ = try AdvanceClockAnswer(json: r) } catch {
+                                ctx.recorder.violation(Violation("clock", agent: i, time: now(), "advanceClock answer: \(error)"))
+                            }
+                        case nil: break
                         }
                     }.start()
                 }

@@ -142,6 +142,29 @@ import Testing
         #expect(status.text.contains("(version: missing)"))
     }
 
+    @Test func clockAndAdvanceClock() {
+        let clock: JSONValue = ["now": "2026-12-01T00:53:20Z", "offsetSeconds": 3600.5, "controlled": true,
+                                "nextTimerAt": "2026-12-01T01:00:00.250Z", "requestsInFlight": 0]
+        #expect(OutputFormatter.format(.clock, result: clock, json: false) == ("""
+            now:                2026-12-01T00:53:20Z
+            ahead of the host:  3600.5 s
+            controlled:         true
+            """, .success))
+        let advance: JSONValue = ["now": "2026-12-01T02:00:00Z", "offsetSeconds": 7200, "requests": 1, "fired": [
+            ["at": "2026-12-01T01:23:20Z", "event": "sessionEnd"],
+            ["at": "2026-12-01T01:53:20Z", "event": "refresh", "trigger": "periodic"],
+        ]]
+        #expect(OutputFormatter.format(.advanceClock(seconds: 3600, to: nil), result: advance, json: false).text == """
+            now:                     2026-12-01T02:00:00Z
+            requests:                1
+            fired:                   2 timer(s)
+              2026-12-01T01:23:20Z:  sessionEnd
+              2026-12-01T01:53:20Z:  refresh (periodic)
+            """)
+        let bad = OutputFormatter.format(.clock, result: ["now": "2026-12-01T00:53:20Z"], json: false)
+        #expect(bad.exit == .agentError && bad.text.contains("(offsetSeconds: missing)"), "\(bad.text)")
+    }
+
     @Test func errorsAndExitCodes() {
         #expect(OutputFormatter.format(error: RPCError.permissionDenied(method: "setUserId")).exit == .permissionDenied)
         let invalid = OutputFormatter.format(error: .invalidParams("missing required parameter 'key'", parameter: "key"))

@@ -23,6 +23,15 @@ import Testing
         #expect(answer.json["flagsExpireAt"] == "2026-12-01T00:53:20Z")
     }
 
+    @Test func registrationAnswersRoundTrip() throws {
+        for answer in [RegistrationAnswer(granted: true, pushToken: "ab12"), RegistrationAnswer(granted: false, pushToken: nil)] {
+            #expect(try RegistrationAnswer(json: JSONReader.parse(JSONWriter.encode(answer.json))) == answer)
+        }
+        #expect(RegistrationAnswer(granted: false, pushToken: nil).json == ["granted": false, "pushToken": nil])
+        #expect(throws: AnswerError("granted", "missing")) { try RegistrationAnswer(json: ["pushToken": "x"]) }
+        #expect(throws: AnswerError("pushToken", "expected a string, found 5")) { try RegistrationAnswer(json: ["granted": true, "pushToken": 5]) }
+    }
+
     @Test func flagAnswersRoundTrip() throws {
         let served = FlagAnswer(flag: FeatureFlag(key: "new_checkout", isEnabled: true, ruleId: "r1", properties: ["n": 3]),
                                 provenance: Provenance(reason: .targetingMatch, source: .network, ageSeconds: 1.5))

@@ -1,0 +1,98 @@
+import AgentCore
+import FoundationEssentials
+
+// The answers of `clock` and `advanceClock` (PROTOCOL H) as values, both ways, like the
+// answers of SocketAnswers.swift: the daemon encodes them, agentctl and the soak's clock
+// driver decode them.
+
+/// `clock`'s result.
+public struct ClockAnswer: Sendable, Equatable {
+    /// The device's time (to the second).
+    public var now: Date
+    /// How far the device's clock is ahead of the host's (to the millisecond).
+    public var offsetSeconds: Double
+    /// `Clock=controlled`.
+    public var controlled: Bool
+    /// The device time of the earliest armed timer (to the millisecond), nil when none: a
+    /// driver of many devices steps them all to it together.
+    public var nextTimerAt: Date?
+    /// Requests on the network now (an answer may arm a timer).
+    public var requestsInFlight: Int
+
+    public init(now: Date, offsetSeconds: Double, controlled: Bool, nextTimerAt: Date?, requestsInFlight: Int) {
+        self.now = now
+        self.offsetSeconds = (offsetSeconds * 1000).rounded() / 1000
+        self.controlled = controlled
+        self.nextTimerAt = nextTimerAt
+        self.requestsInFlight = requestsInFlight
+    }
+
+    public var json: JSONValue {
+        ["now": SocketTime.json(now), "offsetSeconds": .number(offsetSeconds), "controlled": .bool(controlled),
+         "nextTimerAt": SocketTime.jsonMilliseconds(nextTimerAt), "requestsInFlight": .number(Double(requestsInFlight))]
+    }
+
+    public init(json: JSONValue) throws(AnswerError) {
+        let r = AnswerReader(json)
+        self.init(now: try r.time("now"), offsetSeconds: try r.number("offsetSeconds"), controlled: try r.bool("controlled"),
+                  nextTimerAt: try r.optionalTime("nextTimerAt"), requestsInFlight: Int(try r.number("requestsInFlight")))
+    }
+}
+
+/// One timer's run during an `advanceClock`, or the end of a session in the background.
+public struct FiredTimer: Sendable, Equatable {
+    public var at: Date
+    /// A timer's kind (`refresh`, `retry`, `expired`, …: `AgentMachine.TimerKind`), or
+    /// `sessionEnd` (SE-1).
+    public var event: String
+    /// What the refresh it started was for (`periodic`, `retry`), when it started one.
+    public var trigger: RefreshTrigger?
+
+    public static let sessionEnd = "sessionEnd"
+
+    public init(at: Date, event: String, trigger: RefreshTrigger? = nil) {
+        self.at = at
+        self.event = event
+        self.trigger = trigger
+    }
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["at": SocketTime.json(at), "event": .string(event)]
+        if let trigger { o["trigger"] = .string(trigger.rawValue) }
+        return .object(o)
+    }
+
+    init(json: JSONValue, path: String) throws(AnswerError) {
+        let r = AnswerReader(json, path: path)
+        self.init(at: try r.time("at"), event: try r.string("event"), trigger: try r.optionalEnumeration("trigger"))
+    }
+}
+
+/// `advanceClock`'s result: where the clock is now, what fired on the way, and how many
+/// requests went to the server meanwhile.
+public struct AdvanceClockAnswer: Sendable, Equatable {
+    public var now: Date
+    public var offsetSeconds: Double
+    public var fired: [FiredTimer]
+    public var requests: Int
+
+    public init(now: Date, offsetSeconds: Double, fired: [FiredTimer], requests: Int) {
+        self.now = now
+        self.offsetSeconds = (offsetSeconds * 1000).rounded() / 1000
+        self.fired = fired
+        self.requests = requests
+    }
+
+    public var json: JSONValue {
+        ["now": SocketTime.json(now), "offsetSeconds": .number(offsetSeconds), "fired": .array(fired.map(\.json)),
+         "requests": .number(Double(requests))]
+    }
+
+    public init(json: JSONValue) throws(AnswerError) {
+        let r = AnswerReader(json)
+        var fired: [FiredTimer] = []
+        for (i, f) in try r.array("fired").enumerated() { fired.append(try FiredTimer(json: f, path: "fired[\(i)].")) }
+        self.init(now: try r.time("now"), offsetSeconds: try r.number("offsetSeconds"), fired: fired,
+                  requests: Int(try r.number("requests")))
+    }
+}

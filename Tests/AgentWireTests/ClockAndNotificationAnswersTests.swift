@@ -1,0 +1,80 @@
+import AgentCore
+import AgentWire
+import Foundation
+import Testing
+
+/// `clock`, `advanceClock` and the notifications as values both ways: what the daemon
+/// writes reads back to the same value (through the bytes too), and a malformed one is an
+/// error naming its field.
+@Suite struct ClockAndNotificationAnswersTests {
+    static let t = Date(timeIntervalSince1970: 1_796_000_000)
+
+    func field(_ read: () throws -> Void) -> String? {
+        do { try read(); return nil } catch let error as AnswerError { return error.field } catch { return "not an AnswerError: \(error)" }
+    }
+
+    func throughBytes(_ json: JSONValue) throws -> JSONValue { try JSONReader.parse(JSONWriter.encode(json)) }
+
+    @Test func clockAnswersRoundTrip() throws {
+        let clock = ClockAnswer(now: Self.t, offsetSeconds: 3600.0004, controlled: true,
+                                nextTimerAt: Self.t.addingTimeInterval(59.25), requestsInFlight: 1)
+        #expect(clock.offsetSeconds == 3600)  // to the millisecond
+        #expect(clock.json["nextTimerAt"] == "2026-11-30T00:54:19.250Z")
+        #expect(try ClockAnswer(json: throughBytes(clock.json)) == clock)
+        let idle = ClockAnswer(now: Self.t, offsetSeconds: 0, controlled: false, nextTimerAt: nil, requestsInFlight: 0)
+        #expect(idle.json["nextTimerAt"] == .null)
+        #expect(try ClockAnswer(json: idle.json) == idle)
+
+        let advance = AdvanceClockAnswer(now: Self.t, offsetSeconds: 7200, fired: [
+            FiredTimer(at: Self.t.addingTimeInterval(-1800), event: FiredTimer.sessionEnd),
+            FiredTimer(at: Self.t.addingTimeInterval(-60), event: "refresh", trigger: .periodic),
+        ], requests: 1)
+        #expect(advance.json["fired"]?.arrayValue?.first == ["at": "2026-11-30T00:23:20Z", "event": "sessionEnd"])
+        #expect(try AdvanceClockAnswer(json: throughBytes(advance.json)) == advance)
+    }
+
+    @Test func malformedClockAnswersNameTheField() {
+        let good = ClockAnswer(now: Self.t, offsetSeconds: 1, controlled: true, nextTimerAt: nil, requestsInFlight: 0).json.objectValue!
+        var bad = good
+        bad["now"] = "yesterday"
+        #expect(field { _ = try ClockAnswer(json: .object(bad)) } == "now")
+        bad = good
+        bad["requestsInFlight"] = nil
+        #expect(field { _ = try ClockAnswer(json: .object(bad)) } == "requestsInFlight")
+        let advance: JSONValue = ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0,
+                                  "fired": [["at": "2026-11-30T00:53:20Z", "event": "refresh", "trigger": "sometimes"]]]
+        #expect(field { _ = try AdvanceClockAnswer(json: advance) } == "fired[0].trigger")
+        #expect(field { _ = try AdvanceClockAnswer(json: ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0, "fired": [5]]) }
+            == "fired[0]")
+        #expect(field { _ = try AdvanceClockAnswer(json: ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0]) } == "fired")
+    }
+
+    @Test func notificationsRoundTrip() throws {
+        let all: [SocketNotification] = [
+            .flagsDidUpdate(reason: .refresh, changed: ["a", "b"]),
+            .flagsDidUpdate(reason: .expired, changed: []),
+            .refreshCompleted(trigger: .periodic, error: nil, sent: true, at: Self.t),
+            .refreshCompleted(trigger: .manual, error: RefreshError(code: 0, message: "no answer"), sent: false, at: Self.t),
+            .stateChanged(state: .stale, previous: .ready, at: Self.t),
+            .stateChanged(state: .notReady, previous: nil, at: Self.t),
+        ]
+        for n in all {
+            #expect(try SocketNotification(method: n.method, params: throughBytes(n.params)) == n)
+        }
+        #expect(all.map(\.event) == [.flags, .flags, .refresh, .refresh, .state, .state])
+        #expect(all[0].method == "featureFlagsDidUpdate")
+        #expect(all[0].params == ["reason": "refresh", "changed": ["a", "b"]])
+        #expect(all[4].params == ["state": "stale", "previous": "ready", "at": "2026-11-30T00:53:20Z"])
+    }
+
+    @Test func malformedNotificationsNameTheField() {
+        #expect(field { _ = try SocketNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": ["a", 1]]) }
+            == "params.changed[1]")
+        #expect(field { _ = try SocketNotification(method: "featureFlagsDidUpdate", params: ["reason": "because", "changed": []]) }
+            == "params.reason")
+        #expect(field { _ = try SocketNotification(method: "refreshCompleted", params: ["trigger": "periodic", "error": nil, "at": "2026-11-30T00:53:20Z"]) }
+            == "params.sent")
+        #expect(field { _ = try SocketNotification(method: "stateChanged", params: "ready") } == "params")
+        #expect(field { _ = try SocketNotification(method: "somethingElse", params: [:]) } == "method")
+    }
+}
