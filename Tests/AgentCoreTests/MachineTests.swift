@@ -82,49 +82,6 @@ extension [AgentAction] {
         #expect(h.fireNext().sent == ["getFeatureFlags"])
     }
 
-    @Test("RF-10: a failure arms a retry at least a minute later, which says X-Retry-Count: 1")
-    func backoffAndRetryCount() {
-        var h = Self.serving([checkout])
-        let hourly = h.fireNext()
-        let failed = h.machine.answered(hourly.call("getFeatureFlags")!, ScriptedTransport.http(500), now: h.now)
-        guard case .refreshFailed(.periodic, let error, let retryIn?) = failed.events.first else {
-            Issue.record("\(failed)")
-            return
-        }
-        #expect(error.code == 500)
-        #expect(retryIn >= 60)
-        #expect(h.machine.nextDeadline == h.now.monotonic + retryIn)
-        let retry = h.fireNext()
-        #expect(retry.request("getFeatureFlags")?.header("X-Retry-Count") == "1")
-    }
-
-    @Test("RF-10: Retry-After holds every automatic trigger until it ends")
-    func retryAfterHolds() {
-        var h = Self.serving([checkout]) { $0.flags.refreshInterval = 15 }
-        let periodic = h.fireNext()
-        let failedAt = h.now.monotonic
-        _ = h.machine.answered(periodic.call("getFeatureFlags")!, ScriptedTransport.http(503, headers: ["retry-after": "40"]), now: h.now)
-        var sentAt: Seconds?
-        while sentAt == nil {
-            if !h.fireNext().sent.isEmpty { sentAt = h.now.monotonic }
-        }
-        #expect(sentAt! - failedAt >= 40)
-    }
-
-    @Test("RF-11: 401 stops automatic refreshes; a client's refresh lifts the stop")
-    func fatalStopsAutomaticRefreshes() {
-        var h = Self.serving([checkout])
-        let periodic = h.fireNext()
-        _ = h.machine.answered(periodic.call("getFeatureFlags")!, ScriptedTransport.http(401), now: h.now)
-        #expect(h.machine.status(now: h.now).state == .fatal)
-        // Only the expiry timer is left, and it sends nothing.
-        #expect(h.machine.status(now: h.now).nextRefreshAt == nil)
-        let expiry = h.fireNext()
-        #expect(expiry.sent.isEmpty)
-        #expect(expiry.events == [.flagsChanged(reason: .expired, keys: ["new_checkout"])])
-        #expect(h.machine.nextDeadline == nil)
-        #expect(h.machine.refresh(Waiter(1), now: h.now).sent == ["getFeatureFlags"])
-    }
 }
 
 @Suite struct ValidityMachineTests {
