@@ -33,6 +33,8 @@ public final class Daemon {
     private let stateLock: StateDirectoryLock
     /// The state file, with a heap trim after each save.
     private let store: TrimmingStore
+    /// libcurl, set up after READY=1.
+    private let network: DeferredTransport
 
     /// Prepares everything that can fail before the loop runs; errors name what is wrong.
     /// Must be called before any other thread exists (signals are blocked here).
@@ -62,7 +64,8 @@ public final class Daemon {
         abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
         let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
         host = AgentHost(loop: loop, clock: clock)
-        let transport = MeteredTransport(CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)"), metrics: metrics)
+        network = DeferredTransport { [loop] in CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)") }
+        let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
         let agent = Agent(settings: Self.agentSettings(configuration), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
@@ -143,6 +146,7 @@ public final class Daemon {
             "application": configuration.server.applicationCode, "hwid": status.hwid, "flags": status.flagsCount,
             "source": status.flagsSource.rawValue, "http": http?.address, "startup_ms": Int((monotonicSeconds() - started) * 1000),
         ])
+        network.open()  // libcurl's set-up, then the start-up requests go out
         startWatchdog()
         store.trimSoon()  // what reading the stored state left free, once READY=1 is out
         do {
