@@ -6,7 +6,13 @@ SWIFTFLAGS ?= -Xswiftc -warnings-as-errors
 # No RUNPATH $ORIGIN (--disable-local-rpath): nothing of ours is a shared library, and with it
 # ld.so first looked for each of libinih, libsystemd, libmicrohttpd, libcurl, libm, libstdc++,
 # libgcc_s and libc next to the binary (18 failed openat per start, 69 -> 51 in all).
-RELEASEFLAGS ?= --static-swift-stdlib --disable-local-rpath
+# The C++ library the Swift runtime needs is linked in as well (libstdc++.a, Debian's
+# libstdc++-12-dev): measured with 1,000 stored flags, ld.so then does 9,885 symbol relocations
+# instead of 11,549, READY=1 comes 6.9% sooner and each process has ~73 KiB fewer private pages.
+# The static Swift runtime asks for -lstdc++; a directory holding only libstdc++.a, first in the
+# linker's search path, makes that the archive (without the archive: libstdc++.so, as before).
+STATIC_CXX_DIR = $(CURDIR)/.build/static-libstdc++
+RELEASEFLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_CXX_DIR)
 PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
@@ -23,6 +29,8 @@ build: deps
 	$(SWIFT) build $(SWIFTFLAGS)
 
 release: deps
+	@mkdir -p $(STATIC_CXX_DIR); a=$$(cc -print-file-name=libstdc++.a); \
+	  if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_CXX_DIR)/libstdc++.a; else rm -f $(STATIC_CXX_DIR)/libstdc++.a; fi
 	$(SWIFT) build -c release $(RELEASEFLAGS) $(SWIFTFLAGS)
 
 # The Swift tests run one at a time (--no-parallel, ~90 s): on 2 cores, tests that wait on real
