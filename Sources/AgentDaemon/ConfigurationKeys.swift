@@ -7,7 +7,7 @@ import AgentCore
 // rule, `pushwoosh-agentd --list-keys` and the man page's list all come from this table.
 
 /// One key of `agent.conf`.
-public struct ConfigurationKey {
+public struct ConfigurationKey: Sendable {
     /// When a changed value takes effect.
     public enum Change: String, Sendable, CaseIterable {
         /// On SIGHUP (`systemctl reload`).
@@ -35,16 +35,16 @@ public struct ConfigurationKey {
     /// Its name in the configuration's one-line description (`storedFlagsLifetime=24h`).
     public let logName: String
     /// Sets the field from a value; an empty value restores `defaults`' (as in systemd).
-    let assign: (_ configuration: inout AgentConfiguration, _ value: String, _ defaults: AgentConfiguration) throws(ValueError) -> Void
+    let assign: @Sendable (_ configuration: inout AgentConfiguration, _ value: String, _ defaults: AgentConfiguration) throws(ValueError) -> Void
     /// The field as the log line shows it; nil is `-`.
-    let show: (AgentConfiguration) -> String?
+    let show: @Sendable (AgentConfiguration) -> String?
     /// The field of `running` copied into `fresh` (a restart-only key on reload).
-    let keep: (_ fresh: inout AgentConfiguration, _ running: AgentConfiguration) -> Void
-    let equal: (AgentConfiguration, AgentConfiguration) -> Bool
+    let keep: @Sendable (_ fresh: inout AgentConfiguration, _ running: AgentConfiguration) -> Void
+    let equal: @Sendable (AgentConfiguration, AgentConfiguration) -> Bool
 
-    init<Value: Equatable>(_ section: String, _ name: String, _ field: WritableKeyPath<AgentConfiguration, Value>,
+    init<Value: Equatable & SendableMetatype>(_ section: String, _ name: String, _ field: WritableKeyPath<AgentConfiguration, Value> & Sendable,
                            change: Change = .reload, environment: String? = nil, logName: String? = nil,
-                           parse: @escaping (String) throws(ValueError) -> Value, show: @escaping (Value) -> String?) {
+                           parse: @escaping @Sendable (String) throws(ValueError) -> Value, show: @escaping @Sendable (Value) -> String?) {
         self.section = section
         self.name = name
         self.change = change
@@ -63,13 +63,14 @@ public struct ConfigurationKey {
 }
 
 extension AgentConfiguration {
-    /// The keys of PROTOCOL C.1, in the order of the file's sections and of error lists.
-    public static var keys: [ConfigurationKey] {
+    /// The keys of PROTOCOL C.1, in the order of the file's sections and of error lists
+    /// (made once: the table is read at every load and reload).
+    public static let keys: [ConfigurationKey] = {
         typealias Key = ConfigurationKey
-        let text: (String?) -> String? = { $0 }
-        let span: (Seconds) -> String? = { TimeSpan.format($0) }
-        let required: (String) throws(ValueError) -> String = { $0 }
-        let optional: (String) throws(ValueError) -> String? = { $0 }
+        let text: @Sendable (String?) -> String? = { $0 }
+        let span: @Sendable (Seconds) -> String? = { TimeSpan.format($0) }
+        let required: @Sendable (String) throws(ValueError) -> String = { $0 }
+        let optional: @Sendable (String) throws(ValueError) -> String? = { $0 }
         return [
             Key("Agent", "ApplicationCode", \.server.applicationCode, change: .reload, parse: required, show: { $0.isEmpty ? nil : $0 }),
             Key("Agent", "ApiToken", \.server.apiToken, parse: optional, show: { $0 == nil ? nil : "<redacted>" }),
@@ -117,7 +118,7 @@ extension AgentConfiguration {
             Key("HTTP", "TokenFile", \.http.tokenFile, logName: "httpTokenFile",
                 parse: { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }, show: text),
         ]
-    }
+    }()
 
     /// The file's sections and keys, from the table.
     static var schema: INISchema {

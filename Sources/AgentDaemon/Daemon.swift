@@ -67,7 +67,7 @@ public final class Daemon {
         network = DeferredTransport { [loop] in CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)") }
         let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
-        let agent = Agent(settings: Self.agentSettings(configuration), clock: clock, transport: transport,
+        let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
         if mode == .controlled {
@@ -92,7 +92,7 @@ public final class Daemon {
         }
     }
 
-    static func agentSettings(_ c: AgentConfiguration) -> AgentSettings {
+    static func agentSettings(_ c: AgentConfiguration, environment: [String: String]) -> AgentSettings {
         var s = AgentSettings(server: c.server)
         s.flags = c.featureFlags
         s.device = c.device
@@ -105,7 +105,7 @@ public final class Daemon {
             info.osVersion = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             info.deviceModel = "Linux " + withUnsafeBytes(of: &uts.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
-        if let lang = ProcessInfo.processInfo.environment["LANG"]?.prefix(2), lang.count == 2, lang != "C." { info.language = String(lang) }
+        if let lang = environment["LANG"]?.prefix(2), lang.count == 2, lang != "C." { info.language = String(lang) }
         s.deviceInfo = info
         return s
     }
@@ -190,7 +190,7 @@ public final class Daemon {
             try http?.reload(fresh.http)
             configuration = fresh
             server.update(settings: fresh.socket)
-            host.agent.reload(Self.agentSettings(fresh))
+            host.agent.reload(Self.agentSettings(fresh, environment: environment))
             log(.info, "configuration reloaded", ["file": options.configFile])
             warnAboutUnrealTimings()
         } catch {
