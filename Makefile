@@ -10,7 +10,8 @@ SWIFTFLAGS ?= -Xswiftc -warnings-as-errors
 # libstdc++-12-dev): measured with 1,000 stored flags, ld.so then does 9,885 symbol relocations
 # instead of 11,549, READY=1 comes 6.9% sooner and each process has ~73 KiB fewer private pages.
 # The static Swift runtime asks for -lstdc++; a directory holding only libstdc++.a, first in the
-# linker's search path, makes that the archive (without the archive: libstdc++.so, as before).
+# linker's search path, makes that the archive (without the archive `make release` stops, rather
+# than link the shared library unnoticed).
 STATIC_CXX_DIR = $(CURDIR)/.build/static-libstdc++
 RELEASEFLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_CXX_DIR)
 PREFIX     ?= /usr/local
@@ -30,7 +31,8 @@ build: deps
 
 release: deps
 	@mkdir -p $(STATIC_CXX_DIR); a=$$(cc -print-file-name=libstdc++.a); \
-	  if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_CXX_DIR)/libstdc++.a; else rm -f $(STATIC_CXX_DIR)/libstdc++.a; fi
+	  if [ -f "$$a" ]; then ln -sf "$$a" $(STATIC_CXX_DIR)/libstdc++.a; \
+	  else echo "make release: no libstdc++.a (Debian's libstdc++-12-dev; make deps installs it)" >&2; exit 1; fi
 	$(SWIFT) build -c release $(RELEASEFLAGS) $(SWIFTFLAGS)
 
 # The Swift tests run one at a time (--no-parallel, ~90 s): on 2 cores, tests that wait on real
