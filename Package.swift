@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
         // Package.swift against the imports of each target's sources.
         .testTarget(name: "PackageTests", swiftSettings: strict),

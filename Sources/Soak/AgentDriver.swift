@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// Drives one agent from its own thread: starts it, sends random actions and observations

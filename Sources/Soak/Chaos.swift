@@ -2,6 +2,7 @@ import AgentCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// The server side of the soak: flag changes and faults through the emulator's admin API

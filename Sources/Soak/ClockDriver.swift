@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// The real-timings run's clock (PROTOCOL H): steps every agent's controlled clock and the

@@ -1,5 +1,6 @@
 import AgentCore
 import Foundation
+import HarnessSupport
 
 /// The soak runner's draws on AgentCore's seeded generator: the same seed drives the same choices.
 extension SeededRandom {

@@ -3,6 +3,7 @@ import AgentWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 // MARK: - The timeline (hand-written SVG)

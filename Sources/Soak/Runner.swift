@@ -2,6 +2,7 @@ import AgentCore
 import AgentWire
 import Dispatch
 import Foundation
+import HarnessSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -142,6 +142,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
         die("the emulator did not say where it listens: \(String(decoding: line, as: UTF8.self))")
     }
     let base = "http://127.0.0.1:\(port)"
+    let admin = LoopbackHTTP(port: UInt16(port))
     let config = """
         [Agent]
         ApplicationCode=\(app.code)
@@ -164,7 +165,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
     var refreshesStarted = 0, refreshesAcked = 0, olderThanAcked = 0, tmpLeftovers = 0
     var cacheServed = 0, cacheMismatch: [String] = []
     var killDelays: [Double] = []
-    let started = monotonicNow()
+    let started = monotonicSeconds()
     print("kill9: seed \(o.seed), \(o.kills) kills, \(o.flags) flags per response, emulator on port \(port)")
     fflush(nil)
 
@@ -225,14 +226,14 @@ func runKill9(_ o: Kill9Options) -> Int32 {
             while true {
                 let v = version.next()
                 do {
-                    let (status, body) = try httpCall("PUT", base + "/admin/apps/\(app.code)", app.definition(version: v))
-                    guard status == 200 else { record.error("admin PUT: HTTP \(status) \(body.prefix(200))"); return }
+                    let r = try admin.call("PUT", "/admin/apps/\(app.code)", body: Array(app.definition(version: v).utf8))
+                    guard r.status == 200 else { record.error("admin PUT: HTTP \(r.status) \(String(decoding: r.body.prefix(200), as: UTF8.self))"); return }
                 } catch {
                     record.error("admin PUT: \(error)")
                     return
                 }
                 id += 1
-                record.started(at: monotonicNow(), version: v)
+                record.started(at: monotonicSeconds(), version: v)
                 guard client.send(RPCEncoder.request(id: .number(Double(id)), method: .refresh)),
                       let answer = client.readLine() else { return }  // killed
                 guard answer.contains(#""error":null"#) else {
@@ -255,13 +256,13 @@ func runKill9(_ o: Kill9Options) -> Int32 {
         // Kill 0–50 ms after refresh number k (1…3) started.
         let k = Int.random(in: 1...3, using: &random)
         let delay = Double.random(in: 0...0.050, using: &random)
-        let waitDeadline = monotonicNow() + 15
+        let waitDeadline = monotonicSeconds() + 15
         var kStart: Double?
-        while kStart == nil && !record.isFinished && monotonicNow() < waitDeadline {
+        while kStart == nil && !record.isFinished && monotonicSeconds() < waitDeadline {
             kStart = record.start(k)
             if kStart == nil { sleepSeconds(0.0002) }
         }
-        if let kStart { sleepSeconds(kStart + delay - monotonicNow()) }
+        if let kStart { sleepSeconds(kStart + delay - monotonicSeconds()) }
         kill(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
@@ -311,7 +312,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
         if violations.count >= 10 { break }
         if cycle % 100 == 0 {
             print(String(format: "kill9: %d kills, %.0f s, %d refreshes started, %d answered, violations %d",
-                         cycle, monotonicNow() - started, refreshesStarted, refreshesAcked, violations.count))
+                         cycle, monotonicSeconds() - started, refreshesStarted, refreshesAcked, violations.count))
             fflush(nil)
         }
     }
@@ -343,7 +344,7 @@ func runKill9(_ o: Kill9Options) -> Int32 {
     for m in cacheMismatch.prefix(5) { print("    \(m)") }
     print("  on disk older than the flags served after the last answered refresh (expected 0: the agent saves before it answers): \(olderThanAcked)")
     print("  kills that landed inside a write (state.json.tmp left behind; never read, truncated by the next save): \(tmpLeftovers)")
-    print(String(format: "  time: %.0f s", monotonicNow() - started))
+    print(String(format: "  time: %.0f s", monotonicSeconds() - started))
     print("  violations: \(violations.count)")
     for v in violations { print("    \(v)") }
     fflush(nil)

@@ -90,9 +90,10 @@ case "app":
 case "http":
     guard args.count == 3 || args.count == 4 else { die("usage: http METHOD URL [BODY]") }
     do {
-        let (status, body) = try httpCall(args[1], args[2], args.count == 4 ? args[3] : nil)
-        print(status)
-        print(body)
+        guard let (server, path) = LoopbackHTTP.parse(url: args[2]) else { die("not an http://IPv4:PORT URL: \(args[2])") }
+        let r = try server.call(args[1], path, body: args.count == 4 ? Array(args[3].utf8) : nil)
+        print(r.status)
+        print(String(decoding: r.body, as: UTF8.self))
     } catch { die("\(error)") }
 
 default:

@@ -1,5 +1,6 @@
 import AgentCore
 import Foundation
+import HarnessSupport
 import Soak
 import Testing
 

@@ -1,9 +1,6 @@
 import AgentCore
-import AgentWire
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#endif
 
 /// Why a call to the emulator failed.
 public struct HTTPError: Error, Sendable, CustomStringConvertible {
@@ -12,7 +9,8 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A minimal blocking HTTP/1.1 client for the emulator's admin API on loopback:
-/// one connection per call (`Connection: close`), JSON in and out.
+/// one connection per call (`Connection: close`), JSON in and out. The soak runner and the
+/// fault tool use it.
 public struct LoopbackHTTP: Sendable {
     public let host: String
     public let port: UInt16
@@ -30,37 +28,45 @@ public struct LoopbackHTTP: Sendable {
         public var json: JSONValue? { try? JSONReader.parse(body) }
     }
 
+    /// The server of an `http://HOST:PORT/PATH` URL (an IPv4 host) and the path with its query.
+    public static func parse(url: String, timeout: Double = 10) -> (server: LoopbackHTTP, path: String)? {
+        guard let parsed = URL(string: url), parsed.scheme == "http", let host = parsed.host,
+              let port = parsed.port.flatMap(UInt16.init(exactly:)) else { return nil }
+        var path = parsed.path.isEmpty ? "/" : parsed.path
+        if let query = parsed.query { path += "?" + query }
+        return (LoopbackHTTP(host: host, port: port, timeout: timeout), path)
+    }
+
     /// Sends `method path` with an optional JSON body; returns status and body.
     public func call(_ method: String, _ path: String, json: JSONValue? = nil) throws(HTTPError) -> Response {
+        try call(method, path, body: json.map(JSONWriter.encode))
+    }
+
+    /// Sends `method path` with `body` (as `application/json`; nil: none); returns status and body.
+    public func call(_ method: String, _ path: String, body: [UInt8]?) throws(HTTPError) -> Response {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
+        LineClient.setReceiveTimeout(fd, timeout)
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian
-        _ = inet_pton(AF_INET, host, &addr.sin_addr)
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else { throw HTTPError("not an IPv4 address: \(host)") }
         let connected = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else { throw HTTPError("connect \(host):\(port): \(String(cString: strerror(errno)))") }
-        let body = json.map(JSONWriter.encode) ?? []
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
-        if json != nil { head += "Content-Type: application/json\r\n" }
-        head += "Content-Length: \(body.count)\r\n\r\n"
-        let request = Array(head.utf8) + body
-        var offset = 0
-        while offset < request.count {
-            let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw HTTPError("send \(method) \(path): \(String(cString: strerror(errno)))")
-            }
-            offset += n
+        if body != nil { head += "Content-Type: application/json\r\n" }
+        head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
+        do throws(LineClient.Failure) {
+            try LineClient.sendAll(fd, Array(head.utf8) + (body ?? []))
+        } catch {
+            throw HTTPError("\(method) \(path): \(error)")
         }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
