@@ -75,13 +75,13 @@ public enum OutputFormatter {
         case .watch: return JSONWriter.string(r)
         case .clock:
             let c = try ClockAnswer(json: r)
-            return aligned([("now", socketTime(c.now)), ("ahead of the host", number(c.offsetSeconds) + " s"),
+            return aligned([("now", SocketTime.string(c.now)), ("ahead of the host", number(c.offsetSeconds) + " s"),
                             ("controlled", c.controlled ? "true" : "false")])
         case .advanceClock:
             let a = try AdvanceClockAnswer(json: r)
-            var lines = [("now", socketTime(a.now)), ("requests", String(a.requests)), ("fired", "\(a.fired.count) timer(s)")]
+            var lines = [("now", SocketTime.string(a.now)), ("requests", String(a.requests)), ("fired", "\(a.fired.count) timer(s)")]
             for f in a.fired {
-                lines.append(("  " + socketTime(f.at), f.event + (f.trigger.map { " (\($0.rawValue))" } ?? "")))
+                lines.append(("  " + SocketTime.string(f.at), f.event + (f.trigger.map { " (\($0.rawValue))" } ?? "")))
             }
             return aligned(lines)
         }
@@ -130,9 +130,6 @@ public enum OutputFormatter {
         }
         return aligned(lines)
     }
-
-    /// A socket time as the agent wrote it (ISO 8601 UTC, to the second).
-    static func socketTime(_ date: Date) -> String { scalar(SocketTime.json(date)) }
 
     /// A number as JSON writes it (`3600`, `0.5`).
     static func number(_ n: Double) -> String { JSONWriter.string(.number(n)) }

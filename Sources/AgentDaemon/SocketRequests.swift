@@ -154,7 +154,7 @@ extension ControlServer {
         case .presentPushPrimer(let configuration):
             done(.success(agent.presentPushPrimer(configuration).json))
         case .status:
-            done(.success(StatusReport.json(agent.status())))
+            done(.success(StatusAnswer(version: StatusReport.version, status: agent.status()).json))
         case .clock:
             guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
             done(.success(controller.clockResult()))

@@ -7,9 +7,6 @@ import FoundationEssentials
 public enum StatusReport {
     public static let version = "0.1.0"
 
-    /// The `status` result (AgentWire's `StatusAnswer`, which clients decode).
-    public static func json(_ s: AgentStatus) -> JSONValue { StatusAnswer(version: version, status: s).json }
-
     /// A human span: "45 s", "3 min", "2 h", "2 d".
     public static func span(_ seconds: Seconds) -> String {
         let s = min(max(0, seconds), 1e12)  // bounded, so the Int conversions below cannot trap

@@ -21,7 +21,7 @@ public struct ClockAnswer: Sendable, Equatable {
 
     public init(now: Date, offsetSeconds: Double, controlled: Bool, nextTimerAt: Date?, requestsInFlight: Int) {
         self.now = now
-        self.offsetSeconds = (offsetSeconds * 1000).rounded() / 1000
+        self.offsetSeconds = SocketTime.seconds(offsetSeconds)
         self.controlled = controlled
         self.nextTimerAt = nextTimerAt
         self.requestsInFlight = requestsInFlight
@@ -78,7 +78,7 @@ public struct AdvanceClockAnswer: Sendable, Equatable {
 
     public init(now: Date, offsetSeconds: Double, fired: [FiredTimer], requests: Int) {
         self.now = now
-        self.offsetSeconds = (offsetSeconds * 1000).rounded() / 1000
+        self.offsetSeconds = SocketTime.seconds(offsetSeconds)
         self.fired = fired
         self.requests = requests
     }

@@ -58,7 +58,7 @@ extension RPCFastPath {
     /// `ageSeconds` as the general path rounds it (milliseconds) and writes it.
     private static func writeAge(_ p: Provenance, into w: inout JSONWriter) {
         if let age = p.ageSeconds {
-            writeMilliseconds((age * 1000).rounded() / 1000, into: &w)
+            writeMilliseconds(SocketTime.seconds(age), into: &w)
         } else {
             w.writeStatic("null")
         }
@@ -185,7 +185,7 @@ private struct ByteSink {
     mutating func isEnabledAnswer(id: Double, enabled: Bool, provenance p: Provenance) -> Bool {
         guard put(#"{"jsonrpc":"2.0","id":"#), number(id), put(#","result":{"ageSeconds":"#) else { return false }
         if let age = p.ageSeconds {
-            guard milliseconds((age * 1000).rounded() / 1000) else { return false }
+            guard milliseconds(SocketTime.seconds(age)) else { return false }
         } else {
             guard put("null") else { return false }
         }

@@ -19,8 +19,15 @@ public struct AnswerError: Error, Sendable, Equatable, CustomStringConvertible {
 /// Socket times: ISO 8601 UTC, to the second (`2026-12-02T10:00:00Z`); null when absent.
 public enum SocketTime {
     public static func json(_ date: Date?) -> JSONValue {
-        date.map { .string($0.formatted(.iso8601)) } ?? .null
+        date.map { .string(string($0)) } ?? .null
     }
+
+    /// `2026-12-02T10:00:00Z`.
+    public static func string(_ date: Date) -> String { date.formatted(.iso8601) }
+
+    /// Ages and offsets in seconds travel to the millisecond.
+    @inline(__always)
+    public static func seconds(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
 
     /// To the millisecond (`2026-12-02T10:00:00.250Z`): a timer's time, which a driver steps
     /// its devices to exactly (`clock`'s `nextTimerAt`).
@@ -145,7 +152,7 @@ public struct StatusAnswer: Sendable, Equatable {
             "pushRegistered": .bool(s.pushRegistered), "pushToken": s.pushToken.map(JSONValue.string) ?? .null,
             "notificationAuthorization": .string(s.notificationAuthorization.rawValue),
             "flagsCount": .number(Double(s.flagsCount)), "flagsSource": .string(s.flagsSource.rawValue),
-            "flagsAgeSeconds": s.flagsAgeSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
+            "flagsAgeSeconds": s.flagsAgeSeconds.map { .number(SocketTime.seconds($0)) } ?? .null,
             "flagsExpireAt": SocketTime.json(s.flagsExpireAt), "lastRefreshAt": SocketTime.json(s.lastRefreshAt),
             "lastRefreshError": RefreshError.json(s.lastRefreshError),
             "consecutiveFailures": .number(Double(s.consecutiveFailures)), "nextRefreshAt": SocketTime.json(s.nextRefreshAt),

@@ -108,7 +108,7 @@ public enum FlagAnswers {
     public static func fields(_ p: Provenance) -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "reason": .string(p.reason.rawValue), "source": .string(p.source.rawValue),
-            "ageSeconds": p.ageSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
+            "ageSeconds": p.ageSeconds.map { .number(SocketTime.seconds($0)) } ?? .null,
         ]
         if let code = p.errorCode { o["errorCode"] = .string(code.rawValue) }
         return o

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentWire
 import FoundationEssentials
 
 /// The routes of PROTOCOL F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
@@ -44,7 +45,7 @@ final class HTTPInterface {
             return only(["GET", "HEAD"], request) {
                 let status = host.agent.status()
                 let ready = status.state == .ready || status.state == .stale
-                return .json(ready ? 200 : 503, JSONValueBox(bytes: JSONWriter.encode(StatusReport.json(status))))
+                return .json(ready ? 200 : 503, JSONValueBox(bytes: JSONWriter.encode(StatusAnswer(version: StatusReport.version, status: status).json)))
             }
         case "/metrics":
             return only(["GET", "HEAD"], request) {
