@@ -9,8 +9,8 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A minimal blocking HTTP/1.1 client for the emulator's admin API on loopback:
-/// one connection per call (`Connection: close`), JSON in and out. The soak runner and the
-/// fault tool use it.
+/// one connection per call (`Connection: close`), JSON in and out. The soak runner, the
+/// fault tool and `pushwoosh-agentctl fleet advance-clock` use it.
 public struct LoopbackHTTP: Sendable {
     public let host: String
     public let port: UInt16
@@ -47,7 +47,7 @@ public struct LoopbackHTTP: Sendable {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        LineClient.setReceiveTimeout(fd, timeout)
+        BlockingSocket.setReceiveTimeout(fd, timeout)
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
@@ -63,8 +63,8 @@ public struct LoopbackHTTP: Sendable {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         if body != nil { head += "Content-Type: application/json\r\n" }
         head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
-        do throws(LineClient.Failure) {
-            try LineClient.sendAll(fd, Array(head.utf8) + (body ?? []))
+        do throws(BlockingSocket.Failure) {
+            try BlockingSocket.sendAll(fd, Array(head.utf8) + (body ?? []))
         } catch {
             throw HTTPError("\(method) \(path): \(error)")
         }
