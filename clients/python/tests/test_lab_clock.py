@@ -167,3 +167,20 @@ def test_agentctl_advance_clock_refuses_bad_input_and_moves_nothing(
     assert done.returncode == 3 and "no instances" in done.stderr
     assert float(pushwoosh_emulator.clock()["offsetSeconds"]) == 0
     assert float(fleet[0].client.clock()["offsetSeconds"]) == 0
+
+
+@pytest.mark.pushwoosh_agent(clock="controlled")
+def test_pushwoosh_lab_moves_the_agent_and_the_fleet_the_test_started(
+        pushwoosh_lab: Lab, pushwoosh_agent: Any, pushwoosh_fleet: Callable[..., Fleet]) -> None:
+    fleet = pushwoosh_fleet(2, clock="controlled")
+    assert len(pushwoosh_lab.agents) == 3
+    hwids = [str(pushwoosh_agent.status()["hwid"])] + fleet.hwids()
+    result = pushwoosh_lab.advance_clock(1800)
+    assert sorted(result["fired"]) == sorted(hwids)
+    for client in [pushwoosh_agent] + fleet.clients:
+        assert float(client.clock()["offsetSeconds"]) == pytest.approx(1800, abs=0.01)
+    assert float(pushwoosh_lab.emulator.clock()["offsetSeconds"]) == pytest.approx(1800, abs=0.01)
+    # A killed agent is left out; the others still move.
+    fleet[0].kill()
+    moved = pushwoosh_lab.advance_clock(600)
+    assert hwids[1] not in moved["fired"] and len(moved["fired"]) == 2
