@@ -152,7 +152,7 @@ public struct Outcome: Sendable {
 
     static func error(_ status: Int, _ message: String, path: String? = nil, headers: [HeaderField] = []) -> Outcome {
         var o: [String: JSONValue] = ["error": .string(message)]
-        if let path, !path.isEmpty { o["path"] = .string(path) }
+        if let path { o["path"] = .string(path) }  // every 400 has one; "" is the body itself
         return Outcome(status: status, headers: headers, body: .json(.object(o)))
     }
 
