@@ -15,6 +15,8 @@ public struct SoakOptions: Sendable {
     public var seed: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000) & 0xFFFF_FFFF
     public var binDirectory: String?
     public var reportDirectory = "soak-report"
+    /// `--junit FILE`: also write the run as JUnit XML there.
+    public var junitFile: String?
     public var apps: String?
     public var timings = Timings()
     /// Mean seconds between one agent's actions.
@@ -45,7 +47,7 @@ public struct SoakOptions: Sendable {
     public init() {}
 
     public static let usage = """
-    usage: pushwoosh-soak [--duration 10m] [--agents N] [--seed S] [--bin DIR] [--report DIR]
+    usage: pushwoosh-soak [--duration 10m] [--agents N] [--seed S] [--bin DIR] [--report DIR] [--junit FILE]
                           [--lifetime 60s] [--session-gap 10s] [--refresh 15s] [--throttle 5s]
                           [--pace 1s] [--restart-every 60s] [--chaos-every 5s] [--no-faults]
                           [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet]
@@ -54,7 +56,9 @@ public struct SoakOptions: Sendable {
     Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened
     timings, drives random actions, flag changes, server faults and restarts, and checks
     the agent's invariants continuously. Exits 1 on the first violation (0 when none,
-    2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg.
+    2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg;
+    --junit FILE also writes the run as JUnit XML (a test case per invariant and per agent).
+    The last lines printed say how many times each invariant was checked and which never were.
 
     --real-timings runs the SDK's own timings instead (24 h lifetime, 30 min sessions, 1 h
     refresh, 5 min throttle) on controlled device clocks: the runner steps every agent's
@@ -90,6 +94,10 @@ public struct SoakOptions: Sendable {
                 o.seed = n
             case "--bin": o.binDirectory = try value(a)
             case "--report": o.reportDirectory = try value(a)
+            case "--junit":
+                let file = try value(a)
+                guard !file.isEmpty, !file.hasSuffix("/") else { throw HTTPError("--junit: expected a file name, found \"\(file)\"") }
+                o.junitFile = file
             case "--apps": o.apps = try value(a)
             case "--lifetime": o.timings.lifetime = try span(a)
             case "--session-gap": o.timings.sessionGap = try span(a)
