@@ -153,6 +153,8 @@ extension SoakRunner {
                                       timestamp: iso8601(started), properties: [("seed", "\(options.seed)"), ("result", outcome),
                                                                                ("realTimings", "\(options.realTimings)")])
             do {
+                let parent = (file as NSString).deletingLastPathComponent
+                if !parent.isEmpty { try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
                 try xml.write(toFile: file, atomically: true, encoding: .utf8)
             } catch {
                 throw HTTPError("cannot write the JUnit report to \(file): \(error)")

@@ -269,6 +269,14 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
         #expect(o.duration == 20 && o.agents == 3 && o.seed == 7 && o.timings.refresh == 10 && o.keepGoing)
         #expect(throws: HTTPError.self) { try SoakOptions.parse(["--agents", "0"]) }
         #expect(throws: HTTPError.self) { try SoakOptions.parse(["--bogus"]) }
+        #expect(try SoakOptions.parse(["--junit", "out/soak.xml"]).junitFile == "out/soak.xml")
+        #expect(try SoakOptions.parse([]).junitFile == nil)
+        func refusal(_ arguments: [String]) -> String? {
+            do { _ = try SoakOptions.parse(arguments); return nil } catch { return error.description }
+        }
+        #expect(refusal(["--junit"]) == "--junit needs a value")
+        #expect(refusal(["--junit", ""]) == "--junit: expected a file name, found \"\"")
+        #expect(refusal(["--junit", "reports/"]) == "--junit: expected a file name, found \"reports/\"")
     }
 
     @Test func requestLogEntries() {
