@@ -203,7 +203,9 @@ class EmulatorClient:
                   user_id: Optional[str] = None, for_seconds: Optional[float] = None,
                   probability: Optional[float] = None, seed: Optional[int] = None, **fault: Any) -> Dict[str, Any]:
         """Calls of device API ``method`` fail as described; returns the armed fault
-        (with ``id``, ``remaining`` and ``until``).
+        (with ``id``, ``remaining`` and ``until``). A method the device API does not have
+        (a typo such as ``getFeatureFlag``) raises :class:`EmulatorError` (400, ``path``
+        ``method``) naming the known ones, instead of arming a fault that never fires.
 
         Scope (PROTOCOL D.3): ``hwid`` / ``user_id`` (only that device's or user's
         calls), ``for_seconds`` (active that long from now in emulator time; with
@@ -324,6 +326,11 @@ class EmulatorClient:
         return result
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
-        """Replaces the state with a document from :meth:`state` (faults and requests are cleared)."""
+        """Replaces the state with a document from :meth:`state` (faults and requests are cleared).
+
+        The document needs every section (``version``, ``clockOffsetSeconds``, ``apps``,
+        ``devices``): a missing one raises :class:`EmulatorError` with ``path`` naming it,
+        rather than emptying it.
+        """
         result: Dict[str, Any] = self._request("PUT", "/admin/state", dict(document))
         return result
