@@ -106,8 +106,11 @@ extension EmulatorState {
         case .failure(let e)?: return bad(e)
         case nil: return bad(DefinitionError([], "empty body (expected {\"request\": {…}})"))
         }
-        guard case .object(let top) = root, let request = top["request"] else {
-            return bad(DefinitionError([], "expected {\"request\": {…}}"))
+        guard case .object(let top) = root else {
+            return bad(DefinitionError([], "expected {\"request\": {…}}, found \(root.kindName)"))
+        }
+        guard let request = top["request"] else {
+            return bad(DefinitionError([.key("request")], "missing (expected {\"request\": {…}})"))
         }
         let fields: [String: JSONValue]
         let hwid: String?
