@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-// PROTOCOL E.1: one socket method on every instance of a fleet, in parallel, from one
+// docs/fleet.md E.1: one socket method on every instance of a fleet, in parallel, from one
 // thread: non-blocking connects, one request each, and a poll(2) loop that collects the
 // answers. Each instance has its own deadline, so one that is down or wedged costs its
 // timeout, never the others' time.

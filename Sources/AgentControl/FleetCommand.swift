@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 
-// `pushwoosh-agentctl fleet status | metrics | call METHOD [PARAMS-JSON]` (PROTOCOL E.1):
+// `pushwoosh-agentctl fleet status | metrics | call METHOD [PARAMS-JSON]` (docs/fleet.md E.1):
 // one socket method on every instance of the fleet at once (FleetCaller), answers
 // collected and printed in the instances' order.
 

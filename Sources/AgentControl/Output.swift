@@ -112,7 +112,7 @@ public enum OutputFormatter {
         return aligned(lines)
     }
 
-    /// `status`: the fields in PROTOCOL B.2's order, then any others the agent sent; the age
+    /// `status`: the fields in docs/socket-api.md B.2's order, then any others the agent sent; the age
     /// and the last error read from the decoded answer.
     static func formatStatus(_ r: JSONValue, _ answer: StatusAnswer) -> String {
         let o = r.objectValue ?? [:]

@@ -3,7 +3,7 @@ import AgentPosix
 import AgentWire
 import FoundationEssentials
 
-/// The socket methods `clock` and `advanceClock` (PROTOCOL H) on a controlled device clock.
+/// The socket methods `clock` and `advanceClock` (docs/device-clock.md H) on a controlled device clock.
 ///
 /// `advanceClock` moves the device's clock forward by exactly `seconds` of jumps, in steps:
 /// while a timer falls due within what is left, the clock jumps to that timer's deadline,

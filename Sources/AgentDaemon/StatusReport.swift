@@ -2,8 +2,8 @@ import AgentCore
 import AgentWire
 import FoundationEssentials
 
-/// How the agent describes itself: the `status` method's result (PROTOCOL B.2) and the
-/// `STATUS=` line for systemd (PROTOCOL C).
+/// How the agent describes itself: the `status` method's result (docs/socket-api.md B.2) and the
+/// `STATUS=` line for systemd (docs/configuration.md C).
 public enum StatusReport {
     public static let version = "0.1.0"
 
