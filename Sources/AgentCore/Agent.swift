@@ -35,10 +35,6 @@ public final class Agent {
 
     /// A failed save is retried after this.
     public static let saveRetryDelay = AgentMachine.saveRetryDelay
-    /// Delays before `registerDevice` retries (A.2, SDK).
-    public static let registerDeviceRetryDelays = RegistrationMachine.retryDelays
-    /// `registerDevice` and `registerUser` are not repeated within this (A.2).
-    public static let reRegistrationInterval = RegistrationMachine.reRegistrationInterval
 
     public init(
         settings: AgentSettings, clock: any AgentClock, transport: any HTTPTransport, store: any StateStore,

@@ -5,8 +5,8 @@ import AgentPosix
 /// the deadline the agent asks for after every call. Everything here runs on the loop thread.
 ///
 /// The agent's deadlines are in the device's time (docs/device-clock.md H); the loop's timers in the
-/// host's. With a controlled clock the two differ by the clock's offset, and `rearm()`
-/// moves the loop timer when the offset changes.
+/// host's. With a controlled clock the two differ by the clock's offset; every call into the
+/// agent ends in `schedule(at:)`, so a changed offset moves the loop timer with the next call.
 final class AgentHost: AgentScheduler {
     private(set) var agent: Agent!
     let clock: DeviceClock
@@ -42,7 +42,4 @@ final class AgentHost: AgentScheduler {
             self.agent.fireDueTimers()  // re-arms through `schedule(at:)`
         }
     }
-
-    /// The device clock moved: the same device deadline is now earlier in host time.
-    func rearm() { schedule(at: agent.nextDeadline) }
 }

@@ -7,14 +7,7 @@ import FoundationEssentials
 public enum StatusReport {
     public static let version = "0.1.0"
 
-    /// A human span: "45 s", "3 min", "2 h", "2 d".
-    public static func span(_ seconds: Seconds) -> String {
-        let s = min(max(0, seconds), 1e12)  // bounded, so the Int conversions below cannot trap
-        if s < 60 { return "\(Int(s)) s" }
-        if s < 3600 { return "\(Int(s / 60)) min" }
-        if s < 86_400 { return "\(Int(s / 3600)) h" }
-        return "\(Int(s / 86_400)) d"
-    }
+    static func span(_ seconds: Seconds) -> String { TimeSpan.rough(seconds) }
 
     static func describe(_ error: RefreshError) -> String {
         switch error.code {

@@ -58,10 +58,10 @@ public final class AgentDriver: @unchecked Sendable {
             RequestTimeout=8s
 
             [FeatureFlags]
-            StoredFlagsLifetime=\(formatSpan(t.lifetime))
-            SessionTimeout=\(formatSpan(t.sessionGap))
-            RefreshInterval=\(formatSpan(t.refresh))
-            ThrottleWindow=\(formatSpan(t.throttle))
+            StoredFlagsLifetime=\(TimeSpan.format(t.lifetime))
+            SessionTimeout=\(TimeSpan.format(t.sessionGap))
+            RefreshInterval=\(TimeSpan.format(t.refresh))
+            ThrottleWindow=\(TimeSpan.format(t.throttle))
             \(ctx.options.realTimings ? "\n[Device]\nClock=controlled\n" : "")
             """
             try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)

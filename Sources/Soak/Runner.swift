@@ -169,9 +169,9 @@ public final class SoakRunner: @unchecked Sendable {
         let ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
                              processes: processes, notify: notify, recorder: recorder, root: root, deadline: deadline,
                              environment: env)
-        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(formatSpan(options.duration)), emulator on 127.0.0.1:\(port), "
-            + "lifetime \(formatSpan(options.timings.lifetime)), session gap \(formatSpan(options.timings.sessionGap)), "
-            + "refresh \(formatSpan(options.timings.refresh)), throttle \(formatSpan(options.timings.throttle)); work dir \(root)")
+        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(TimeSpan.format(options.duration)), emulator on 127.0.0.1:\(port), "
+            + "lifetime \(TimeSpan.format(options.timings.lifetime)), session gap \(TimeSpan.format(options.timings.sessionGap)), "
+            + "refresh \(TimeSpan.format(options.timings.refresh)), throttle \(TimeSpan.format(options.timings.throttle)); work dir \(root)")
 
         // The notify sockets are read until every driver has finished: a driver still starts,
         // restarts and stops agents after the checker loop ends, and an agent whose notify
