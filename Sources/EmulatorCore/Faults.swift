@@ -86,8 +86,11 @@ public struct Fault: Sendable, Equatable {
     /// `partial`, `truncateAfterBytes`, `stallAfterHeaders`, `reset`), or only `delayMs`;
     /// `delayMs` and the scope fields may accompany any of them.
     public init(json: JSONValue) throws(DefinitionError) {
-        if case .object(let o) = json, o["kind"] != nil {  // `GET /admin/faults` shows one; arming takes the kind's own field
-            throw DefinitionError([.key("kind")], "unknown field (a fault's kind is its own field, one of: \(Self.kindList))")
+        if case .object(let o) = json, let unknown = o.keys.filter({ !Self.fields.contains($0) }).sorted().first {
+            // `GET /admin/faults` shows a `kind`; arming takes the kind's own field.
+            let why = unknown == "kind" ? "a fault's kind is its own field" : "a fault has method, one kind"
+            throw DefinitionError([.key(unknown)], "unknown field (\(why); kinds: \(Self.kindList); "
+                                  + "besides: \(Self.fields.subtracting(Self.kindFields).sorted().joined(separator: ", ")))")
         }
         let r = try ObjectReader(json, at: [], allowed: Self.fields)
         method = try r.string("method", required: true)!

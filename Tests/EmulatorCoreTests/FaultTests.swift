@@ -13,6 +13,7 @@ func faultError(_ json: JSONValue) -> String? {
 
 let allKinds = "http, statusCode, body, drop, partial, delayMs, truncateAfterBytes, stallAfterHeaders, reset"
 let allMethods = "applicationOpen, getFeatureFlags, postEvent, registerDevice, registerUser, unregisterDevice"
+let others = "forSeconds, hwid, method, probability, retryAfter, seed, times, userId"
 
 @Suite struct FaultTests {
     @Test func decodesEveryKind() throws {
@@ -32,7 +33,8 @@ let allMethods = "applicationOpen, getFeatureFlags, postEvent, registerDevice, r
         (["method": "getFeatureFlags"], "no fault kind (expected one of: \(allKinds))"),
         (["method": "getFeatureFlags", "http": 503, "drop": true],
          "drop: cannot be combined with http (expected only one kind of: \(allKinds); delayMs may accompany any)"),
-        (["method": "getFeatureFlags", "kind": "drop"], "kind: unknown field (a fault's kind is its own field, one of: \(allKinds))"),
+        (["method": "getFeatureFlags", "kind": "drop"], "kind: unknown field (a fault's kind is its own field; kinds: \(allKinds); besides: \(others))"),
+        (["method": "getFeatureFlags", "timeout": true], "timeout: unknown field (a fault has method, one kind; kinds: \(allKinds); besides: \(others))"),
         (["method": "getFeatureFlag", "http": 503],
          "method: unknown device API method \"getFeatureFlag\" (did you mean getFeatureFlags? known: \(allMethods))"),
         (["method": "m", "http": 503], "method: unknown device API method \"m\" (known: \(allMethods))"),
@@ -48,7 +50,7 @@ let allMethods = "applicationOpen, getFeatureFlags, postEvent, registerDevice, r
         (["method": "getFeatureFlags", "partial": 1], "partial: expected a boolean, found number"),
         (["method": "getFeatureFlags", "delayMs": 1.5], "delayMs: expected an integer 0-600000, found 1.5"),
         (["method": "getFeatureFlags", "drop": true, "times": 0], "times: expected an integer 1-1000000, found 0"),
-        (["method": "getFeatureFlags", "drop": true, "count": 2], "count: unknown field (expected one of: body, delayMs, drop, forSeconds, http, hwid, method, partial, probability, reset, retryAfter, seed, stallAfterHeaders, statusCode, times, truncateAfterBytes, userId)"),
+        (["method": "getFeatureFlags", "drop": true, "count": 2], "count: unknown field (a fault has method, one kind; kinds: \(allKinds); besides: \(others))"),
     ] as [(JSONValue, String)])
     func rejectsInvalidFaults(_ json: JSONValue, _ expected: String) {
         #expect(faultError(json) == expected)
