@@ -99,7 +99,7 @@ public struct EmulatorState: Sendable {
                 let unknown = o.keys.sorted()[0]
                 return .error(400, "\(unknown): unknown field (\(verb) \(p.request.path) takes no body)", path: unknown)
             case .success(let other):
-                return .error(400, "\(verb) \(p.request.path) takes no body, found \(other.kindName)")
+                return .error(400, "\(verb) \(p.request.path) takes no body, found \(other.kindName)", path: "")
             case .failure(let e):
                 return .invalid(e)
             }

@@ -54,7 +54,7 @@ struct SoakLab: LabClockWorld {
     func pause(seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
 }
 
-/// The real-timings run's clock (PROTOCOL H): steps every agent's controlled clock and the
+/// The real-timings run's clock (docs/device-clock.md): steps every agent's controlled clock and the
 /// emulator's forward together with the lab clock (`LabClockDriver`, shared with
 /// `pushwoosh-agentctl fleet advance-clock`), from its own thread, while no driver acts
 /// (`WorldGate`); each step also ends `maxStep` ahead at the latest, and the pause between
