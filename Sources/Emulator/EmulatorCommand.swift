@@ -9,6 +9,7 @@ public enum EmulatorCommand {
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
                                   [--require-token TOKEN] [--threads N] [--record-limit N]
                                   [--max-connections N] [--verbose]
+                                  [--tls-cert FILE --tls-key FILE]
 
         A fake Pushwoosh server: the device API at /json/1.3/{method} and an admin API
         under /admin/ (PROTOCOL.md sections A and D).
@@ -23,6 +24,8 @@ public enum EmulatorCommand {
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
           --max-connections N    connections at once, parked waits included (default 4096; the
                                  open-files limit is raised to fit)
+          --tls-cert FILE        serve HTTPS with this certificate (PEM; the chain, leaf first)
+          --tls-key FILE         and this private key (PEM); both or neither
           --verbose              log every request to standard error
           --help                 show this help
 
@@ -40,6 +43,8 @@ public enum EmulatorCommand {
         public var recordLimit = 20_000
         public var verbose = false
         public var help = false
+        public var tlsCertificate: String?
+        public var tlsKey: String?
 
         public init() {}
     }
@@ -82,6 +87,8 @@ public enum EmulatorCommand {
                 o.requireToken = t
             case "--threads": o.threads = try number(1...256)
             case "--record-limit": o.recordLimit = try number(1...10_000_000)
+            case "--tls-cert": o.tlsCertificate = try value()
+            case "--tls-key": o.tlsKey = try value()
             case "--verbose", "-v":
                 if inline != nil { throw UsageError(description: "\(arg) takes no value") }
                 o.verbose = true
@@ -89,6 +96,9 @@ public enum EmulatorCommand {
             default: throw UsageError(description: "unknown argument \"\(args[k])\"")
             }
             k += 1
+        }
+        if (o.tlsCertificate == nil) != (o.tlsKey == nil) {
+            throw UsageError(description: o.tlsKey == nil ? "--tls-cert needs --tls-key" : "--tls-key needs --tls-cert")
         }
         do {
             _ = try EmulatorServer.parseListen(o.listen)
@@ -179,12 +189,16 @@ public enum EmulatorCommand {
                 logLine("state loaded apps=\(doc.apps.count) devices=\(doc.devices.count) clockOffsetSeconds=\(doc.clockOffset) file=\(file)")
                 saved = doc
             }
+            var tls: TLSIdentity?
+            if let certificate = options.tlsCertificate, let key = options.tlsKey {
+                tls = try TLSIdentity.load(certificate: certificate, key: key)
+            }
             let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
                 listen: options.listen,
                 configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
-                connectionLimit: min(options.maxConnections, max(16, files - 64)))
+                connectionLimit: min(options.maxConnections, max(16, files - 64)), tls: tls)
             let port = try server.start()
             print("listening on \(server.host):\(port)")
             fflush(nil)

@@ -40,6 +40,8 @@ public final class EmulatorServer: Sendable {
     let clock: any EmulatorClock
     let connectionLimit: Int
     let log: (@Sendable (String) -> Void)?
+    /// HTTPS instead of HTTP (`--tls-cert`, `--tls-key`): libmicrohttpd's own TLS (GnuTLS).
+    public let tls: TLSIdentity?
 
     struct Runtime {
         var daemon: Handle?
@@ -74,8 +76,9 @@ public final class EmulatorServer: Sendable {
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
                 clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
-                connectionLimit: Int = 4096) throws(EmulatorServerError) {
+                connectionLimit: Int = 4096, tls: TLSIdentity? = nil) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
+        self.tls = tls
         self.host = host
         requestedPort = port
         self.threads = max(1, threads)
@@ -128,7 +131,19 @@ public final class EmulatorServer: Sendable {
         }
         var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
-        let options: [CVarArg] = [
+        var options: [CVarArg] = []
+        if let tls {
+            guard MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == MHD_Result.YES else {
+                close(fd)
+                Unmanaged<EmulatorServer>.fromOpaque(me).release()
+                throw EmulatorServerError(description: "this libmicrohttpd has no TLS support")
+            }
+            flags |= MHD_USE_TLS.rawValue
+            // libmicrohttpd reads both at start (gnutls_certificate_set_x509_key_mem); they live as long as `tls`.
+            options += [Int32(MHD_OPTION.HTTPS_MEM_CERT.rawValue), tls.certificate.pointer,
+                        Int32(MHD_OPTION.HTTPS_MEM_KEY.rawValue), tls.key.pointer]
+        }
+        options += [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
             Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
             Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
@@ -147,7 +162,8 @@ public final class EmulatorServer: Sendable {
         guard let daemon = daemon.map(Handle.init) else {
             close(fd)
             Unmanaged<EmulatorServer>.fromOpaque(me).release()
-            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)")
+            let why = tls == nil ? "" : " (with TLS: is the key the certificate's, both PEM?)"
+            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)\(why)")
         }
         runtime.withLock {
             $0.daemon = daemon
@@ -155,7 +171,7 @@ public final class EmulatorServer: Sendable {
             $0.stopping = false
         }
         let (apps, flagCount) = state.withLock { s in (s.apps.count, s.apps.values.reduce(0) { $0 + $1.flags.count }) }
-        log?("emulator started listen=\(host):\(port) apps=\(apps) flags=\(flagCount) threads=\(threads)")
+        log?("emulator started listen=\(host):\(port) tls=\(tls == nil ? "no" : "yes") apps=\(apps) flags=\(flagCount) threads=\(threads)")
         return port
     }
 
