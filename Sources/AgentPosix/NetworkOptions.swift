@@ -100,7 +100,13 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
         case CURLE_COULDNT_RESOLVE_HOST: return .nameResolution
         case CURLE_OPERATION_TIMEDOUT: return .timeout
         case CURLE_COULDNT_CONNECT:
-            return detail.lowercased().contains("proxy") ? .proxy : .connection
+            // Not the server's port: the connection that failed was the proxy's.
+            // libcurl 7.88 names it in its message ("Failed to connect to HOST port N after …").
+            var port = 0
+            if let at = detail.firstRange(of: " port ") {
+                port = Int(detail[at.upperBound...].prefix { $0.isNumber }) ?? 0
+            }
+            return detail.lowercased().contains("proxy") || (port != 0 && port != urlPort(easy)) ? .proxy : .connection
         default:
             var connectCode = 0
             _ = pw_curl_easy_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connectCode)
@@ -109,6 +115,20 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
             }
             return .other
         }
+    }
+
+    /// The port the request's URL names (its scheme's default when it names none).
+    private static func urlPort(_ easy: UnsafeMutableRawPointer) -> Int {
+        var raw: UnsafePointer<CChar>?
+        _ = withUnsafeMutablePointer(to: &raw) { pw_curl_easy_getinfo_pointer(easy, CURLINFO_EFFECTIVE_URL, UnsafeMutableRawPointer($0)) }
+        guard let raw else { return 0 }
+        let url = String(cString: raw)
+        guard let scheme = url.firstRange(of: "://") else { return 0 }
+        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
+        if let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]"), let port = Int(authority[authority.index(after: colon)...]) {
+            return port
+        }
+        return url.lowercased().hasPrefix("https") ? 443 : 80
     }
 
     /// "TLS: the server's certificate has expired: SSL certificate problem: certificate has
