@@ -43,6 +43,9 @@ public final class CurlTransport: HTTPTransport {
     /// thread-safe in libcurl 7.88; Swift runs a global's initialiser exactly once).
     private static let globalInit: Int32 = Int32(curl_global_init(Int(CURL_GLOBAL_DEFAULT)).rawValue)
 
+    /// `curl_global_init` for other users of libcurl in this process (`CurlProbe`).
+    static let initialiseLibrary: Void = { precondition(globalInit == 0, "curl_global_init failed (\(globalInit))") }()
+
     public init(loop: EventLoop, userAgent: String? = nil, network: NetworkOptions = NetworkOptions(),
                 maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) {
         precondition(Self.globalInit == 0, "curl_global_init failed (\(Self.globalInit))")
