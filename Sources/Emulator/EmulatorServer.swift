@@ -42,6 +42,8 @@ public final class EmulatorServer: Sendable {
     let log: (@Sendable (String) -> Void)?
     /// HTTPS instead of HTTP (`--tls-cert`, `--tls-key`): libmicrohttpd's own TLS (GnuTLS).
     public let tls: TLSIdentity?
+    /// `--upstream URL [--record FILE]`: where forwarded device API calls go.
+    public let upstream: Upstream?
 
     struct Runtime {
         var daemon: Handle?
@@ -76,9 +78,10 @@ public final class EmulatorServer: Sendable {
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
                 clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
-                connectionLimit: Int = 4096, tls: TLSIdentity? = nil) throws(EmulatorServerError) {
+                connectionLimit: Int = 4096, tls: TLSIdentity? = nil, upstream: Upstream? = nil) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
         self.tls = tls
+        self.upstream = upstream
         self.host = host
         requestedPort = port
         self.threads = max(1, threads)
@@ -272,7 +275,8 @@ public final class EmulatorServer: Sendable {
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
-        let response = outcome.render()          // serializing: outside the lock
+        var response = outcome.render()          // serializing: outside the lock
+        if outcome.forward, let upstream { response = upstream.forward(request) }  // the network: outside the lock too
         for (ticket, answer) in outcome.woken {
             if let r = answer.render() { deliver(ticket, r) }
         }

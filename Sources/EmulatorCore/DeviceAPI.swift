@@ -74,7 +74,8 @@ extension EmulatorState {
                 return (failed, fired)
             }
         }
-        var outcome = answer(method, p, partial: partial, now: now)
+        var outcome = configuration.upstream != nil ? Outcome.forwarded
+            : configuration.replay != nil ? replayAnswer(method) : answer(method, p, partial: partial, now: now)
         outcome.delayMs = delayMs
         outcome.events = events
         outcome.delivery = delivery
