@@ -45,6 +45,21 @@ def _served(flags: Dict[str, Any]) -> Dict[str, Any]:
     return {k: (v.is_enabled, v.rule_id, v.properties) if v is not None else None for k, v in flags.items()}
 
 
+def _lab_on_top_of_the_upstream(agent: AgentProcess, recorder: EmulatorProcess, real: EmulatorProcess) -> None:
+    """The recording emulator's admin API keeps working: it saw the calls it forwarded, and a
+    fault answers a call instead of the upstream."""
+    methods = [r["method"] for r in recorder.client.requests()]
+    assert "getFeatureFlags" in methods, methods
+    before = len(real.client.requests(method="getFeatureFlags"))
+    recorder.client.add_fault("getFeatureFlags", http=503, times=1)
+    with pytest.raises(RefreshError) as failed:
+        agent.client.refresh()
+    assert failed.value.code == 503
+    assert len(real.client.requests(method="getFeatureFlags")) == before, "a faulted call was forwarded"
+    agent.client.refresh()  # forwarded again once the fault is spent
+    assert len(real.client.requests(method="getFeatureFlags")) == before + 1
+
+
 def test_record_redact_replay_and_lab(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
     tmp = pushwoosh_tmp_dir
     har = os.path.join(tmp, "session.har")
@@ -60,11 +75,9 @@ def test_record_redact_replay_and_lab(pushwoosh_bin: str, pushwoosh_tmp_dir: str
             agent.start()
             recorded = _flags(agent)
             hwid = agent.client.status()["hwid"]
+            _lab_on_top_of_the_upstream(agent, recorder, real)
         finally:
             agent.close()
-        # The admin API of the recording emulator keeps working: it saw the calls it forwarded.
-        methods = [r["method"] for r in recorder.client.requests()]
-        assert "getFeatureFlags" in methods, methods
         # The upstream saw the real token and the real IDs.
         upstream_calls = real.client.requests(method="getFeatureFlags")
         assert upstream_calls and upstream_calls[0]["body"]["request"]["userId"] == USER
@@ -85,9 +98,6 @@ def test_record_redact_replay_and_lab(pushwoosh_bin: str, pushwoosh_tmp_dir: str
     finally:
         recorder.stop()
         real.stop()
-
-    # A fault on a forwarded call: the lab sits on top of the upstream.
-    # (checked with --replay below, which shares the device API path)
 
     replay_dir = os.path.join(tmp, "replay")
     os.makedirs(replay_dir)
