@@ -103,3 +103,38 @@ def test_without_ca_file_a_private_ca_is_not_trusted(pushwoosh_bin: str, pushwoo
     finally:
         agent.close()
         emulator.stop()
+
+
+def test_ca_file_applies_on_reload(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
+    """SIGHUP re-reads CAFile=: the next request trusts the CA; a bad CAFile= on reload keeps the running one."""
+    import signal
+    ca = TestCA(pushwoosh_tmp_dir, "reload-ca")
+    emulator = EmulatorProcess(pushwoosh_tmp_dir, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"),
+                               tls=ca.issue("server"), ca_file=ca.ca_file).start()
+    agent = AgentProcess(pushwoosh_tmp_dir, server_url=emulator.server_url,
+                         binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
+                         settings={"disable_throttle": True, "request_timeout": "5s"})
+    try:
+        agent.start()
+        assert "not trusted" in _failed_status(agent)["lastRefreshError"]["message"]
+        agent.settings["ca_file"] = ca.ca_file
+        agent.write_config()
+        mark = len(agent.log())
+        agent.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "configuration reloaded" not in agent.log()[mark:] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        agent.client.refresh()
+        assert agent.client.status()["state"] == "ready"
+        agent.settings["ca_file"] = os.path.join(pushwoosh_tmp_dir, "gone.pem")
+        agent.write_config()
+        mark = len(agent.log())
+        agent.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "configuration not reloaded" not in agent.log()[mark:] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "CAFile: cannot read" in agent.log()[mark:], agent.log()[mark:]
+        agent.client.refresh()  # still trusted: the running configuration was kept
+    finally:
+        agent.close()
+        emulator.stop()
