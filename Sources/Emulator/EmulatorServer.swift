@@ -276,7 +276,11 @@ public final class EmulatorServer: Sendable {
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
         var response = outcome.render()          // serializing: outside the lock
-        if outcome.forward, let upstream { response = upstream.forward(request) }  // the network: outside the lock too
+        if outcome.forward, let upstream {  // the network: outside the lock too
+            let answer = upstream.forward(request)
+            if let call = outcome.forwardedCall { state.withLock { $0.forwardAnswered(call: call, status: answer.status) } }
+            response = answer
+        }
         for (ticket, answer) in outcome.woken {
             if let r = answer.render() { deliver(ticket, r) }
         }

@@ -21,6 +21,7 @@ extension EmulatorState {
                                    status: outcome.drop ? nil : outcome.status, fault: fault?.kind.name, hwid: hwid, userId: userId)
         requestLog.append(call)
         var answered = outcome
+        if outcome.forward { answered.forwardedCall = requestLog.appended - 1 }
         answered.woken = wakeParkedWaits(for: call)
         return answered
     }

@@ -180,6 +180,12 @@ public struct Redactor: Sendable {
 }
 
 extension EmulatorState {
+    /// `--upstream`: the status the upstream answered a forwarded call with (0: no answer),
+    /// for `GET /admin/requests`.
+    public mutating func forwardAnswered(call: Int, status: Int) {
+        requestLog.setStatus(ofCall: call, status)
+    }
+
     /// `--replay`: the next recorded answer of `method` (the last one again once all were
     /// given); a method never recorded gets an empty success envelope.
     mutating func replayAnswer(_ method: String) -> Outcome {

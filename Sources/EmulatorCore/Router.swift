@@ -137,6 +137,8 @@ public struct Outcome: Sendable {
     public var woken: [(ticket: Int, outcome: Outcome)] = []
     /// `--upstream`: the server forwards the call and answers with what comes back.
     public var forward = false
+    /// The forwarded call's number in the request log (`EmulatorState.forwardAnswered`).
+    public var forwardedCall: Int?
 
     /// A device API call to forward upstream (its status is the upstream's; 0 until then).
     static var forwarded: Outcome {

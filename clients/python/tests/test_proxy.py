@@ -95,3 +95,25 @@ def test_no_proxy_and_a_dead_proxy(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -
     finally:
         broken.close()
         emulator.stop()
+
+
+def test_doctor_goes_through_the_proxy(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
+    import subprocess
+    from pushwoosh_agent.processes import agent_config
+    emulator = _emulator(pushwoosh_tmp_dir, pushwoosh_bin)
+    try:
+        with ConnectProxy() as proxy:
+            path = os.path.join(pushwoosh_tmp_dir, "doctor.conf")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(agent_config({"application_code": "ABCDE-12345", "server_url": emulator.server_url,
+                                      "ca_file": emulator.ca_file, "proxy": proxy.url.replace("http://", "http://u:pw-S3CRET@"),
+                                      "state_directory": os.path.join(pushwoosh_tmp_dir, "state")}))
+            result = subprocess.run([os.path.join(pushwoosh_bin, "pushwoosh-agentd"), "--doctor", "--config", path],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+            out = result.stdout.decode()
+            assert result.returncode == 0, out
+            assert f"proxy http://u:<redacted>@127.0.0.1:{proxy.port} (Proxy=)" in out, out
+            assert "pw-S3CRET" not in out
+            assert f"127.0.0.1:{emulator.port}" in proxy.tunnels()
+    finally:
+        emulator.stop()

@@ -48,8 +48,9 @@ def _served(flags: Dict[str, Any]) -> Dict[str, Any]:
 def _lab_on_top_of_the_upstream(agent: AgentProcess, recorder: EmulatorProcess, real: EmulatorProcess) -> None:
     """The recording emulator's admin API keeps working: it saw the calls it forwarded, and a
     fault answers a call instead of the upstream."""
-    methods = [r["method"] for r in recorder.client.requests()]
-    assert "getFeatureFlags" in methods, methods
+    calls = recorder.client.requests()
+    assert "getFeatureFlags" in [r["method"] for r in calls], calls
+    assert all(r["status"] == 200 for r in calls), calls  # the upstream's answers
     before = len(real.client.requests(method="getFeatureFlags"))
     recorder.client.add_fault("getFeatureFlags", http=503, times=1)
     with pytest.raises(RefreshError) as failed:
