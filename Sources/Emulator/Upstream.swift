@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import EmulatorCore
 import Foundation
+import Glibc
 import Synchronization
 
 /// `--upstream URL [--record FILE.har]`: device API calls that no fault answers are sent on to
@@ -44,8 +45,10 @@ public final class Upstream: Sendable {
             response = .json(502, envelope)
             log?("upstream method=\(method) failed reason=\(reason)")
         }
-        recorder?.append(started: started, milliseconds: ms, url: url, request: request.headers, requestBody: request.body,
-                         response: response, method: method)
+        if let recorder, let failure = recorder.append(started: started, milliseconds: ms, url: url, request: request.headers,
+                                                       requestBody: request.body, response: response, method: method) {
+            log?("record failed file=\(recorder.path) error=\(failure)")
+        }
         return response
     }
 }
@@ -79,8 +82,9 @@ public final class HARRecorder: Sendable {
         }
     }
 
+    /// Adds one exchange and writes the file; what went wrong writing it, else nil.
     func append(started: Date, milliseconds: Int, url: String, request: [HeaderField], requestBody: [UInt8],
-                response: EmulatorResponse, method: String) {
+                response: EmulatorResponse, method: String) -> String? {
         state.withLock { s in
             s.redactor.learn(headers: request, body: requestBody)
             let r = s.redactor
@@ -90,7 +94,12 @@ public final class HARRecorder: Sendable {
                                   status: response.status, responseHeaders: r.redact(response.headers),
                                   responseBody: r.redactBody(response.body), method: method)
             s.entries.append(entry)
-            try? write(s.entries)
+            do {
+                try write(s.entries)
+                return nil
+            } catch {
+                return "\(error)"
+            }
         }
     }
 
@@ -103,6 +112,8 @@ public final class HARRecorder: Sendable {
         }
         let temporary = path + ".tmp"
         try Data(JSONWriter.encode(log)).write(to: URL(fileURLWithPath: temporary))
-        _ = rename(temporary, path)
+        guard rename(temporary, path) == 0 else {
+            throw EmulatorServerError(description: "rename \(temporary): \(String(cString: strerror(errno)))")
+        }
     }
 }

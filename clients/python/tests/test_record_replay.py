@@ -157,5 +157,13 @@ def test_bad_recording_options(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> No
     assert r.returncode == 1 and b"log.entries[0].request.url: missing" in r.stderr, r.stderr
     r = run("--apps-from-har", bad)
     assert r.returncode == 1 and b"log.entries[0].request.url: missing" in r.stderr, r.stderr
+    r = run("--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/json/1.3/", "--record",
+            os.path.join(pushwoosh_tmp_dir, "no-such-dir", "s.har"))
+    assert r.returncode == 1 and b"--record: cannot write" in r.stderr, r.stderr
+    not_har = os.path.join(pushwoosh_tmp_dir, "not.har")
+    with open(not_har, "w", encoding="utf-8") as f:
+        f.write("{}")
+    r = run("--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/json/1.3/", "--record", not_har)
+    assert r.returncode == 1 and b"log.entries: missing (expected a HAR 1.2 log)" in r.stderr, r.stderr
     r = run("--apps-from-har", os.path.join(pushwoosh_tmp_dir, "missing.har"))
     assert r.returncode == 1 and b"cannot read the file" in r.stderr
