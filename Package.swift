@@ -47,7 +47,7 @@ let package = Package(
                 dependencies: ["AgentConfigFile", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
-        // PROTOCOL E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
+        // docs/fleet.md E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
                           swiftSettings: strict),

@@ -366,7 +366,7 @@ final class Bench {
         }
     }
 
-    // MARK: - 1b. The HTTP interface (PROTOCOL F)
+    // MARK: - 1b. The HTTP interface (docs/http.md F)
 
     /// OFREP single-flag evaluation on keep-alive connections against the socket's
     /// `isEnabled` and against `/healthz` (the smallest answer of the same HTTP server on the

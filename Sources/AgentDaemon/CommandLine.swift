@@ -1,5 +1,5 @@
-// PROTOCOL C: `pushwoosh-agentd [--config FILE] [--instance NAME] [--socket PATH] [--state-dir DIR]`
-// (--instance: PROTOCOL E, one device of several on a host).
+// docs/configuration.md C: `pushwoosh-agentd [--config FILE] [--instance NAME] [--socket PATH] [--state-dir DIR]`
+// (--instance: docs/fleet.md E, one device of several on a host).
 // A pure function of the arguments; the caller prints and exits (2 on a usage error).
 
 import AgentConfigFile
@@ -21,7 +21,7 @@ public struct DaemonOptions: Sendable, Equatable {
     public var configFile: String = AgentConfiguration.defaultConfigFile
     public var socketPath: String?
     public var stateDirectory: String?
-    /// `--instance NAME` (PROTOCOL E): `NAME.conf` beside the configuration file
+    /// `--instance NAME` (docs/fleet.md E): `NAME.conf` beside the configuration file
     /// overrides its keys, and the default socket and state directory are the instance's.
     public var instance: String?
 
@@ -50,7 +50,7 @@ public struct DaemonOptions: Sendable, Equatable {
         return configuration
     }
 
-    /// Command-line options override the file (PROTOCOL C). Outside systemd (no
+    /// Command-line options override the file (docs/configuration.md C). Outside systemd (no
     /// RUNTIME_DIRECTORY / STATE_DIRECTORY) an instance's defaults are
     /// /run/pushwoosh-agent/NAME.sock and /var/lib/pushwoosh-agent@NAME.
     public func apply(to configuration: inout AgentConfiguration, environment: [String: String] = [:]) {

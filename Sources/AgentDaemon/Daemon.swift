@@ -23,13 +23,13 @@ public final class Daemon {
     private let metrics = Metrics()
     private var http: HTTPService?
     /// What the store held at start (read before the agent exists: the device clock's
-    /// offset is in it, PROTOCOL H). Handed to the agent by `run` and dropped there: kept,
+    /// offset is in it, docs/device-clock.md H). Handed to the agent by `run` and dropped there: kept,
     /// it would hold a second copy of the stored flags once a refresh replaced them.
     private var loaded: StoreLoad?
     /// The state's clock offset while `Clock=system` runs: cleared at start.
     private let abandonedOffset: Seconds?
     private var lastState: AgentStatus.State?
-    /// PROTOCOL E.1: this process's exclusive lock on its state directory, held until exit.
+    /// docs/fleet.md E.1: this process's exclusive lock on its state directory, held until exit.
     private let stateLock: StateDirectoryLock
     /// The state file, with a heap trim after each save.
     private let store: TrimmingStore
@@ -80,7 +80,7 @@ public final class Daemon {
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
         server.otherConnections = { [unowned self] in self.http?.connectionCount ?? 0 }
-        // PROTOCOL F: the socket named `http` is the HTTP interface's; any other is the socket API's.
+        // docs/http.md F: the socket named `http` is the HTTP interface's; any other is the socket API's.
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
             http = try makeHTTPService(inheritedFD: httpFD)
@@ -129,7 +129,7 @@ public final class Daemon {
         }
         host.agent.start(loaded.take() ?? StoreLoad(state: nil))  // stored flags; requests go out without being waited for
         if let offset = abandonedOffset {
-            // PROTOCOL H: back to the host's clock from a device clock that was ahead: a
+            // docs/device-clock.md H: back to the host's clock from a device clock that was ahead: a
             // backward clock step, treated as one (stored flags from the future are not trusted).
             log(.warning, "device clock was ahead of the host's; Clock=system goes back to the host's time",
                 ["ahead_s": Int(offset.rounded())])
@@ -267,7 +267,7 @@ public final class Daemon {
         server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
     }
 
-    /// Timings no real device has (PROTOCOL H: test with the device clock instead).
+    /// Timings no real device has (docs/device-clock.md H: test with the device clock instead).
     private func warnAboutUnrealTimings() {
         let f = configuration.featureFlags
         guard f.storedFlagsLifetime < f.refreshInterval else { return }
@@ -275,7 +275,7 @@ public final class Daemon {
             ["lifetime": TimeSpan.format(f.storedFlagsLifetime), "refresh_interval": TimeSpan.format(f.refreshInterval)])
     }
 
-    // MARK: - HTTP interface and metrics (PROTOCOL F)
+    // MARK: - HTTP interface and metrics (docs/http.md F)
 
     private func makeHTTPService(inheritedFD: Int32?) throws(HTTPServiceError) -> HTTPService {
         var settings = configuration.http

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 
-/// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (PROTOCOL C).
+/// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (docs/configuration.md C).
 public enum DaemonMain {
     public static func run(arguments: [String], environment: [String: String]) -> Int32 {
         let log = Log(minimum: environment["PUSHWOOSH_AGENT_DEBUG"].map { $0.isEmpty ? .info : .debug } ?? .info,

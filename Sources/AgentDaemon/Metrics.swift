@@ -4,7 +4,7 @@ import AgentWire
 import FoundationEssentials
 import Glibc
 
-/// The agent's counters (PROTOCOL F.2), kept on the loop thread, and their Prometheus text
+/// The agent's counters (docs/http.md F.2), kept on the loop thread, and their Prometheus text
 /// exposition (version 0.0.4). Counters live as long as the process; every one is counted
 /// where the thing happens (agent events, the socket server, the metered transport), never
 /// estimated.
@@ -107,7 +107,7 @@ final class Metrics {
         var out = PrometheusText()
         out.family("pushwoosh_agent_build_info", "gauge", "The agent's version and application code; always 1.")
         out.sample("pushwoosh_agent_build_info", [("version", s.version), ("application_code", s.status.applicationCode)], 1)
-        out.family("pushwoosh_agent_state", "gauge", "The agent's state (PROTOCOL B.2 status.state): 1 for the current one.")
+        out.family("pushwoosh_agent_state", "gauge", "The agent's state (docs/socket-api.md B.2 status.state): 1 for the current one.")
         for state in ["notReady", "ready", "stale", "error", "fatal"] {
             out.sample("pushwoosh_agent_state", [("state", state)], s.status.state.rawValue == state ? 1 : 0)
         }

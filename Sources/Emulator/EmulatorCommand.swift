@@ -14,7 +14,7 @@ public enum EmulatorCommand {
                pushwoosh-emulator --apps-from-har FILE.har
 
         A fake Pushwoosh server: the device API at /json/1.3/{method} and an admin API
-        under /admin/ (PROTOCOL.md sections A and D).
+        under /admin/ (docs/device-api.md A and D).
 
           --listen HOST:PORT     IPv4 address and port (default 127.0.0.1:8080; port 0 picks a
                                  free port). Prints "listening on HOST:PORT" once bound.

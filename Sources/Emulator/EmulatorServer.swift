@@ -11,7 +11,7 @@ public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equ
     public init(description: String) { self.description = description }
 }
 
-/// The Pushwoosh emulator's HTTP server (PROTOCOL D) on libmicrohttpd.
+/// The Pushwoosh emulator's HTTP server (docs/emulator.md D) on libmicrohttpd.
 ///
 /// ```swift
 /// let server = try EmulatorServer(listen: "127.0.0.1:0", apps: apps)

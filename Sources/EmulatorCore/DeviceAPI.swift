@@ -2,7 +2,7 @@ import AgentCore
 import Foundation
 
 extension EmulatorState {
-    // MARK: - Device API (PROTOCOL A)
+    // MARK: - Device API (docs/device-api.md A)
 
     static func envelope(_ code: Int, _ message: String, _ response: JSONValue = .null) -> JSONValue {
         .object(["status_code": .number(Double(code)), "status_message": .string(message), "response": response])

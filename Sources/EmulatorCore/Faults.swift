@@ -1,7 +1,7 @@
 import AgentCore
 import Foundation
 
-/// A fault armed with `POST /admin/faults` (PROTOCOL D.2, D.3): calls of `method`
+/// A fault armed with `POST /admin/faults` (docs/emulator.md D.2, D.3): calls of `method`
 /// (only those of `hwid` / `userId` when set) fail as described, `times` times and/or
 /// for `forSeconds` of emulator time, each with `probability` (drawn from `seed`).
 public struct Fault: Sendable, Equatable {

@@ -3,7 +3,7 @@ import Foundation
 
 /// One device API call as `GET /admin/requests` shows it.
 public struct RecordedRequest: Sendable {
-    /// Emulator time (PROTOCOL D.3) when it was received.
+    /// Emulator time (docs/emulator.md D.3) when it was received.
     public var time: Date
     /// The device API method (`getFeatureFlags`).
     public var method: String

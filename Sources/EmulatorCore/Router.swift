@@ -5,7 +5,7 @@ public enum FlagAction: String, Sendable, CaseIterable {
     case kill, unkill, archive, unarchive
 }
 
-/// Where a request goes (PROTOCOL A, D.2 and D.3).
+/// Where a request goes (docs/device-api.md A, D.2 and D.3).
 public enum Route: Sendable, Equatable {
     case device(method: String)        // /json/1.3/{method}
     case apps                          // /admin/apps
@@ -108,7 +108,7 @@ public struct Outcome: Sendable {
         case raw([UInt8], contentType: String)
     }
 
-    /// How the answer goes out (PROTOCOL D.3 body faults).
+    /// How the answer goes out (docs/emulator.md D.3 body faults).
     public enum Delivery: Sendable, Equatable {
         case normal
         /// Headers and the first N bytes of the body, then close.

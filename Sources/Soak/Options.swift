@@ -73,7 +73,7 @@ public struct SoakOptions: Sendable {
         }
         func span(_ name: String) throws(HTTPError) -> Double {
             let text = try value(name)
-            guard let s = parseSpan(text) else { throw HTTPError("\(name): expected a time span like 90s, 10m, 1h, 500ms; found \"\(text)\"") }
+            guard let s = TimeSpan.parse(text) else { throw HTTPError("\(name): expected a time span like 90s, 10m, 1h, 500ms; found \"\(text)\"") }
             return s
         }
         while i < args.count {
@@ -129,30 +129,4 @@ public struct SoakOptions: Sendable {
         }
         return o
     }
-}
-
-/// systemd-style spans: `90s`, `10m`, `10min`, `1h`, `500ms`, `1h30m`; a bare number is seconds.
-public func parseSpan(_ text: String) -> Double? {
-    let units: [(String, Double)] = [("ms", 0.001), ("min", 60), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-    var rest = Substring(text.trimmingCharacters(in: .whitespaces))
-    if let plain = Double(rest), plain >= 0 { return plain }
-    var total = 0.0
-    var any = false
-    while !rest.isEmpty {
-        let number = rest.prefix { $0.isNumber || $0 == "." }
-        guard !number.isEmpty, let n = Double(number) else { return nil }
-        rest = rest.dropFirst(number.count)
-        guard let (unit, size) = units.first(where: { rest.hasPrefix($0.0) }) else { return nil }
-        rest = rest.dropFirst(unit.count)
-        total += n * size
-        any = true
-        rest = rest.drop { $0 == " " }
-    }
-    return any ? total : nil
-}
-
-/// `90` → `90s`, `0.5` → `500ms` (what the agent's configuration accepts).
-public func formatSpan(_ seconds: Double) -> String {
-    let ms = Int((seconds * 1000).rounded())
-    return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
 }

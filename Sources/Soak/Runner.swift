@@ -169,13 +169,14 @@ public final class SoakRunner: @unchecked Sendable {
         let ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
                              processes: processes, notify: notify, recorder: recorder, root: root, deadline: deadline,
                              environment: env)
-        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(formatSpan(options.duration)), emulator on 127.0.0.1:\(port), "
-            + "lifetime \(formatSpan(options.timings.lifetime)), session gap \(formatSpan(options.timings.sessionGap)), "
-            + "refresh \(formatSpan(options.timings.refresh)), throttle \(formatSpan(options.timings.throttle)); work dir \(root)")
+        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(TimeSpan.format(options.duration)), emulator on 127.0.0.1:\(port), "
+            + "lifetime \(TimeSpan.format(options.timings.lifetime)), session gap \(TimeSpan.format(options.timings.sessionGap)), "
+            + "refresh \(TimeSpan.format(options.timings.refresh)), throttle \(TimeSpan.format(options.timings.throttle)); work dir \(root)")
 
         // The notify sockets are read until every driver has finished: a driver still starts,
         // restarts and stops agents after the checker loop ends, and an agent whose notify
-        // socket nobody reads would have its READY=1 and STOPPING=1 go unseen (issue 17).
+        // socket nobody reads would have its READY=1 and STOPPING=1 go unseen (seed 864767728
+        // of Tests/soak/seeds.txt).
         let pumping = Atomic<Bool>(true)
         let notifyThread = Thread {
             while pumping.load(ordering: .relaxed) { notify.pump(timeout: 0.2) }

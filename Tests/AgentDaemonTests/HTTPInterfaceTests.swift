@@ -8,7 +8,7 @@ import Glibc
 import Testing
 import HarnessSupport
 
-/// PROTOCOL F against the real `pushwoosh-agentd` and `pushwoosh-emulator`: OFREP, the
+/// docs/http.md F against the real `pushwoosh-agentd` and `pushwoosh-emulator`: OFREP, the
 /// operations endpoints, the token, every bad-input case, the limits, the loop (no thread
 /// of its own), and the exactness of the counters.
 @Suite(.serialized) struct HTTPInterfaceTests {

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 @testable import AgentDaemon
 
-/// PROTOCOL F's routes in-process: `HTTPInterface.respond` over an agent serving stored
+/// docs/http.md F's routes in-process: `HTTPInterface.respond` over an agent serving stored
 /// flags, without libmicrohttpd, a socket or a daemon process (the real server's tests,
 /// HTTPInterfaceTests, keep the wire: keep-alive, limits, socket activation).
 @Suite struct HTTPRouteTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The shape issue 18 left the sources in, held by tests: no file too long to read in one
+/// The shape of the sources, held by tests: no file too long to read in one
 /// sitting, and the socket's method names spelled in one module.
 @Suite struct SourceShapeTests {
     static let root = DependencyTests.root

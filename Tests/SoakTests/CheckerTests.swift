@@ -253,15 +253,15 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
 
 @Suite struct ParsingTests {
     @Test func spans() {
-        #expect(parseSpan("10m") == 600)
-        #expect(parseSpan("10min") == 600)
-        #expect(parseSpan("90s") == 90)
-        #expect(parseSpan("500ms") == 0.5)
-        #expect(parseSpan("1h30m") == 5400)
-        #expect(parseSpan("15") == 15)
-        #expect(parseSpan("ten") == nil)
-        #expect(formatSpan(60) == "60s")
-        #expect(formatSpan(0.25) == "250ms")
+        #expect(TimeSpan.parse("10m") == 600)
+        #expect(TimeSpan.parse("10min") == 600)
+        #expect(TimeSpan.parse("90s") == 90)
+        #expect(TimeSpan.parse("500ms") == 0.5)
+        #expect(TimeSpan.parse("1h30m") == 5400)
+        #expect(TimeSpan.parse("15") == 15)
+        #expect(TimeSpan.parse("ten") == nil)
+        #expect(TimeSpan.format(60) == "1min")
+        #expect(TimeSpan.format(0.25) == "250ms")
     }
 
     @Test func options() throws {

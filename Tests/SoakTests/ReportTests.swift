@@ -109,7 +109,7 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         return (p.terminationStatus, output, summary, svg)
     }
 
-    /// Issue 17, seed 864767728: the run ended while a driver was restarting its agent; the
+    /// Seed 864767728: the run ended while a driver was restarting its agent; the
     /// runner stopped reading the notify sockets, so the new process's READY=1 went unseen
     /// ("no READY=1 within 10 s") and, its notify queue full, the agent hung in a blocking
     /// sd_notify ("still running 5 s after SIGTERM"). With a restart every second on six
@@ -131,7 +131,7 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         }
     }
 
-    /// PROTOCOL H: the SDK's real timings (24 h, 30 min, 1 h, 5 min) on controlled device
+    /// docs/device-clock.md H: the SDK's real timings (24 h, 30 min, 1 h, 5 min) on controlled device
     /// clocks, stepped together with the emulator's: half a device day in seconds. (It failed
     /// one run in four when the clock's first step came before an agent's first start: that
     /// agent then ran 600 s behind the others' device time. The first step now waits.)

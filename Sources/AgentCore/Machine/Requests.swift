@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The device API requests the machine sends (PROTOCOL A), built from the settings and the state.
+/// The device API requests the machine sends (docs/device-api.md A), built from the settings and the state.
 extension AgentMachine {
     /// A.1: the configured server URL, else the one the server handed out, else the default.
     var baseURL: String {

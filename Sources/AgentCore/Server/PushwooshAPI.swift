@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The Pushwoosh device API, `json/1.3` (PROTOCOL A): request bodies, the envelope and
+/// The Pushwoosh device API, `json/1.3` (docs/device-api.md A): request bodies, the envelope and
 /// the success rule, error classification (RF-7) and the `getFeatureFlags` response
 /// (A.3, assumed — kept in this one file so it can follow the real server).
 public enum PushwooshAPI {

@@ -2,7 +2,7 @@ import AgentCore
 import AgentWire
 import FoundationEssentials
 
-/// The routes of PROTOCOL F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
+/// The routes of docs/http.md F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
 /// (F.2). Nothing here changes state: there is no route but the evaluations and the three
 /// GETs.
 final class HTTPInterface {

@@ -2,7 +2,7 @@ import AgentCore
 import AgentWire
 import FoundationEssentials
 
-/// OpenFeature Remote Evaluation Protocol v1 on the agent's flags (PROTOCOL F.1, field
+/// OpenFeature Remote Evaluation Protocol v1 on the agent's flags (docs/http.md F.1, field
 /// names and error shapes of open-feature/protocol `service/openapi.yaml`).
 ///
 /// Every answer is built from `Agent.get`, the read behind the socket's `get`, `isEnabled`

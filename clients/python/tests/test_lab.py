@@ -1,4 +1,4 @@
-"""EmulatorClient's lab calls (PROTOCOL D.3), the fleet fixture, the restartable emulator,
+"""EmulatorClient's lab calls (docs/emulator.md D.3), the fleet fixture, the restartable emulator,
 the agent's HTTP URL and AgentClient.details(), against the real binaries."""
 
 from __future__ import annotations

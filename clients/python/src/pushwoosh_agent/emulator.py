@@ -1,4 +1,4 @@
-"""A client of the Pushwoosh emulator's admin API (PROTOCOL D.2 and D.3), on urllib only."""
+"""A client of the Pushwoosh emulator's admin API (docs/emulator.md D.2 and D.3), on urllib only."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ class EmulatorClient:
     # -- applications and flags --
 
     def put_app(self, definition: Mapping[str, Any]) -> Dict[str, Any]:
-        """Loads or replaces an application (PROTOCOL D.1); its ``code`` names it."""
+        """Loads or replaces an application (docs/emulator.md D.1); its ``code`` names it."""
         code = definition.get("code")
         if not isinstance(code, str):
             raise ValueError("an application definition needs a string \"code\"")
@@ -212,7 +212,7 @@ class EmulatorClient:
         """Calls of device API ``method`` fail as described; returns the armed fault
         (with ``id``, ``remaining`` and ``until``).
 
-        Scope (PROTOCOL D.3): ``hwid`` / ``user_id`` (only that device's or user's
+        Scope (docs/emulator.md D.3): ``hwid`` / ``user_id`` (only that device's or user's
         calls), ``for_seconds`` (active that long from now in emulator time; with
         ``times`` whichever ends first). ``times`` defaults to 1, or with
         ``for_seconds`` to every matching call in the window. ``probability`` (0-1) with ``seed`` (the same seed gives
@@ -300,7 +300,7 @@ class EmulatorClient:
         devices: List[Dict[str, Any]] = result.get("devices", []) if isinstance(result, dict) else []
         return devices
 
-    # -- the lab (PROTOCOL D.3) --
+    # -- the lab (docs/emulator.md D.3) --
 
     def clock(self) -> Dict[str, Any]:
         """The emulator's time: ``now`` (ISO 8601), ``unixTime``, ``offsetSeconds`` (ahead of the host)."""

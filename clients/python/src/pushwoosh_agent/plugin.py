@@ -215,7 +215,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
 def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     marked = _marker_kwargs(request, "pushwoosh_agent")
     marked.update(extra or {})
-    # With the device clock controlled (PROTOCOL H) a test runs the SDK's real timings
+    # With the device clock controlled (docs/device-clock.md H) a test runs the SDK's real timings
     # (the throttle included): it moves the clock instead of shortening them.
     options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
     options.update(marked)

@@ -43,7 +43,7 @@ EXAMPLE_APP_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exa
 EXAMPLE_APP_CODE = "ABCDE-12345"
 
 #: Settings of :func:`agent_config` and the ``pushwoosh_agent`` marker: pythonic name ->
-#: (section, key) of the configuration file (PROTOCOL C.1, F). The keys themselves
+#: (section, key) of the configuration file (docs/configuration.md C.1, F). The keys themselves
 #: (``RefreshInterval=...``) are accepted too.
 AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     "application_code": ("Agent", "ApplicationCode"),
