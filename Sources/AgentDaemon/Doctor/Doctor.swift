@@ -47,7 +47,13 @@ public struct Doctor {
         let started = monotonicSeconds()
         var report = Report(configFile: configuration.sourceFile ?? "-")
         let c = configuration
-        let stored = try? FileStateStore.read(c.stateDirectory + "/" + FileStateStore.fileName)
+        var stored: PersistentState?
+        var unreadable: String?
+        do {
+            stored = try FileStateStore.read(c.stateDirectory + "/" + FileStateStore.fileName)
+        } catch {
+            unreadable = "\(error)"
+        }
         let baseURL = c.server.serverURL ?? stored?.baseURL ?? PushwooshAPI.defaultBaseURL(applicationCode: c.server.applicationCode)
         let urlSource = c.server.serverURL != nil ? "ServerURL=" : stored?.baseURL != nil ? "base_url the server handed out" : "default"
         var settings = [
@@ -66,9 +72,11 @@ public struct Doctor {
         var random = SystemRandomNumberGenerator()
         let hwid = stored?.hwid ?? AgentMachine.makeHWID(using: &random)
         let userId = stored?.userId ?? hwid
-        report.steps.append(Step(name: "device", outcome: .ok, detail: stored != nil
-            ? "HWID \(hwid), User ID \(userId) (from the stored state, read only)"
-            : "HWID \(hwid) (new: no stored state in \(c.stateDirectory); nothing is written)"))
+        let origin = stored != nil ? "from the stored state, read only"
+            : unreadable.map { "new: the stored state could not be read (\($0)); nothing is written" }
+            ?? "new: no stored state in \(c.stateDirectory); nothing is written"
+        report.steps.append(Step(name: "device", outcome: unreadable == nil ? .ok : .warning,
+                                 detail: "HWID \(hwid), User ID \(userId) (\(origin))"))
 
         let host = URL(string: baseURL)?.host ?? ""
         report.steps.append(resolve(host, proxied: proxyInUse(baseURL) != "none"))

@@ -143,3 +143,22 @@ def test_bad_configuration_and_usage(pushwoosh_bin: str, pushwoosh_tmp_dir: str)
     result = subprocess.run([os.path.join(pushwoosh_bin, "pushwoosh-agentd"), "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, timeout=10)
     assert result.returncode == 2 and b"--json goes with --doctor" in result.stdout
+
+
+def test_uses_the_stored_device_read_only(pushwoosh_bin: str, pushwoosh_emulator: Any, pushwoosh_tmp_dir: str) -> None:
+    from pushwoosh_agent.processes import AgentProcess
+    agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url,
+                         binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"), settings={"user_id": "stored-user"})
+    agent.start()
+    hwid = agent.client.status()["hwid"]
+    agent.close()
+    state_file = os.path.join(agent.state_dir, "state.json")
+    before = open(state_file, "rb").read(), os.stat(state_file).st_mtime_ns, sorted(os.listdir(agent.state_dir))
+    code, out = _doctor(pushwoosh_bin, pushwoosh_tmp_dir, {"server_url": pushwoosh_emulator.server_url,
+                                                           "state_directory": agent.state_dir})
+    assert code == 0, out
+    assert f"HWID {hwid}, User ID stored-user (from the stored state, read only)" in out, out
+    after = open(state_file, "rb").read(), os.stat(state_file).st_mtime_ns, sorted(os.listdir(agent.state_dir))
+    assert after == before, "the doctor changed the state directory"
+    calls = pushwoosh_emulator.requests(method="getFeatureFlags")
+    assert calls[-1]["hwid"] == hwid and calls[-1]["userId"] == "stored-user"
