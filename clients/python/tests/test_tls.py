@@ -95,7 +95,8 @@ def test_without_ca_file_a_private_ca_is_not_trusted(pushwoosh_bin: str, pushwoo
                                tls=ca.issue("server"), ca_file=ca.ca_file).start()
     agent = AgentProcess(pushwoosh_tmp_dir, server_url=emulator.server_url,
                          binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
-                         settings={"disable_throttle": True, "request_timeout": "5s"})
+                         settings={"disable_throttle": True, "request_timeout": "5s"},
+                         environment={"SSL_CERT_FILE": ca.ca_file, "CURL_CA_BUNDLE": ca.ca_file})
     try:
         agent.start()
         error = _failed_status(agent)["lastRefreshError"]
