@@ -66,16 +66,23 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
         case .tlsWrongHost: "TLS: the server's certificate is for another host"
         case .tls: "TLS: the secure connection failed"
         case .proxy: "proxy: the proxy did not connect"
-        case .nameResolution: "name resolution failed"
-        case .connection: "connection failed"
-        case .timeout: "timed out"
-        case .other: ""
+        // libcurl's own words say these plainly ("Could not resolve host", "Failed to connect",
+        // "Operation timed out"): no words of the agent's before them.
+        case .nameResolution, .connection, .timeout, .other: ""
         }
     }
 
+    /// The libcurl codes of the problems its own message names.
+    static let plainCodes: [Int: NetworkProblem] = [6: .nameResolution, 7: .connection, 28: .timeout]
+
     /// The problem a message made by `describe` names (`other` for any other text).
     public static func of(message: String) -> NetworkProblem {
-        allCases.first { $0 != .other && message.contains($0.phrase) } ?? .other
+        if let named = allCases.first(where: { !$0.phrase.isEmpty && message.contains($0.phrase) }) { return named }
+        if let open = message.lastIndex(of: "("), message.hasSuffix(")"),
+           let code = Int(message[message.index(after: open)...].dropFirst("curl ".count).dropLast()) {
+            return plainCodes[code] ?? .other
+        }
+        return .other
     }
 
     /// What went wrong with a finished transfer, from libcurl's code and its details.
@@ -136,6 +143,6 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
     static func describe(_ code: CURLcode, easy: UnsafeMutableRawPointer, detail: String) -> String {
         let text = CurlTransport.describe(code, detail: detail)
         let problem = classify(code, easy: easy, detail: detail)
-        return problem == .other ? text : "\(problem.phrase): \(text)"
+        return problem.phrase.isEmpty ? text : "\(problem.phrase): \(text)"
     }
 }

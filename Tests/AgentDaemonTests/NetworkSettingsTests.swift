@@ -101,9 +101,13 @@ import Testing
     }
 
     @Test func problemsAreNamedFromTheirMessages() {
-        for problem in NetworkProblem.allCases where problem != .other {
+        for problem in NetworkProblem.allCases where !problem.phrase.isEmpty {
             #expect(NetworkProblem.of(message: "no response: \(problem.phrase): detail (curl 60)") == problem)
         }
+        #expect(NetworkProblem.of(message: "no response: Could not resolve host: x.invalid (curl 6)") == .nameResolution)
+        #expect(NetworkProblem.of(message: "no response: Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't connect to server (curl 7)") == .connection)
+        #expect(NetworkProblem.of(message: "no response: Operation timed out after 1000 milliseconds with 0 bytes received (curl 28)") == .timeout)
         #expect(NetworkProblem.of(message: "no response: Failure when receiving data from the peer (curl 56)") == .other)
+        #expect(NetworkProblem.of(message: "no response: (curl 7") == .other)
     }
 }
