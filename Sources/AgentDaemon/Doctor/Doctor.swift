@@ -108,14 +108,12 @@ public struct Doctor {
 
     /// Where the flags request goes through: `Proxy=`, the environment's variable, or none.
     func proxyInUse(_ url: String) -> String {
-        if let proxy = configuration.network.proxy { return "\(ConfigValue.redactedProxy(proxy)) (Proxy=)" }
+        let bypass = (environment["no_proxy"] ?? environment["NO_PROXY"]).map { "; no_proxy=\($0) may bypass it" } ?? ""
+        if let proxy = configuration.network.proxy { return "\(ConfigValue.redactedProxy(proxy)) (Proxy=\(bypass))" }
         let names = url.lowercased().hasPrefix("https") ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
                                                          : ["http_proxy", "all_proxy", "ALL_PROXY"]
         for name in names {
-            if let value = environment[name], !value.isEmpty {
-                let bypass = environment["no_proxy"] ?? environment["NO_PROXY"]
-                return "\(ConfigValue.redactedProxy(value)) (\(name)\(bypass.map { "; no_proxy=\($0) may bypass it" } ?? ""))"
-            }
+            if let value = environment[name], !value.isEmpty { return "\(ConfigValue.redactedProxy(value)) (\(name)\(bypass))" }
         }
         return "none"
     }

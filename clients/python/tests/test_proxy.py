@@ -117,3 +117,28 @@ def test_doctor_goes_through_the_proxy(pushwoosh_bin: str, pushwoosh_tmp_dir: st
             assert f"127.0.0.1:{emulator.port}" in proxy.tunnels()
     finally:
         emulator.stop()
+
+
+def test_no_proxy_applies_to_the_proxy_key_too(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
+    """Proxy= pointing nowhere, no_proxy=127.0.0.1 in the environment: the server is reached directly."""
+    import subprocess
+    from pushwoosh_agent.processes import agent_config
+    emulator = _emulator(pushwoosh_tmp_dir, pushwoosh_bin)
+    dead = ConnectProxy()
+    dead.listener.close()
+    try:
+        path = os.path.join(pushwoosh_tmp_dir, "doctor.conf")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(agent_config({"application_code": "ABCDE-12345", "server_url": emulator.server_url,
+                                  "ca_file": emulator.ca_file, "proxy": dead.url,
+                                  "state_directory": os.path.join(pushwoosh_tmp_dir, "state")}))
+        binary = os.path.join(pushwoosh_bin, "pushwoosh-agentd")
+        bypassed = subprocess.run([binary, "--doctor", "--config", path], stdout=subprocess.PIPE, timeout=30,
+                                  env={"PATH": "/usr/bin:/bin", "no_proxy": "127.0.0.1"})
+        assert bypassed.returncode == 0, bypassed.stdout.decode()
+        assert "no_proxy=127.0.0.1 may bypass it" in bypassed.stdout.decode()
+        through = subprocess.run([binary, "--doctor", "--config", path], stdout=subprocess.PIPE, timeout=30,
+                                 env={"PATH": "/usr/bin:/bin"})
+        assert through.returncode == 1 and "proxy: the proxy did not connect" in through.stdout.decode()
+    finally:
+        emulator.stop()
