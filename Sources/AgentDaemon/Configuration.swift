@@ -45,6 +45,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var device: DeviceSettings
     /// `[HTTP]` (docs/http.md F).
     public var http = HTTPSettings()
+    /// `[Agent] CAFile=`, `Proxy=`: TLS trust and proxy.
+    public var network = NetworkSettings()
     /// The file this came from, if any (for logs).
     public var sourceFile: String?
 

@@ -64,7 +64,9 @@ public final class Daemon {
         abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
         let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
         host = AgentHost(loop: loop, clock: clock)
-        network = DeferredTransport { [loop] in CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)") }
+        network = DeferredTransport { [loop, options = configuration.network.options] in
+            CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)", network: options)
+        }
         let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
         let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
@@ -190,6 +192,7 @@ public final class Daemon {
             try http?.reload(fresh.http)
             configuration = fresh
             server.update(settings: fresh.socket)
+            (network.opened as? CurlTransport)?.network = fresh.network.options  // CAFile=, Proxy=: the next request on
             host.agent.reload(Self.agentSettings(fresh, environment: environment))
             log(.info, "configuration reloaded", ["file": options.configFile])
             warnAboutUnrealTimings()

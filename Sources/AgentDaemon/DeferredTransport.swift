@@ -24,6 +24,9 @@ final class DeferredTransport: HTTPTransport {
         }
     }
 
+    /// The transport once `open()` has made it.
+    var opened: (any HTTPTransport)? { base }
+
     /// Makes the transport and sends what was held. Only the first call does anything.
     func open() {
         guard let make else { return }

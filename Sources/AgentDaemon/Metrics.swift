@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import FoundationEssentials
 import Glibc
@@ -43,6 +44,8 @@ final class Metrics {
     private(set) var rpcErrors: [Int: Int] = [:]
     private(set) var httpRequests: [Int: Int] = [:]
     var stateSaveFailures = 0
+    /// Flags requests that got no HTTP answer, by what went wrong (`NetworkProblem`: TLS, proxy, …).
+    private(set) var networkFailures: [String: Int] = [:]
 
     /// Method labels: the known methods, everything else is `other` (no label per typo).
     static let methodLabels: Set<String> = Set(SocketMethod.allCases.map { $0.rawValue })
@@ -55,6 +58,9 @@ final class Metrics {
             refreshes[RefreshKey(trigger: trigger.rawValue, outcome: "success", code: 200), default: 0] += 1
         case .refreshFailed(let trigger, let error, _):
             refreshes[RefreshKey(trigger: trigger.rawValue, outcome: "failure", code: error.code), default: 0] += 1
+            if error.code == 0 && error.message.hasPrefix("no response") {
+                networkFailures[NetworkProblem.of(message: error.message).rawValue, default: 0] += 1
+            }
         case .callFinished(.postEvent, let error):
             // Impressions are the only events the agent posts (A.4).
             if error == nil { impressionsSent += 1 } else { impressionsFailed += 1 }
@@ -156,6 +162,11 @@ final class Metrics {
         out.family("pushwoosh_agent_state_save_failures_total", "counter",
                    "Times saving the state failed (a failure repeating the previous one counts once until a save succeeds).")
         out.sample("pushwoosh_agent_state_save_failures_total", [], Double(stateSaveFailures))
+        out.family("pushwoosh_agent_refresh_network_failures_total", "counter",
+                   "Flags requests without an HTTP answer (code 0), by problem: tls_untrusted, tls_expired, tls_not_yet_valid, tls_wrong_host, tls, proxy, name_resolution, connection, timeout, other.")
+        for (problem, n) in networkFailures.sorted(by: { $0.key < $1.key }) {
+            out.sample("pushwoosh_agent_refresh_network_failures_total", [("problem", problem)], Double(n))
+        }
         ProcessMetrics.read().write(into: &out)
         return out.text
     }

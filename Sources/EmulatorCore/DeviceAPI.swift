@@ -28,6 +28,7 @@ extension EmulatorState {
                                    status: outcome.drop ? nil : outcome.status, fault: fault?.kind.name, hwid: hwid, userId: userId)
         requestLog.append(call)
         var answered = outcome
+        if outcome.forward { answered.forwardedCall = requestLog.appended - 1 }
         answered.woken = wakeParkedWaits(for: call)
         return answered
     }
@@ -84,7 +85,8 @@ extension EmulatorState {
                 return (failed, fired)
             }
         }
-        var outcome = answer(method, p, partial: partial, now: now)
+        var outcome = configuration.upstream != nil ? Outcome.forwarded
+            : configuration.replay != nil ? replayAnswer(method) : answer(method, p, partial: partial, now: now)
         outcome.delayMs = delayMs
         outcome.events = events
         outcome.delivery = delivery

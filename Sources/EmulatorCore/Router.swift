@@ -135,6 +135,17 @@ public struct Outcome: Sendable {
     public var ticket: Int?
     /// Parked waits this call completed (a device call that grew the request log).
     public var woken: [(ticket: Int, outcome: Outcome)] = []
+    /// `--upstream`: the server forwards the call and answers with what comes back.
+    public var forward = false
+    /// The forwarded call's number in the request log (`EmulatorState.forwardAnswered`).
+    public var forwardedCall: Int?
+
+    /// A device API call to forward upstream (its status is the upstream's; 0 until then).
+    static var forwarded: Outcome {
+        var o = Outcome(status: 0, body: .json(.null))
+        o.forward = true
+        return o
+    }
 
     init(status: Int, headers: [HeaderField] = [], body: Body, drop: Bool = false, delayMs: Int = 0,
          events: [String] = []) {
@@ -168,7 +179,7 @@ public struct Outcome: Sendable {
     /// The bytes to send, or nil when the connection is to be dropped (or parked).
     /// Serializing is done outside the state's lock.
     public func render() -> EmulatorResponse? {
-        if drop || wait != nil { return nil }
+        if drop || wait != nil || forward { return nil }
         switch body {
         case .json(let v):
             return EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,

@@ -319,6 +319,13 @@ private let protocolExample = """
         #expect(throws: CommandLineError(message)) { try DaemonCommandLine.parse(arguments) }
     }
 
+    @Test func doctorOptions() throws {
+        #expect(try DaemonCommandLine.parse(["--doctor"]) == .doctor(DaemonOptions(), json: false))
+        #expect(try DaemonCommandLine.parse(["--config", "/x.conf", "--doctor", "--json"])
+            == .doctor(DaemonOptions(configFile: "/x.conf"), json: true))
+        #expect(throws: CommandLineError("--json goes with --doctor")) { try DaemonCommandLine.parse(["--json"]) }
+    }
+
     @Test func errorDescriptionPointsToHelp() {
         #expect(CommandLineError("unknown option -x").description == "unknown option -x\nTry 'pushwoosh-agentd --help'.")
     }

@@ -54,6 +54,7 @@ import Testing
         "Sources/AgentControl/FleetCommand.swift \"metrics\"",  // `fleet metrics`
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
         "Sources/EmulatorCore/RequestLog.swift \"status\"",  // a logged request's HTTP status
+        "Sources/EmulatorCore/HAR.swift \"status\"",  // a HAR entry's HTTP status
         "Sources/EmulatorCore/Router.swift \"clock\"",  // the emulator's /admin/clock
         "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
         "Sources/Soak/SoakRunner+Report.swift \"status\"",  // a checker's name in the report

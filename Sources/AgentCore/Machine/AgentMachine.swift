@@ -225,7 +225,7 @@ public struct AgentMachine {
     // MARK: - Identifiers
 
     /// SE-2: an uppercase RFC 4122 version-4 UUID.
-    static func makeHWID(using random: inout some RandomNumberGenerator) -> String {
+    public static func makeHWID(using random: inout some RandomNumberGenerator) -> String {
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80

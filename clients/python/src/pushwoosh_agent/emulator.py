@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -94,7 +95,7 @@ class EmulatorClient:
     carrying the emulator's message (a 400 says what is wrong and where).
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, ca_file: Optional[str] = None) -> None:
         url = base_url.strip().rstrip("/")
         if url.endswith("/json/1.3"):
             url = url[: -len("/json/1.3")]
@@ -103,6 +104,11 @@ class EmulatorClient:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = url
         self.timeout = timeout
+        #: An ``https://`` emulator's CA (``ca_file``) trusted besides the system's.
+        self.ssl_context: Optional[ssl.SSLContext] = None
+        if ca_file is not None:
+            self.ssl_context = ssl.create_default_context()
+            self.ssl_context.load_verify_locations(cafile=ca_file)
 
     def __repr__(self) -> str:
         return f"EmulatorClient({self.base_url!r})"
@@ -122,7 +128,8 @@ class EmulatorClient:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout,
+                                        context=self.ssl_context) as response:
                 text = response.read()
         except urllib.error.HTTPError as error:
             raw = error.read()

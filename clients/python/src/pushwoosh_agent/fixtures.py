@@ -18,8 +18,10 @@ class RunningEmulator(EmulatorClient):
     """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
 
     def __init__(self, process: EmulatorProcess) -> None:
-        super().__init__(process.base_url)
+        super().__init__(process.base_url, ca_file=process.ca_file)
         self.process = process
+        #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
+        self.ca_file = process.ca_file
         self.log_path = process.log_path
         #: The example application's code.
         self.app_code = "ABCDE-12345"

@@ -44,7 +44,11 @@ The emulator fixture can be stopped and started again on the same port
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", shared=False)
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, shared=False)
+
+``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
+(with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
+``pushwoosh_emulator.ca_file`` is its path.
 
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
@@ -71,8 +75,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from .client import AgentClient
-from .fixtures import Fleet, Lab, RunningEmulator
 from .errors import EmulatorError
+from .fixtures import Fleet, Lab, RunningEmulator
+from .tls import TestCA
 from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
     short_temp_dir, tail
 
@@ -94,8 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None): applications the pushwoosh_emulator "
-                   "fixture loads (a definition, a list, a path, or None)")
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False): applications the "
+                   "pushwoosh_emulator fixture loads (a definition, a list, a path, or None); tls=True: HTTPS with "
+                   "a CA made for the test, trusted by the agent fixtures")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -160,7 +166,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
                        ) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token", "shared"}
+    unknown = set(options) - {"apps", "require_token", "tls", "shared"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
@@ -168,14 +174,21 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
     except StartError as error:
         pytest.fail(str(error), pytrace=False)
     apps = options.get("apps", EXAMPLE_APP_PATH)
-    shared = options.get("shared", True) and apps == EXAMPLE_APP_PATH and options.get("require_token") is None
+    shared = bool(options.get("shared", True)) and apps == EXAMPLE_APP_PATH \
+        and options.get("require_token") is None and not options.get("tls")
     if shared:
         if not _pushwoosh_shared_emulator:
             _pushwoosh_shared_emulator.append(EmulatorProcess(short_temp_dir("pwe-"), apps=apps, binary=binary))
         process = _pushwoosh_shared_emulator[0]
     else:
+        tls: Optional[Tuple[str, str]] = None
+        ca_file: Optional[str] = None
+        if options.get("tls"):
+            # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
+            ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
+            tls, ca_file = ca.issue("emulator"), ca.ca_file
         process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=binary,
-                                  require_token=options.get("require_token"))
+                                  require_token=options.get("require_token"), tls=tls, ca_file=ca_file)
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
         if not process.running:  # first use, or a test stopped it
@@ -220,6 +233,8 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
                             _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
     options = _agent_options(request)
+    if pushwoosh_emulator.ca_file is not None:
+        options.setdefault("ca_file", pushwoosh_emulator.ca_file)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
     wait_for_flags = bool(options.pop("wait_for_flags", True))
@@ -277,6 +292,8 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
         options = _agent_options(request, settings)
+        if pushwoosh_emulator.ca_file is not None:
+            options.setdefault("ca_file", pushwoosh_emulator.ca_file)
         extra = str(options.pop("extra_config", ""))
         client_timeout = float(options.pop("client_timeout", 10.0))
         options.pop("wait_for_flags", None)
