@@ -57,6 +57,11 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
     public private(set) var labOffset: Double
     /// How long a device may keep a request in flight before the step goes on without waiting.
     public var quietTimeout: Double = 30
+    /// After this many steps in a row with the same timer of a device still due, the device is
+    /// not running it: the lab stops instead of stepping a millisecond at a time for ever.
+    public var stuckSteps = 5
+    /// Each device's due timer seen at the last steps, and in how many steps in a row.
+    private var overdue: [Int: (at: Double, steps: Int)] = [:]
 
     public init(world: World, labOffset: Double) {
         self.world = world
@@ -86,7 +91,19 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
             guard let c = quietClock(i) else { continue }
             clocks[i] = LabDeviceClock(offsetSeconds: c.offsetSeconds, nextTimerAt: c.nextTimerAt?.timeIntervalSince1970)
         }
-        guard let step = LabClockPlan.step(here: labNow(), limit: limit, labOffset: labOffset, devices: clocks) else { return nil }
+        let here = labNow()
+        for (i, clock) in clocks {
+            guard let next = clock.nextTimerAt, next <= here else {
+                overdue[i] = nil
+                continue
+            }
+            let steps = overdue[i]?.at == next ? overdue[i]!.steps + 1 : 1
+            overdue[i] = (next, steps)
+            if steps > stuckSteps {
+                throw LabClockError("device \(i): its timer due at \(SocketTime.string(Date(timeIntervalSince1970: next))) is still due after \(stuckSteps) steps (the device does not run it)")
+            }
+        }
+        guard let step = LabClockPlan.step(here: here, limit: limit, labOffset: labOffset, devices: clocks) else { return nil }
         try world.advanceEmulator(by: step.seconds)
         labOffset += step.seconds
         // All devices at once, right after the emulator: a timer fires at its device time

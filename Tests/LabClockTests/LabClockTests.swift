@@ -51,6 +51,8 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
         /// arrives and arms a retry at `retryAt`.
         var busyPolls = 0
         var retryAt: Double?
+        /// A broken device: it never runs its timers.
+        var stuck = false
     }
 
     struct Logged: Equatable {
@@ -100,7 +102,7 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
             var d = s.devices[i]
             let target = Self.host + d.offset + seconds
             var fired: [FiredTimer] = []
-            while let t = d.timers.min(), t <= target {
+            while !d.stuck, let t = d.timers.min(), t <= target {
                 d.timers.removeAll { $0 == t }
                 // The request goes out at device time t; the emulator stamps it with its own clock.
                 let stamp = Self.host + s.emulatorOffset
@@ -174,6 +176,16 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
         #expect(abs(lab.log[0].at - (t0 + 30)) < 0.002)
         #expect(result.fired[0]?.map(\.event) == ["retry"])
         expectStampsEqualFiredTimes(lab, result)
+    }
+
+    @Test func aDeviceThatDoesNotRunItsDueTimerStopsTheLab() {
+        var broken = SimulatedLab.Device(timers: [t0 + 100])
+        broken.stuck = true
+        let lab = SimulatedLab([broken, .init(timers: [t0 + 50])])
+        #expect(throws: LabClockError("device 0: its timer due at 1970-01-12T13:48:20Z is still due after 5 steps (the device does not run it)")) {
+            try LabClockDriver(world: lab, labOffset: 0).advance(by: 3_600)
+        }
+        #expect(lab.emulatorOffset < 101)  // it stopped at the timer, not an hour of 1 ms steps later
     }
 
     @Test func moveEverythingAtOnceWouldMissTheWindow() throws {

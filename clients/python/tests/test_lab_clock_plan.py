@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Set
 
 import pytest
 
-from pushwoosh_agent.lab import LabClockDriver, LabDeviceClock, plan_step
+from pushwoosh_agent.lab import LabClockDriver, LabClockError, LabDeviceClock, plan_step
 
 HOST = 1_000_000.0
 
@@ -54,6 +54,7 @@ class Device:
     failures: int = 0
     busy_polls: int = 0
     retry_at: Optional[float] = None
+    stuck: bool = False  # a broken device: it never runs its timers
 
 
 @dataclass
@@ -104,7 +105,7 @@ class SimulatedLab:
             d = self.devices[i]
             target = HOST + d.offset + seconds
             fired: List[Dict[str, Any]] = []
-            while d.timers and min(d.timers) <= target:
+            while not d.stuck and d.timers and min(d.timers) <= target:
                 t = min(d.timers)
                 d.timers.remove(t)
                 stamp = HOST + self.emulator_offset
@@ -161,6 +162,13 @@ def test_a_request_still_in_flight_is_waited_for_before_the_step() -> None:
     assert lab.log[0].at == pytest.approx(HOST + 30, abs=0.002)
     assert [f["event"] for f in result.fired[0]] == ["retry"]
     _stamps_equal_fired_times(lab, result.fired)
+
+
+def test_a_device_that_does_not_run_its_due_timer_stops_the_lab() -> None:
+    lab = SimulatedLab([Device([HOST + 100], stuck=True), Device([HOST + 50])])
+    with pytest.raises(LabClockError, match=r"device 0: its timer due at 1970-01-12T13:48:20.000Z is still due after 5 steps"):
+        LabClockDriver(lab, 0.0).advance(3_600)
+    assert lab.emulator_offset < 101  # it stopped at the timer, not an hour of 1 ms steps later
 
 
 def test_moving_everything_at_once_would_miss_the_window() -> None:

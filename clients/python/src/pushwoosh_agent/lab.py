@@ -28,7 +28,7 @@ import datetime as _dt
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, TypedDict
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypedDict
 
 from .client import AgentClient
 from .emulator import EmulatorClient
@@ -171,10 +171,14 @@ class LabClockDriver:
     """The lab clock driven against a :class:`LabWorld`; ``lab_offset`` is the emulator's offset
     ahead of the host's clock (the lab's time), moved with every step."""
 
-    def __init__(self, world: LabWorld, lab_offset: float, quiet_timeout: float = 30.0) -> None:
+    def __init__(self, world: LabWorld, lab_offset: float, quiet_timeout: float = 30.0, stuck_steps: int = 5) -> None:
         self.world = world
         self.lab_offset = lab_offset
         self.quiet_timeout = quiet_timeout
+        #: After this many steps in a row with the same timer of a device still due, the device is
+        #: not running it: the lab stops instead of stepping a millisecond at a time for ever.
+        self.stuck_steps = stuck_steps
+        self._overdue: Dict[int, Tuple[float, int]] = {}
 
     def lab_now(self) -> float:
         return self.world.host_now() + self.lab_offset
@@ -202,7 +206,19 @@ class LabClockDriver:
             next_at = answer.get("nextTimerAt")
             clocks[i] = LabDeviceClock(float(answer["offsetSeconds"]),
                                        parse_time(next_at) if isinstance(next_at, str) else None)
-        step = plan_step(self.lab_now(), limit, self.lab_offset, clocks)
+        here = self.lab_now()
+        for i, clock in clocks.items():
+            due = clock.next_timer_at
+            if due is None or due > here:
+                self._overdue.pop(i, None)
+                continue
+            seen = self._overdue.get(i)
+            steps = seen[1] + 1 if seen is not None and seen[0] == due else 1
+            self._overdue[i] = (due, steps)
+            if steps > self.stuck_steps:
+                raise LabClockError(f"device {i}: its timer due at {_iso(due)} is still due after {self.stuck_steps} "
+                                    f"steps (the device does not run it)")
+        step = plan_step(here, limit, self.lab_offset, clocks)
         if step is None:
             return None
         self.world.advance_emulator(step.seconds)
