@@ -6,7 +6,12 @@ import Synchronization
 /// Why a lab clock step could not be taken, or one device could not follow it.
 public struct LabClockError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    /// The device it is about; nil for the emulator.
+    public var device: Int?
+    public init(_ description: String, device: Int? = nil) {
+        self.description = description
+        self.device = device
+    }
 }
 
 /// What the lab clock moves: the emulator's clock and the devices' clocks (by index, 0 to
@@ -100,7 +105,7 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
             let steps = overdue[i]?.at == next ? overdue[i]!.steps + 1 : 1
             overdue[i] = (next, steps)
             if steps > stuckSteps {
-                throw LabClockError("device \(i): its timer due at \(SocketTime.string(Date(timeIntervalSince1970: next))) is still due after \(stuckSteps) steps (the device does not run it)")
+                throw LabClockError("device \(i): its timer due at \(SocketTime.string(Date(timeIntervalSince1970: next))) is still due after \(stuckSteps) steps (the device does not run it)", device: i)
             }
         }
         guard let step = LabClockPlan.step(here: here, limit: limit, labOffset: labOffset, devices: clocks) else { return nil }

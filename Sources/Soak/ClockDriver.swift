@@ -90,7 +90,7 @@ public final class ClockDriver: @unchecked Sendable {
                 do throws(LabClockError) {
                     outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep))
                 } catch {
-                    ctx.recorder.violation(Violation("emulator", agent: nil, time: now(), error.description))
+                    ctx.recorder.violation(Violation(error.device == nil ? "emulator" : "clock", agent: error.device, time: now(), error.description))
                     return
                 }
                 guard let outcome else { return }

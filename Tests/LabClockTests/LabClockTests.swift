@@ -182,7 +182,7 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
         var broken = SimulatedLab.Device(timers: [t0 + 100])
         broken.stuck = true
         let lab = SimulatedLab([broken, .init(timers: [t0 + 50])])
-        #expect(throws: LabClockError("device 0: its timer due at 1970-01-12T13:48:20Z is still due after 5 steps (the device does not run it)")) {
+        #expect(throws: LabClockError("device 0: its timer due at 1970-01-12T13:48:20Z is still due after 5 steps (the device does not run it)", device: 0)) {
             try LabClockDriver(world: lab, labOffset: 0).advance(by: 3_600)
         }
         #expect(lab.emulatorOffset < 101)  // it stopped at the timer, not an hour of 1 ms steps later
