@@ -10,7 +10,7 @@ Fixtures (each test gets its own agents in its own temporary directory):
     and is reset (``POST /admin/reset``: apps back to the file, faults, requests,
     devices and the clock offset cleared) before each test that uses it, so a test
     pays for its agents only; a test whose marker names other ``apps``, a
-    ``require_token`` or ``shared=False`` gets an emulator of its own.
+    ``require_token``, ``tls=True`` or ``shared=False`` gets an emulator of its own.
 ``pushwoosh_agent``
     an :class:`~pushwoosh_agent.AgentClient` connected to a running
     ``pushwoosh-agentd`` that talks to that emulator, started and ready
@@ -99,9 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False): applications the "
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, shared=True): applications the "
                    "pushwoosh_emulator fixture loads (a definition, a list, a path, or None); tls=True: HTTPS with "
-                   "a CA made for the test, trusted by the agent fixtures")
+                   "a CA made for the test, trusted by the agent fixtures; shared=False: an emulator of the test's "
+                   "own instead of the session's (reset before each test)")
 
 
 @pytest.hookimpl(hookwrapper=True)
