@@ -125,6 +125,8 @@ public enum OutputFormatter {
             case _ where value.isNull: return (key, "-")
             case "flagsAgeSeconds": return (key, "\(scalar(value)) (\(s.flagsAgeSeconds.map { age(seconds: $0) } ?? "?"))")
             case "lastRefreshError": return (key, s.lastRefreshError?.summary ?? "-")
+            case "storageError":
+                return (key, s.storageError.map { "\($0.operation.rawValue) failed at \(SocketTime.string($0.at)): \($0.message)" } ?? "-")
             default: return (key, scalar(value))
             }
         }

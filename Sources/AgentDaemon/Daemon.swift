@@ -57,7 +57,9 @@ public final class Daemon {
             log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
         }
         stateLock = lock
-        let loaded = Agent.load(files)
+        // A state file that cannot be read (permission, EIO) is neither trusted nor
+        // overwritten: the agent stops here, naming the file and the error.
+        let loaded = try files.load()
         self.loaded = loaded
         let storedOffset = loaded.state?.clockOffset ?? 0
         let mode = configuration.device.clock
@@ -67,6 +69,7 @@ public final class Daemon {
         network = DeferredTransport { [loop] in CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)") }
         let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
+        store.onSaveFailure = { [metrics] in metrics.storageErrors["save", default: 0] += 1 }
         let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)

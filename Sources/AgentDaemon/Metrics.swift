@@ -43,6 +43,8 @@ final class Metrics {
     private(set) var rpcErrors: [Int: Int] = [:]
     private(set) var httpRequests: [Int: Int] = [:]
     var stateSaveFailures = 0
+    /// Every failed save and every damaged state found at start, by operation.
+    var storageErrors: [String: Int] = ["load": 0, "save": 0]
 
     /// Method labels: the known methods, everything else is `other` (no label per typo).
     static let methodLabels: Set<String> = Set(SocketMethod.allCases.map { $0.rawValue })
@@ -60,6 +62,8 @@ final class Metrics {
             if error == nil { impressionsSent += 1 } else { impressionsFailed += 1 }
         case .storeFailed:
             stateSaveFailures += 1
+        case .storeDamaged:
+            storageErrors["load", default: 0] += 1
         default:
             break
         }
@@ -156,6 +160,11 @@ final class Metrics {
         out.family("pushwoosh_agent_state_save_failures_total", "counter",
                    "Times saving the state failed (a failure repeating the previous one counts once until a save succeeds).")
         out.sample("pushwoosh_agent_state_save_failures_total", [], Double(stateSaveFailures))
+        out.family("pushwoosh_agent_storage_errors_total", "counter",
+                   "Storage errors: every failed save of the state (save), a damaged state file set aside at start (load).")
+        for (operation, n) in storageErrors.sorted(by: { $0.key < $1.key }) {
+            out.sample("pushwoosh_agent_storage_errors_total", [("operation", operation)], Double(n))
+        }
         ProcessMetrics.read().write(into: &out)
         return out.text
     }
