@@ -85,6 +85,7 @@ public final class Daemon {
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
             http = try makeHTTPService(inheritedFD: httpFD)
+            if let warning = http?.tokenWarning { log(.warning, "HTTP token file readable by others", ["detail": warning]) }
         }
 
         if let fd = inherited.first(where: { $0.name != "http" })?.fd {
@@ -190,7 +191,7 @@ public final class Daemon {
                     ["running": key.show(configuration) ?? "-", "file": key.show(fresh) ?? "-"])
                 key.keep(&fresh, configuration)
             }
-            try http?.reload(fresh.http)
+            for warning in try http?.reload(fresh.http) ?? [] { log(.warning, "HTTP token", ["detail": warning]) }
             configuration = fresh
             server.update(settings: fresh.socket)
             host.agent.reload(Self.agentSettings(fresh, environment: environment))
