@@ -32,14 +32,19 @@ public final class EmulatorServer: Sendable {
     public let requestedPort: UInt16
     public let threads: Int
     public let verbose: Bool
-    /// Largest request body accepted; larger ones get 413.
-    public static let maxBodyBytes = 8 << 20
+    /// Largest request body accepted (an admin call's); larger ones get 413. A device API
+    /// call's is `EmulatorConfiguration.maxDeviceBodyBytes`.
+    public static let maxBodyBytes = EmulatorConfiguration.maxAdminBodyBytes
 
     let state: Mutex<EmulatorState>
     let runtime = Mutex(Runtime())
     let clock: any EmulatorClock
     let connectionLimit: Int
     let log: (@Sendable (String) -> Void)?
+    /// The admin token and the body limits, checked on a request's headers before its body is read.
+    let configuration: EmulatorConfiguration
+    /// The bytes of request bodies being received, all connections together.
+    let bodies = BodyBudget()
 
     struct Runtime {
         var daemon: Handle?
@@ -83,6 +88,7 @@ public final class EmulatorServer: Sendable {
         self.log = log
         self.clock = clock
         self.connectionLimit = max(16, connectionLimit)
+        self.configuration = configuration
         var initial = EmulatorState(configuration: configuration, apps: apps, clock: clock)
         if let initialState { initial.load(initialState) }
         state = Mutex(initial)
@@ -218,10 +224,29 @@ public final class EmulatorServer: Sendable {
                 uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
                 conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         guard let raw = conCls.pointee else {
-            conCls.pointee = Unmanaged.passRetained(RequestContext()).toOpaque()
-            return MHD_Result.YES
+            // The headers are in; the body is not read yet. An admin request without the token
+            // and a body announced over the limit are answered now, so nothing is buffered.
+            let ctx = RequestContext(budget: bodies)
+            conCls.pointee = Unmanaged.passRetained(ctx).toOpaque()
+            let path = String(cString: url)
+            ctx.limit = EmulatorConfiguration.maxBodyBytes(path: path)
+            let headers = Self.values(connection, MHD_ValueKind.HEADER_KIND)
+            var early: EmulatorResponse?
+            if !configuration.authorized(path: path, headers: headers) {
+                early = EmulatorConfiguration.unauthorized.render()
+            } else if let length = headers.first(where: { $0.name.lowercased() == "content-length" }).flatMap({ Int($0.value) }),
+                      length > ctx.limit {
+                early = Self.tooLarge(ctx.limit)
+            }
+            guard let early else { return MHD_Result.YES }
+            ctx.refused = true
+            return send(early, .normal, on: connection)
         }
         let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        if ctx.refused {  // answered at the headers: whatever body follows is dropped unread
+            uploadDataSize.pointee = 0
+            return MHD_Result.YES
+        }
         if let pending = ctx.pending {  // resumed after delayMs, or a parked wait answered
             ctx.pending = nil
             switch pending {
@@ -235,24 +260,31 @@ public final class EmulatorServer: Sendable {
         }
         if uploadDataSize.pointee > 0 {
             let n = uploadDataSize.pointee
-            if ctx.body.count + n > Self.maxBodyBytes {
+            if ctx.body.count + n > ctx.limit {
                 ctx.tooLarge = true
+            } else if !ctx.reserve(n) {
+                ctx.overBudget = true
             } else if let uploadData {
                 uploadData.withMemoryRebound(to: UInt8.self, capacity: n) {
-                    ctx.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
+                    ctx.append(UnsafeBufferPointer(start: $0, count: n))
                 }
             }
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
         if ctx.tooLarge {
-            return send(.json(413, .object(["error": .string("body larger than \(Self.maxBodyBytes) bytes")])), .normal, on: connection)
+            return send(Self.tooLarge(ctx.limit), .normal, on: connection)
+        }
+        if ctx.overBudget {
+            ctx.releaseBody()
+            return send(.json(503, .object(["error": .string("request bodies in flight exceed \(BodyBudget.limit) bytes; try again")])),
+                        .normal, on: connection)
         }
 
         let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
                                   query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
                                   headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
-        ctx.body = []
+        ctx.releaseBody()
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
@@ -277,6 +309,10 @@ public final class EmulatorServer: Sendable {
         if outcome.delivery == .reset { return reset(connection) }
         guard let response else { return MHD_Result.NO }  // drop: libmicrohttpd closes the connection unanswered
         return send(response, outcome.delivery, on: connection)
+    }
+
+    static func tooLarge(_ limit: Int) -> EmulatorResponse {
+        .json(413, .object(["error": .string("body larger than \(limit) bytes")]))
     }
 
     static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection))) }
@@ -345,20 +381,4 @@ public final class EmulatorServer: Sendable {
     private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HeaderField] {
         MicroHTTPD.values(connection, kind).map { HeaderField($0.name, $0.value) }
     }
-}
-
-enum Pending {
-    case respond(EmulatorResponse, Outcome.Delivery)
-    case drop
-    case reset
-    /// A parked wait: its answer is in `Runtime.answers` under this connection key.
-    case parked(UInt)
-}
-
-/// Per-request state kept in libmicrohttpd's `con_cls`; touched only by the
-/// thread that serves the connection (never by the delay timer).
-final class RequestContext {
-    var body: [UInt8] = []
-    var tooLarge = false
-    var pending: Pending?
 }

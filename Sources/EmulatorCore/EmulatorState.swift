@@ -6,10 +6,13 @@ public struct EmulatorConfiguration: Sendable {
     public var requireToken: String?
     /// How many device API calls `GET /admin/requests` keeps (the oldest are dropped).
     public var recordLimit: Int
+    /// When set, `/admin/…` requests without `Authorization: Bearer <token>` get HTTP 401.
+    public var adminToken: String?
 
-    public init(requireToken: String? = nil, recordLimit: Int = 20_000) {
+    public init(requireToken: String? = nil, recordLimit: Int = 20_000, adminToken: String? = nil) {
         self.requireToken = requireToken
         self.recordLimit = recordLimit
+        self.adminToken = adminToken
     }
 }
 
@@ -78,6 +81,8 @@ public struct EmulatorState: Sendable {
     }
 
     public mutating func handle(_ p: PreparedRequest, now hostNow: Date) -> Outcome {
+        // Before anything else, unknown routes included: without the token nothing is told.
+        guard configuration.authorized(path: p.request.path, headers: p.request.headers) else { return EmulatorConfiguration.unauthorized }
         let allowed = p.route.allowedMethods
         if allowed.isEmpty { return .error(404, "no such route: \(p.request.path)") }
         let verb = p.request.method
