@@ -89,9 +89,12 @@ class EmulatorClient:
     HTTP request. Every method returns the emulator's JSON answer (for the
     list calls, the list); an error answer raises :class:`EmulatorError`
     carrying the emulator's message (a 400 says what is wrong and where).
+    ``admin_token``: the token of an emulator started with ``--admin-token FILE``,
+    sent as ``Authorization: Bearer TOKEN`` with every call (without it such an
+    emulator answers 401).
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, admin_token: Optional[str] = None) -> None:
         url = base_url.strip().rstrip("/")
         if url.endswith("/json/1.3"):
             url = url[: -len("/json/1.3")]
@@ -100,6 +103,10 @@ class EmulatorClient:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = url
         self.timeout = timeout
+        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
+                                        or any(c.isspace() for c in admin_token)):
+            raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
+        self.admin_token = admin_token
 
     def __repr__(self) -> str:
         return f"EmulatorClient({self.base_url!r})"
@@ -118,6 +125,8 @@ class EmulatorClient:
         request = urllib.request.Request(url, data=data, method=method)
         if data is not None:
             request.add_header("Content-Type", "application/json")
+        if self.admin_token is not None:
+            request.add_header("Authorization", "Bearer " + self.admin_token)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
                 text = response.read()

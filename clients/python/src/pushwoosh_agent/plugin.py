@@ -35,7 +35,7 @@ The emulator fixture can be stopped and started again on the same port
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t")
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", admin_token="a")
 
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
@@ -84,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None): applications the pushwoosh_emulator "
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, admin_token=None): applications the pushwoosh_emulator "
                    "fixture loads (a definition, a list, a path, or None)")
 
 
@@ -116,7 +116,7 @@ class RunningEmulator(EmulatorClient):
     """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
 
     def __init__(self, process: EmulatorProcess) -> None:
-        super().__init__(process.base_url)
+        super().__init__(process.base_url, admin_token=process.admin_token)
         self.process = process
         self.log_path = process.log_path
         #: The example application's code.
@@ -178,7 +178,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
                        pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token"}
+    unknown = set(options) - {"apps", "require_token", "admin_token"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
@@ -186,7 +186,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
     except StartError as error:
         pytest.fail(str(error), pytrace=False)
     process = EmulatorProcess(pushwoosh_tmp_dir, apps=options.get("apps", EXAMPLE_APP_PATH), binary=binary,
-                              require_token=options.get("require_token"))
+                              require_token=options.get("require_token"), admin_token=options.get("admin_token"))
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
         process.start()
