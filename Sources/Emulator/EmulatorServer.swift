@@ -11,7 +11,7 @@ public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equ
     public init(description: String) { self.description = description }
 }
 
-/// The Pushwoosh emulator's HTTP server (PROTOCOL D) on libmicrohttpd.
+/// The Pushwoosh emulator's HTTP server (docs/emulator.md D) on libmicrohttpd.
 ///
 /// ```swift
 /// let server = try EmulatorServer(listen: "127.0.0.1:0", apps: apps)
@@ -45,6 +45,10 @@ public final class EmulatorServer: Sendable {
     let configuration: EmulatorConfiguration
     /// The bytes of request bodies being received, all connections together.
     let bodies = BodyBudget()
+    /// HTTPS instead of HTTP (`--tls-cert`, `--tls-key`): libmicrohttpd's own TLS (GnuTLS).
+    public let tls: TLSIdentity?
+    /// `--upstream URL [--record FILE]`: where forwarded device API calls go.
+    public let upstream: Upstream?
 
     struct Runtime {
         var daemon: Handle?
@@ -79,8 +83,10 @@ public final class EmulatorServer: Sendable {
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
                 clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
-                connectionLimit: Int = 4096) throws(EmulatorServerError) {
+                connectionLimit: Int = 4096, tls: TLSIdentity? = nil, upstream: Upstream? = nil) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
+        self.tls = tls
+        self.upstream = upstream
         self.host = host
         requestedPort = port
         self.threads = max(1, threads)
@@ -134,7 +140,19 @@ public final class EmulatorServer: Sendable {
         }
         var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
-        let options: [CVarArg] = [
+        var options: [CVarArg] = []
+        if let tls {
+            guard MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == MHD_Result.YES else {
+                close(fd)
+                Unmanaged<EmulatorServer>.fromOpaque(me).release()
+                throw EmulatorServerError(description: "this libmicrohttpd has no TLS support")
+            }
+            flags |= MHD_USE_TLS.rawValue
+            // libmicrohttpd reads both at start (gnutls_certificate_set_x509_key_mem); they live as long as `tls`.
+            options += [Int32(MHD_OPTION.HTTPS_MEM_CERT.rawValue), tls.certificate.pointer,
+                        Int32(MHD_OPTION.HTTPS_MEM_KEY.rawValue), tls.key.pointer]
+        }
+        options += [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
             Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
             Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
@@ -153,7 +171,8 @@ public final class EmulatorServer: Sendable {
         guard let daemon = daemon.map(Handle.init) else {
             close(fd)
             Unmanaged<EmulatorServer>.fromOpaque(me).release()
-            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)")
+            let why = tls == nil ? "" : " (with TLS: is the key the certificate's, both PEM?)"
+            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)\(why)")
         }
         runtime.withLock {
             $0.daemon = daemon
@@ -161,7 +180,7 @@ public final class EmulatorServer: Sendable {
             $0.stopping = false
         }
         let (apps, flagCount) = state.withLock { s in (s.apps.count, s.apps.values.reduce(0) { $0 + $1.flags.count }) }
-        log?("emulator started listen=\(host):\(port) apps=\(apps) flags=\(flagCount) threads=\(threads)")
+        log?("emulator started listen=\(host):\(port) tls=\(tls == nil ? "no" : "yes") apps=\(apps) flags=\(flagCount) threads=\(threads)")
         return port
     }
 
@@ -223,25 +242,7 @@ public final class EmulatorServer: Sendable {
     func access(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                 uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
                 conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
-        guard let raw = conCls.pointee else {
-            // The headers are in; the body is not read yet. An admin request without the token
-            // and a body announced over the limit are answered now, so nothing is buffered.
-            let ctx = RequestContext(budget: bodies)
-            conCls.pointee = Unmanaged.passRetained(ctx).toOpaque()
-            let path = String(cString: url)
-            ctx.limit = EmulatorConfiguration.maxBodyBytes(path: path)
-            let headers = Self.values(connection, MHD_ValueKind.HEADER_KIND)
-            var early: EmulatorResponse?
-            if !configuration.authorized(path: path, headers: headers) {
-                early = EmulatorConfiguration.unauthorized.render()
-            } else if let length = headers.first(where: { $0.name.lowercased() == "content-length" }).flatMap({ Int($0.value) }),
-                      length > ctx.limit {
-                early = Self.tooLarge(ctx.limit)
-            }
-            guard let early else { return MHD_Result.YES }
-            ctx.refused = true
-            return send(early, .normal, on: connection)
-        }
+        guard let raw = conCls.pointee else { return begin(connection, url: url, conCls: conCls) }
         let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
         if ctx.refused {  // answered at the headers: whatever body follows is dropped unread
             uploadDataSize.pointee = 0
@@ -259,27 +260,11 @@ public final class EmulatorServer: Sendable {
             }
         }
         if uploadDataSize.pointee > 0 {
-            let n = uploadDataSize.pointee
-            if ctx.body.count + n > ctx.limit {
-                ctx.tooLarge = true
-            } else if !ctx.reserve(n) {
-                ctx.overBudget = true
-            } else if let uploadData {
-                uploadData.withMemoryRebound(to: UInt8.self, capacity: n) {
-                    ctx.append(UnsafeBufferPointer(start: $0, count: n))
-                }
-            }
+            receive(ctx, uploadData, count: uploadDataSize.pointee)
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
-        if ctx.tooLarge {
-            return send(Self.tooLarge(ctx.limit), .normal, on: connection)
-        }
-        if ctx.overBudget {
-            ctx.releaseBody()
-            return send(.json(503, .object(["error": .string("request bodies in flight exceed \(BodyBudget.limit) bytes; try again")])),
-                        .normal, on: connection)
-        }
+        if let refusal = refusal(ctx) { return send(refusal, .normal, on: connection) }
 
         let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
                                   query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
@@ -288,7 +273,12 @@ public final class EmulatorServer: Sendable {
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
-        let response = outcome.render()          // serializing: outside the lock
+        var response = outcome.render()          // serializing: outside the lock
+        if outcome.forward, let upstream {  // the network: outside the lock too
+            let answer = upstream.forward(request)
+            if let call = outcome.forwardedCall { state.withLock { $0.forwardAnswered(call: call, status: answer.status) } }
+            response = answer
+        }
         for (ticket, answer) in outcome.woken {
             if let r = answer.render() { deliver(ticket, r) }
         }
@@ -309,10 +299,6 @@ public final class EmulatorServer: Sendable {
         if outcome.delivery == .reset { return reset(connection) }
         guard let response else { return MHD_Result.NO }  // drop: libmicrohttpd closes the connection unanswered
         return send(response, outcome.delivery, on: connection)
-    }
-
-    static func tooLarge(_ limit: Int) -> EmulatorResponse {
-        .json(413, .object(["error": .string("body larger than \(limit) bytes")]))
     }
 
     static func key(_ connection: OpaquePointer) -> UInt { UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection))) }
