@@ -18,7 +18,7 @@ class RunningEmulator(EmulatorClient):
     """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
 
     def __init__(self, process: EmulatorProcess) -> None:
-        super().__init__(process.base_url, ca_file=process.ca_file)
+        super().__init__(process.base_url, ca_file=process.ca_file, admin_token=process.admin_token)
         self.process = process
         #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
         self.ca_file = process.ca_file

@@ -10,7 +10,8 @@ Fixtures (each test gets its own agents in its own temporary directory):
     and is reset (``POST /admin/reset``: apps back to the file, faults, requests,
     devices and the clock offset cleared) before each test that uses it, so a test
     pays for its agents only; a test whose marker names other ``apps``, a
-    ``require_token``, ``tls=True`` or ``shared=False`` gets an emulator of its own.
+    ``require_token``, ``tls=True``, an ``admin_token`` or ``shared=False`` gets an emulator
+    of its own.
 ``pushwoosh_agent``
     an :class:`~pushwoosh_agent.AgentClient` connected to a running
     ``pushwoosh-agentd`` that talks to that emulator, started and ready
@@ -44,11 +45,14 @@ The emulator fixture can be stopped and started again on the same port
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, shared=False)
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a",
+                                    shared=False)
 
 ``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
 (with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
 ``pushwoosh_emulator.ca_file`` is its path.
+
+``admin_token="a"`` locks the emulator's admin API (``--admin-token``); the fixture's client sends it.
 
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
@@ -99,10 +103,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, shared=True): applications the "
-                   "pushwoosh_emulator fixture loads (a definition, a list, a path, or None); tls=True: HTTPS with "
-                   "a CA made for the test, trusted by the agent fixtures; shared=False: an emulator of the test's "
-                   "own instead of the session's (reset before each test)")
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None, shared=True): "
+                   "applications the pushwoosh_emulator fixture loads (a definition, a list, a path, or None); "
+                   "tls=True: HTTPS with a CA made for the test, trusted by the agent fixtures; admin_token: lock "
+                   "the admin API; shared=False: an emulator of the test's own instead of the session's (reset "
+                   "before each test)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -167,7 +172,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
                        ) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token", "tls", "shared"}
+    unknown = set(options) - {"apps", "require_token", "tls", "admin_token", "shared"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
@@ -175,8 +180,9 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
     except StartError as error:
         pytest.fail(str(error), pytrace=False)
     apps = options.get("apps", EXAMPLE_APP_PATH)
+    # Only the plain example lab is shared; anything else the marker asks for is the test's own.
     shared = bool(options.get("shared", True)) and apps == EXAMPLE_APP_PATH \
-        and options.get("require_token") is None and not options.get("tls")
+        and options.get("require_token") is None and not options.get("tls") and options.get("admin_token") is None
     if shared:
         if not _pushwoosh_shared_emulator:
             _pushwoosh_shared_emulator.append(EmulatorProcess(short_temp_dir("pwe-"), apps=apps, binary=binary))
@@ -189,7 +195,8 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
             ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
             tls, ca_file = ca.issue("emulator"), ca.ca_file
         process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=binary,
-                                  require_token=options.get("require_token"), tls=tls, ca_file=ca_file)
+                                  require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
+                                  admin_token=options.get("admin_token"))
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
         if not process.running:  # first use, or a test stopped it
