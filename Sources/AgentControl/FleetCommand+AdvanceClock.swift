@@ -56,7 +56,7 @@ struct FleetLab: LabClockWorld {
 
 public enum FleetAdvanceClock {
     /// `advance-clock`'s arguments after the command's name.
-    static func command(_ arguments: [String], emulator: String?) throws(UsageError) -> FleetCommand {
+    static func command(_ arguments: [String], emulator: String?, adminTokenFile: String?) throws(UsageError) -> FleetCommand {
         guard let span = arguments.first else { throw UsageError("'fleet advance-clock' needs SPAN (e.g. 2h, 30min)", command: "fleet") }
         guard arguments.count == 1 else { throw UsageError("unexpected argument \"\(arguments[1])\" for 'fleet advance-clock'", command: "fleet") }
         guard let seconds = TimeSpan.parse(span), seconds > 0 else {
@@ -66,7 +66,7 @@ public enum FleetAdvanceClock {
         guard server(emulator) != nil else {
             throw UsageError("--emulator: \"\(emulator)\" is not an http://IPV4:PORT URL of the emulator (e.g. http://127.0.0.1:8080)", command: "fleet")
         }
-        return .advanceClock(seconds: seconds, emulator: emulator)
+        return .advanceClock(seconds: seconds, emulator: emulator, adminTokenFile: adminTokenFile)
     }
 
     /// The emulator's admin server at `url` (`localhost` is 127.0.0.1).
@@ -77,14 +77,21 @@ public enum FleetAdvanceClock {
         return server
     }
 
-    static func run(_ targets: [FleetTarget], seconds: Double, emulator: String, invocation: FleetInvocation,
-                    output: some ControlOutput) -> ExitCode {
+    static func run(_ targets: [FleetTarget], seconds: Double, emulator: String, adminTokenFile: String?,
+                    invocation: FleetInvocation, output: some ControlOutput) -> ExitCode {
         func fail(_ exit: ExitCode, _ message: String) -> ExitCode {
             output.err("pushwoosh-agentctl: fleet advance-clock: " + message)
             return exit
         }
         guard !targets.isEmpty else { return fail(.notRunning, "no instances to move (none found)") }
-        guard let http = server(emulator) else { return fail(.usage, "--emulator: not an http://IPV4:PORT URL: \(emulator)") }
+        guard var http = server(emulator) else { return fail(.usage, "--emulator: not an http://IPV4:PORT URL: \(emulator)") }
+        if let adminTokenFile {
+            do {
+                http.bearerToken = try LoopbackHTTP.bearerToken(file: adminTokenFile)
+            } catch {
+                return fail(.usage, "--admin-token \(error)")
+            }
+        }
         // Nothing moves unless every instance runs a controlled clock and the emulator answers.
         let clocks = FleetCaller.call(targets, method: .clock, params: [:], timeout: invocation.timeout)
         for answer in clocks {

@@ -15,11 +15,25 @@ public struct LoopbackHTTP: Sendable {
     public let host: String
     public let port: UInt16
     public var timeout: Double
+    /// Sent as `Authorization: Bearer TOKEN` (an emulator started with `--admin-token`).
+    public var bearerToken: String?
 
-    public init(host: String = "127.0.0.1", port: UInt16, timeout: Double = 10) {
+    public init(host: String = "127.0.0.1", port: UInt16, timeout: Double = 10, bearerToken: String? = nil) {
         self.host = host
         self.port = port
         self.timeout = timeout
+        self.bearerToken = bearerToken
+    }
+
+    /// The token of an admin token file as the emulator reads it (`--admin-token FILE`): the
+    /// file's text without trailing white space, not empty, with no white space inside.
+    public static func bearerToken(file path: String) throws(HTTPError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw HTTPError("\(path): cannot read the file") }
+        var text = String(decoding: data, as: UTF8.self)
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        guard !text.isEmpty else { throw HTTPError("\(path): the file is empty") }
+        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else { throw HTTPError("\(path): the token contains white space") }
+        return text
     }
 
     public struct Response: Sendable {
@@ -61,6 +75,7 @@ public struct LoopbackHTTP: Sendable {
         }
         guard connected == 0 else { throw HTTPError("connect \(host):\(port): \(String(cString: strerror(errno)))") }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        if let bearerToken { head += "Authorization: Bearer \(bearerToken)\r\n" }
         if body != nil { head += "Content-Type: application/json\r\n" }
         head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
         do throws(BlockingSocket.Failure) {

@@ -23,9 +23,9 @@ import Testing
 
     @Test func arguments() throws {
         let a = try invocation(["fleet", "--socket-dir", "/tmp/x", "advance-clock", "2h30min", "--emulator", "http://127.0.0.1:8080"])
-        #expect(a.command == .advanceClock(seconds: 9_000, emulator: "http://127.0.0.1:8080"))
-        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s"]).command
-            == .advanceClock(seconds: 90, emulator: "http://localhost:9/"))
+        #expect(a.command == .advanceClock(seconds: 9_000, emulator: "http://127.0.0.1:8080", adminTokenFile: nil))
+        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s", "--admin-token", "/etc/t"]).command
+            == .advanceClock(seconds: 90, emulator: "http://localhost:9/", adminTokenFile: "/etc/t"))
     }
 
     @Test func badInputNamesTheField() {
@@ -41,6 +41,8 @@ import Testing
             #expect(message?.contains("--emulator") == true, "\(url): \(message ?? "accepted")")
         }
         #expect(usageMessage(["fleet", "status"] + emulator)?.contains("--emulator is for 'fleet advance-clock'") == true)
+        #expect(usageMessage(["fleet", "status", "--admin-token", "/t"])?.contains("--admin-token is for 'fleet advance-clock'") == true)
+        #expect(usageMessage(["fleet", "advance-clock", "1h"] + emulator + ["--admin-token"])?.contains("needs a value") == true)
     }
 
     @Test func noInstancesIsAnErrorAndNothingMoves() throws {
@@ -64,5 +66,15 @@ import Testing
         let f = try invocation(["fleet", "--socket-dir", dir, "--timeout", "1", "advance-clock", "1h", "--emulator", "http://127.0.0.1:9"])
         #expect(FleetTool.run(f, output: output, now: { Date() }) == .notRunning)
         #expect(output.err.joined(separator: "\n").contains("device-1 is down") && output.err.joined(separator: "\n").contains("nothing was moved"))
+        // An admin token file that cannot be used is named before any device is asked.
+        for (contents, why) in [(nil, "cannot read the file"), ("", "the file is empty"), ("two words\n", "the token contains white space")] {
+            let file = dir + "/token"
+            try? FileManager.default.removeItem(atPath: file)
+            if let contents { #expect(FileManager.default.createFile(atPath: file, contents: Data(contents.utf8))) }
+            let out = CapturedOutput()
+            let g = try invocation(["fleet", "--socket-dir", dir, "advance-clock", "1h", "--emulator", "http://127.0.0.1:9", "--admin-token", file])
+            #expect(FleetTool.run(g, output: out, now: { Date() }) == .usage)
+            #expect(out.err.joined().contains("--admin-token \(file): \(why)"), "\(out.err)")
+        }
     }
 }

@@ -184,3 +184,22 @@ def test_pushwoosh_lab_moves_the_agent_and_the_fleet_the_test_started(
     fleet[0].kill()
     moved = pushwoosh_lab.advance_clock(600)
     assert hwids[1] not in moved["fired"] and len(moved["fired"]) == 2
+
+
+@pytest.mark.pushwoosh_emulator(admin_token="lab-secret")
+def test_agentctl_advance_clock_with_a_locked_emulator(
+        pushwoosh_emulator: RunningEmulator, pushwoosh_fleet: Callable[..., Fleet], pushwoosh_bin: Any,
+        pushwoosh_tmp_dir: str) -> None:
+    fleet = pushwoosh_fleet(1, clock="controlled")
+    sockets = _socket_dir(fleet, pushwoosh_tmp_dir)
+    args = ["fleet", "--socket-dir", sockets, "advance-clock", "1h", "--emulator", pushwoosh_emulator.base_url]
+    refused = _agentctl(pushwoosh_bin, *args)
+    assert refused.returncode == 3 and "HTTP 401" in refused.stderr, refused.stderr
+    assert float(fleet[0].client.clock()["offsetSeconds"]) == 0  # nothing moved
+    token = os.path.join(pushwoosh_tmp_dir, "admin.token")
+    with open(token, "w", encoding="utf-8") as f:
+        f.write("lab-secret\n")
+    done = _agentctl(pushwoosh_bin, *args, "--admin-token", token)
+    assert done.returncode == 0, done.stderr
+    assert float(pushwoosh_emulator.clock()["offsetSeconds"]) == pytest.approx(3600, abs=0.01)
+    assert float(fleet[0].client.clock()["offsetSeconds"]) == pytest.approx(3600, abs=0.01)
