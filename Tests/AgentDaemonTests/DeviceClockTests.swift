@@ -1,6 +1,7 @@
 import AgentCore
 import AgentPosix
 import AgentTestSupport
+import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
@@ -132,12 +133,22 @@ import Testing
         #expect(d.waitForFlags())
         // The first refresh's complete answer opened the window.
         let requests = d.flagRequests
-        #expect(d.call("refresh") == ["error": .null, "sent": false])
+        let opened = (d.call("status")["lastRefreshAt"]?.stringValue).flatMap(SocketTime.parse)
+        let first = d.call("refresh")
+        #expect(first["error"] == .null && first["sent"] == false, "\(first)")
+        // The window's end in device time: the answer that opened it plus 5 min, to the second above.
+        let until = (first["throttledUntil"]?.stringValue).flatMap(SocketTime.parse)
+        if let opened, let until {
+            #expect(until.timeIntervalSince(opened) >= 300 && until.timeIntervalSince(opened) <= 302, "\(opened) \(until)")
+        } else {
+            Issue.record("no throttledUntil or lastRefreshAt: \(first)")
+        }
         _ = d.advance(4 * 60)
-        #expect(d.call("refresh")["sent"] == false)
+        let second = d.call("refresh")
+        #expect(second["sent"] == false && second["throttledUntil"] == first["throttledUntil"], "\(second)")
         #expect(d.flagRequests == requests)
         _ = d.advance(61)
-        #expect(d.call("refresh") == ["error": .null, "sent": true])
+        #expect(d.call("refresh") == ["error": .null, "sent": true, "throttledUntil": .null])
         #expect(d.flagRequests == requests + 1)
         let metrics = d.call("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains("pushwoosh_agent_refreshes_not_sent_total 2\n"), "\(metrics)")

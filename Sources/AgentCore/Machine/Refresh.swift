@@ -60,6 +60,11 @@ struct RefreshMachine: Sendable {
         interval = flags.refreshInterval
     }
 
+    /// RF-6: where the window that answers a manual refresh from the stored flags ends.
+    func throttleWindowEnd(now: Seconds, flagsValid: Bool) -> Seconds? {
+        throttle.windowEnd(now: now, flagsValid: flagsValid)
+    }
+
     /// Both timers' deadlines (nil when not armed).
     var deadlines: [Seconds?] { [periodicDeadline, retryDeadline] }
 
@@ -243,6 +248,14 @@ extension AgentMachine {
         RefreshWorld(now: now, active: session.appState == .active, flagsValid: validity.served != nil,
                      canRequest: PushwooshAPI.supportsFeatureFlags(baseURL: baseURL),
                      deviceOffset: RefreshMachine.deviceOffset(hwid: state.hwid, period: settings.flags.refreshInterval))
+    }
+
+    /// RF-6: when a manual refresh at `now` would be answered from the stored flags, the
+    /// device time at which the throttle window ends; nil when it would be sent.
+    public func throttleWindowEnd(now: Now) -> Date? {
+        guard refresh.inFlight == nil,
+              let end = refresh.throttleWindowEnd(now: now.monotonic, flagsValid: servedFlags(at: now) != nil) else { return nil }
+        return now.wall.addingTimeInterval(end - now.monotonic)
     }
 
     /// RF-5: refreshes on demand; `waiter` completes once, with nil on success.
