@@ -244,13 +244,19 @@ public enum FleetOutput {
         return table(rows) + "\n" + summary
     }
 
-    /// `fleet call`: one line per instance.
-    public static func call(_ answers: [FleetAnswer]) -> String {
+    /// `fleet call`: one line per instance. A `refresh` says whether it was sent (and, when
+    /// answered from the throttle window, until when), never a bare "ok".
+    public static func call(_ answers: [FleetAnswer], method: SocketMethod? = nil) -> String {
         table(answers.map { a in
             switch a.outcome {
-            case .result(let r): [a.target.name, "ok", JSONWriter.string(r)]
-            case .error(let e): [a.target.name, "error", "\(e.code) \(e.message)"]
-            case .down(let why): [a.target.name, "down", why]
+            case .result(let r) where method == .refresh:
+                guard let answer = try? RefreshAnswer(json: r) else { return [a.target.name, "not understood", JSONWriter.string(r)] }
+                if let error = answer.error { return [a.target.name, "failed", error.summary] }
+                if answer.sent { return [a.target.name, "sent", JSONWriter.string(r)] }
+                return [a.target.name, "not sent", answer.throttledUntil.map { "throttle window until \(SocketTime.string($0))" } ?? JSONWriter.string(r)]
+            case .result(let r): return [a.target.name, "ok", JSONWriter.string(r)]
+            case .error(let e): return [a.target.name, "error", "\(e.code) \(e.message)"]
+            case .down(let why): return [a.target.name, "down", why]
             }
         })
     }
@@ -360,7 +366,7 @@ public enum FleetTool {
             switch invocation.command {
             case .status: output.out(FleetOutput.status(answers, now: now()))
             case .metrics: output.out(FleetOutput.metrics(answers))
-            case .call: output.out(FleetOutput.call(answers))
+            case .call: output.out(FleetOutput.call(answers, method: method))
             }
         }
         return FleetOutput.exit(answers, method: method)

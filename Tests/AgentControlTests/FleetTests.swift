@@ -103,6 +103,16 @@ import Glibc
         #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null, "sent": true]))], method: .refresh) == .success)
         // An answer that is not a refresh result (here without `sent`) is not counted a success.
         #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null]))], method: .refresh) == .agentError)
+        // fleet call refresh says sent or not sent, never a bare "ok".
+        let calls = FleetOutput.call([
+            Self.answer("a", .result(RefreshAnswer(error: nil, sent: true).json)),
+            Self.answer("b", .result(RefreshAnswer(error: nil, sent: false, throttledUntil: Date(timeIntervalSince1970: 1_764_669_900)).json)),
+            failed,
+        ], method: .refresh).split(separator: "\n").map(String.init)
+        #expect(calls[0].hasPrefix("a  sent      {"), "\(calls)")
+        #expect(calls[1] == "b  not sent  throttle window until 2025-12-02T10:05:00Z", "\(calls)")
+        #expect(calls[2] == "a  failed    HTTP 500 (PWFeatureFlagsErrorDomain code 500)", "\(calls)")
+        #expect(FleetOutput.call([Self.answer("a", .result(["logged": true]))], method: .logImpression) == #"a  ok  {"logged":true}"#)
     }
 
     /// Real sockets: two canned agents answer, a socket file without a listener is refused,
