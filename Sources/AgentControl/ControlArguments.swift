@@ -54,6 +54,7 @@ public enum ControlArguments {
               --json              print the agent's raw result as JSON
               --timeout SECONDS   wait at most this long for an answer (default 120; 0: no limit)
               -h, --help          this help; 'pushwoosh-agentctl COMMAND --help' for a command
+              --version           the version
 
             Exit status: 0 success, 1 the agent answered with an error (or a refresh failed, or
             an answer was not understood), 2 usage error, 3 the agent is not running or not
@@ -81,6 +82,7 @@ public enum ControlArguments {
         while i < arguments.count {
             let (name, inline) = split(arguments[i])
             if name == "-h" || name == "--help" { return .help(usage) }
+            if name == "--version" { return .help(PackageVersion.line("pushwoosh-agentctl")) }
             if name == "--json" { json = true; i += 1; continue }
             if globalValued.contains(name) {
                 let value = try takeValue(name, inline, arguments, &i, command: nil)

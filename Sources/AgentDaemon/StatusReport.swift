@@ -5,7 +5,7 @@ import FoundationEssentials
 /// How the agent describes itself: the `status` method's result (PROTOCOL B.2) and the
 /// `STATUS=` line for systemd (PROTOCOL C).
 public enum StatusReport {
-    public static let version = "0.1.0"
+    public static let version = PackageVersion.current
 
     /// A human span: "45 s", "3 min", "2 h", "2 d".
     public static func span(_ seconds: Seconds) -> String {

@@ -25,6 +25,7 @@ public enum EmulatorCommand {
                                  open-files limit is raised to fit)
           --verbose              log every request to standard error
           --help                 show this help
+          --version              show the version
 
         Exit status: 0 after SIGTERM or SIGINT, 1 when the apps file or the address is
         unusable, 2 for bad arguments.
@@ -40,6 +41,7 @@ public enum EmulatorCommand {
         public var recordLimit = 20_000
         public var verbose = false
         public var help = false
+        public var version = false
 
         public init() {}
     }
@@ -86,6 +88,7 @@ public enum EmulatorCommand {
                 if inline != nil { throw UsageError(description: "\(arg) takes no value") }
                 o.verbose = true
             case "--help", "-h": o.help = true
+            case "--version": o.version = true
             default: throw UsageError(description: "unknown argument \"\(args[k])\"")
             }
             k += 1
@@ -153,6 +156,10 @@ public enum EmulatorCommand {
         }
         if options.help {
             print(usage)
+            return 0
+        }
+        if options.version {
+            print(PackageVersion.line("pushwoosh-emulator"))
             return 0
         }
         // Block the stop signals in every thread (the server's threads inherit

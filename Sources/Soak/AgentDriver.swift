@@ -269,12 +269,7 @@ public final class AgentDriver: @unchecked Sendable {
         guard let r = result(.refresh) else { return }
         ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
         do throws(AnswerError) {  // decoding checks the error's domain too (PWFeatureFlagsErrorDomain)
-            let answer = try RefreshAnswer(json: r)
-            // A refresh is sent, or answered from the throttle window (RF-6) and says until when.
-            ctx.recorder.count(agent: index, answer.error != nil ? "refreshFailed" : answer.sent ? "refreshSent" : "refreshThrottled")
-            if answer.error == nil, !answer.sent, answer.throttledUntil == nil {
-                violation("socket", "refresh not sent without a throttle window: \(JSONWriter.string(r))")
-            }
+            ctx.recorder.count(agent: index, try RefreshAnswer(json: r).soakCount)
         } catch { violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))") }
     }
 
