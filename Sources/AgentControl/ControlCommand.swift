@@ -3,7 +3,7 @@ import AgentWire
 import Foundation
 
 // `pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]`:
-// one command per socket method (PROTOCOL B.1, B.2). Parsing is a pure function.
+// one command per socket method (docs/socket-api.md B.1, B.2). Parsing is a pure function.
 
 /// One command of the CLI.
 public enum ControlCommand: Sendable, Equatable {
@@ -23,7 +23,7 @@ public enum ControlCommand: Sendable, Equatable {
     case metrics
     /// `subscribe` to `events`; `reconnect`: keep watching across restarts of the agent.
     case watch(events: [SubscriptionEvent], reconnect: Bool)
-    /// PROTOCOL H.
+    /// docs/device-clock.md H.
     case clock
     /// `seconds` or an ISO 8601 time (`to`).
     case advanceClock(seconds: Double?, to: String?)

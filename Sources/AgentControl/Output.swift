@@ -36,7 +36,7 @@ public enum OutputFormatter {
 
     /// An error answer: message and exit code (-32001 → 4, anything else → 1).
     public static func format(error: RPCError) -> (text: String, exit: ExitCode) {
-        var text = "pushwoosh-agentd: error \(error.code): \(error.message)"
+        var text = "pushwoosh-agentd: error \(error.code): \(Visible.escape(error.message))"
         if let data = error.data, data != .object([:]) { text += " " + JSONWriter.string(data) }
         return (text, error.code == RPCError.permissionDeniedCode ? .permissionDenied : .agentError)
     }
@@ -49,15 +49,15 @@ public enum OutputFormatter {
         case .refresh: return refresh(try RefreshAnswer(json: r), changed: nil)
         case .logImpression(let key):
             return r["logged"]?.boolValue == true
-                ? "impression of \(key) logged"
-                : "no impression logged (no flag \(key), or already sent this session)"
-        case .setUser(let userId): return "User ID set to \(userId)"
+                ? "impression of \(Visible.escape(key)) logged"
+                : "no impression logged (no flag \(Visible.escape(key)), or already sent this session)"
+        case .setUser(let userId): return "User ID set to \(Visible.escape(userId))"
         case .setAppState(let state):
             return "app state: \(state.rawValue)" + (r["sessionStarted"]?.boolValue == true ? " (a new session started)" : "")
         case .registerPush:
             let registration = try RegistrationAnswer(json: r)
             guard registration.granted else { return "push registration: not granted" }
-            return "push registration: granted, token " + (registration.pushToken ?? "-")
+            return "push registration: granted, token " + Visible.escape(registration.pushToken ?? "-")
         case .unregisterPush: return "unregistered from push notifications"
         case .setAuthorization(let status): return "notification authorization: \(status.rawValue)"
         case .primer:
@@ -91,13 +91,13 @@ public enum OutputFormatter {
     /// `refresh`: whether it went to the server, and what changed when the keys are known
     /// (`changed`: the `featureFlagsDidUpdate` keys heard while waiting for the answer).
     public static func refresh(_ answer: RefreshAnswer, changed: [String]?) -> String {
-        if let error = answer.error { return "refresh failed: " + error.summary + (answer.sent ? "" : " (not sent)") }
+        if let error = answer.error { return "refresh failed: " + Visible.escape(error.summary) + (answer.sent ? "" : " (not sent)") }
         guard answer.sent else {
             guard let until = answer.throttledUntil else { return "refresh: not sent (the stored flags are in use)" }
             return "refresh: not sent (throttle window until \(SocketTime.string(until)); the stored flags are in use)"
         }
         guard let changed else { return "refresh: sent" }
-        return "refresh: sent; " + (changed.isEmpty ? "no flags changed" : "changed " + changed.joined(separator: ", "))
+        return "refresh: sent; " + (changed.isEmpty ? "no flags changed" : "changed " + changed.map(Visible.escape).joined(separator: ", "))
     }
 
     /// The standard-error line for a read answered with the caller's default (its `errorCode`),
@@ -158,7 +158,7 @@ public enum OutputFormatter {
         return aligned(lines)
     }
 
-    /// `status`: the fields in PROTOCOL B.2's order, then any others the agent sent; the age
+    /// `status`: the fields in docs/socket-api.md B.2's order, then any others the agent sent; the age
     /// and the last error read from the decoded answer.
     static func formatStatus(_ r: JSONValue, _ answer: StatusAnswer) -> String {
         let o = r.objectValue ?? [:]
@@ -170,7 +170,9 @@ public enum OutputFormatter {
             switch key {
             case _ where value.isNull: return (key, "-")
             case "flagsAgeSeconds": return (key, "\(scalar(value)) (\(s.flagsAgeSeconds.map { age(seconds: $0) } ?? "?"))")
-            case "lastRefreshError": return (key, s.lastRefreshError?.summary ?? "-")
+            case "lastRefreshError": return (key, s.lastRefreshError?.summary ?? "-")  // escaped by `aligned`
+            case "storageError":
+                return (key, s.storageError.map { "\($0.operation.rawValue) failed at \(SocketTime.string($0.at)): \($0.message)" } ?? "-")
             default: return (key, scalar(value))
             }
         }
@@ -182,26 +184,22 @@ public enum OutputFormatter {
 
     /// A value for people: strings without quotes, everything else as JSON.
     static func scalar(_ value: JSONValue) -> String {
-        if case .string(let s) = value { return s }
-        return JSONWriter.string(value)
+        if case .string(let s) = value { return Visible.escape(s) }
+        return Visible.escape(JSONWriter.string(value))
     }
 
     /// `name: value` lines with the values in one column.
     static func aligned(_ lines: [(String, String)]) -> String {
+        let lines = lines.map { (Visible.escape($0.0), Visible.escape($0.1)) }
         let width = (lines.map(\.0.count).max() ?? 0) + 3
         return lines.map { name, value in
             value.isEmpty ? name + ":" : (name + ":").padding(toLength: width, withPad: " ", startingAt: 0) + value
         }.joined(separator: "\n")
     }
 
-    /// `42s`, `5 min`, `2 h 5 min`, `3 d 4 h`.
+    /// `42 s`, `5 min`, `2 h 5 min`, `3 d 4 h`; `?` for what is not a time.
     public static func age(seconds: Double) -> String {
-        guard seconds.isFinite, seconds >= 0 else { return "?" }
-        let s = Int(seconds.rounded(.down))
-        if s < 60 { return "\(s)s" }
-        if s < 3600 { return "\(s / 60) min" }
-        if s < 86400 { return s % 3600 / 60 == 0 ? "\(s / 3600) h" : "\(s / 3600) h \(s % 3600 / 60) min" }
-        return s % 86400 / 3600 == 0 ? "\(s / 86400) d" : "\(s / 86400) d \(s % 86400 / 3600) h"
+        seconds.isFinite && seconds >= 0 ? TimeSpan.rough(seconds, parts: 2) : "?"
     }
 
     /// `watch`: one line per notification, stamped with the device time of the event (the
@@ -215,14 +213,14 @@ public enum OutputFormatter {
         }
         switch notification {
         case .flagsDidUpdate(let reason, let changed, _)?:
-            return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.joined(separator: ", "))
+            return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.map(Visible.escape).joined(separator: ", "))
         case .refreshCompleted(let trigger, let error, let sent, _)?:
-            let outcome = error.map { "failed: " + $0.summary } ?? (sent ? "sent" : "not sent (answered from the stored flags)")
+            let outcome = error.map { "failed: " + Visible.escape($0.summary) } ?? (sent ? "sent" : "not sent (answered from the stored flags)")
             return "\(stamp) refresh (\(trigger.rawValue)): " + outcome
         case .stateChanged(let state, let previous, _)?:
             return "\(stamp) state: \(state.rawValue)" + (previous.map { " (was \($0.rawValue))" } ?? "")
         case nil:
-            return "\(stamp) \(method) \(JSONWriter.string(params))"
+            return "\(stamp) \(Visible.escape(method)) \(Visible.escape(JSONWriter.string(params)))"
         }
     }
 

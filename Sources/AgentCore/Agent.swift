@@ -32,13 +32,12 @@ public final class Agent {
     private let onEvent: (AgentEvent) -> Void
     private var waiters: [Waiter: (RefreshError?) -> Void] = [:]
     private var lastWaiter: UInt64 = 0
+    /// While `checkingSaves` runs: the first save that failed in it (nil: none failed).
+    private var failedSaveInCall: String?
+    private var checkingDepth = 0
 
     /// A failed save is retried after this.
     public static let saveRetryDelay = AgentMachine.saveRetryDelay
-    /// Delays before `registerDevice` retries (A.2, SDK).
-    public static let registerDeviceRetryDelays = RegistrationMachine.retryDelays
-    /// `registerDevice` and `registerUser` are not repeated within this (A.2).
-    public static let reRegistrationInterval = RegistrationMachine.reRegistrationInterval
 
     public init(
         settings: AgentSettings, clock: any AgentClock, transport: any HTTPTransport, store: any StateStore,
@@ -69,6 +68,7 @@ public final class Agent {
             case .persist(let state):
                 var failure: String?
                 do { try store.save(state) } catch { failure = "\(error)" }
+                if checkingDepth > 0, failedSaveInCall == nil { failedSaveInCall = failure }
                 deliveries += machine.saved(error: failure, now: now)
             case .notify, .complete:
                 deliveries.append(action)
@@ -97,6 +97,20 @@ public final class Agent {
         return waiter
     }
 
+    /// Runs `body` (calls into the agent) and reports the first save in it that failed:
+    /// a state-changing method whose change was not stored answers an error, not success.
+    /// The change itself stays in memory, and the save is retried (`saveRetryDelay`).
+    public func checkingSaves<Result>(_ body: () -> Result) -> (result: Result, saveFailure: String?) {
+        let outer = failedSaveInCall
+        failedSaveInCall = nil
+        checkingDepth += 1
+        let result = body()
+        checkingDepth -= 1
+        let failure = failedSaveInCall
+        failedSaveInCall = outer ?? failure
+        return (result, failure)
+    }
+
     // MARK: - Events
 
     /// Loads the stored state (creating the HWID on first start), then enters the initial
@@ -105,7 +119,7 @@ public final class Agent {
     public func start() { start(Self.load(store)) }
 
     /// `start()` with the state already loaded (the daemon reads the device clock's offset
-    /// from it first, PROTOCOL H).
+    /// from it first, docs/device-clock.md H).
     public func start(_ loaded: StoreLoad) { perform(machine.start(loaded, now: now)) }
 
     /// Loads the stored state; a store that cannot be read at all counts as damaged.
@@ -113,7 +127,7 @@ public final class Agent {
         do { return try store.load() } catch { return StoreLoad(state: nil, damage: "\(error)") }
     }
 
-    /// PROTOCOL H: the device clock moved; its offset is saved with the state now (`save`)
+    /// docs/device-clock.md H: the device clock moved; its offset is saved with the state now (`save`)
     /// or with the next save.
     public func clockOffsetChanged(_ offset: Seconds, save: Bool = true) {
         perform(machine.clockOffsetChanged(offset, save: save, now: now))

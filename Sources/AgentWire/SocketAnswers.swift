@@ -1,7 +1,7 @@
 import AgentCore
 import FoundationEssentials
 
-// The answers of `get`, `refresh` and `status` (PROTOCOL B.1, B.2) as values, both ways: the
+// The answers of `get`, `refresh` and `status` (docs/socket-api.md B.1, B.2) as values, both ways: the
 // daemon encodes them here, and clients (agentctl, the soak runner, the fault tool) decode them
 // with the same types, so a field renamed on one side fails the other's tests instead of reading as "?".
 
@@ -62,7 +62,7 @@ extension RefreshError {
     public var summary: String { "\(message) (\(RefreshError.domain) code \(code))" }
 }
 
-/// `refresh`'s result (B.1, PROTOCOL H): the error (nil on success), whether a request went
+/// `refresh`'s result (B.1, docs/device-clock.md H): the error (nil on success), whether a request went
 /// to the server (false: answered from the throttle window, RF-6, or no flags URL, RF-8), and
 /// when it was answered from the stored flags because of the throttle window, the device
 /// time that window ends (nil otherwise).
@@ -144,7 +144,7 @@ public struct StatusAnswer: Sendable, Equatable {
         self.status = status
     }
 
-    /// The fields in PROTOCOL B.2's order (the order the CLI prints them in).
+    /// The fields in docs/socket-api.md B.2's order (the order the CLI prints them in).
     public static let fields = [
         "state", "version", "applicationCode", "hwid", "userId", "appState", "sessionStartedAt", "pushRegistered",
         "pushToken", "notificationAuthorization", "flagsCount", "flagsSource", "flagsAgeSeconds", "flagsExpireAt",
@@ -164,7 +164,7 @@ public struct StatusAnswer: Sendable, Equatable {
             "flagsExpireAt": SocketTime.json(s.flagsExpireAt), "lastRefreshAt": SocketTime.json(s.lastRefreshAt),
             "lastRefreshError": RefreshError.json(s.lastRefreshError),
             "consecutiveFailures": .number(Double(s.consecutiveFailures)), "nextRefreshAt": SocketTime.json(s.nextRefreshAt),
-            "flagsPartial": .bool(s.flagsPartial), "storageError": s.storageError.map(JSONValue.string) ?? .null,
+            "flagsPartial": .bool(s.flagsPartial), "storageError": s.storageError.map { ["operation": .string($0.operation.rawValue), "message": .string($0.message), "at": SocketTime.json($0.at)] } ?? .null,
         ]
     }
 
@@ -173,6 +173,10 @@ public struct StatusAnswer: Sendable, Equatable {
         version = try r.string("version")
         let error = try r.optionalObject("lastRefreshError").map { (e) throws(AnswerError) in
             try RefreshError(json: e, path: "lastRefreshError.")
+        }
+        let storage = try r.optionalObject("storageError").map { (e) throws(AnswerError) in
+            let s = AnswerReader(e, path: "storageError.")
+            return StorageProblem(try s.enumeration("operation"), message: try s.string("message"), at: try s.time("at"))
         }
         status = AgentStatus(
             state: try r.enumeration("state"), applicationCode: try r.string("applicationCode"), hwid: try r.string("hwid"),
@@ -183,7 +187,7 @@ public struct StatusAnswer: Sendable, Equatable {
             flagsExpireAt: try r.optionalTime("flagsExpireAt"), flagsPartial: try r.bool("flagsPartial"),
             lastRefreshAt: try r.optionalTime("lastRefreshAt"), lastRefreshError: error,
             consecutiveFailures: Int(try r.number("consecutiveFailures")), nextRefreshAt: try r.optionalTime("nextRefreshAt"),
-            refreshInFlight: false, storageError: try r.optionalString("storageError"))
+            refreshInFlight: false, storageError: storage)
     }
 }
 

@@ -11,7 +11,7 @@ public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equ
     public init(description: String) { self.description = description }
 }
 
-/// The Pushwoosh emulator's HTTP server (PROTOCOL D) on libmicrohttpd.
+/// The Pushwoosh emulator's HTTP server (docs/emulator.md D) on libmicrohttpd.
 ///
 /// ```swift
 /// let server = try EmulatorServer(listen: "127.0.0.1:0", apps: apps)
@@ -32,14 +32,23 @@ public final class EmulatorServer: Sendable {
     public let requestedPort: UInt16
     public let threads: Int
     public let verbose: Bool
-    /// Largest request body accepted; larger ones get 413.
-    public static let maxBodyBytes = 8 << 20
+    /// Largest request body accepted (an admin call's); larger ones get 413. A device API
+    /// call's is `EmulatorConfiguration.maxDeviceBodyBytes`.
+    public static let maxBodyBytes = EmulatorConfiguration.maxAdminBodyBytes
 
     let state: Mutex<EmulatorState>
     let runtime = Mutex(Runtime())
     let clock: any EmulatorClock
     let connectionLimit: Int
     let log: (@Sendable (String) -> Void)?
+    /// The admin token and the body limits, checked on a request's headers before its body is read.
+    let configuration: EmulatorConfiguration
+    /// The bytes of request bodies being received, all connections together.
+    let bodies = BodyBudget()
+    /// HTTPS instead of HTTP (`--tls-cert`, `--tls-key`): libmicrohttpd's own TLS (GnuTLS).
+    public let tls: TLSIdentity?
+    /// `--upstream URL [--record FILE]`: where forwarded device API calls go.
+    public let upstream: Upstream?
 
     struct Runtime {
         var daemon: Handle?
@@ -74,8 +83,10 @@ public final class EmulatorServer: Sendable {
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
                 clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
-                connectionLimit: Int = 4096) throws(EmulatorServerError) {
+                connectionLimit: Int = 4096, tls: TLSIdentity? = nil, upstream: Upstream? = nil) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
+        self.tls = tls
+        self.upstream = upstream
         self.host = host
         requestedPort = port
         self.threads = max(1, threads)
@@ -83,6 +94,7 @@ public final class EmulatorServer: Sendable {
         self.log = log
         self.clock = clock
         self.connectionLimit = max(16, connectionLimit)
+        self.configuration = configuration
         var initial = EmulatorState(configuration: configuration, apps: apps, clock: clock)
         if let initialState { initial.load(initialState) }
         state = Mutex(initial)
@@ -128,7 +140,19 @@ public final class EmulatorServer: Sendable {
         }
         var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
-        let options: [CVarArg] = [
+        var options: [CVarArg] = []
+        if let tls {
+            guard MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == MHD_Result.YES else {
+                close(fd)
+                Unmanaged<EmulatorServer>.fromOpaque(me).release()
+                throw EmulatorServerError(description: "this libmicrohttpd has no TLS support")
+            }
+            flags |= MHD_USE_TLS.rawValue
+            // libmicrohttpd reads both at start (gnutls_certificate_set_x509_key_mem); they live as long as `tls`.
+            options += [Int32(MHD_OPTION.HTTPS_MEM_CERT.rawValue), tls.certificate.pointer,
+                        Int32(MHD_OPTION.HTTPS_MEM_KEY.rawValue), tls.key.pointer]
+        }
+        options += [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
             Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
             Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
@@ -147,7 +171,8 @@ public final class EmulatorServer: Sendable {
         guard let daemon = daemon.map(Handle.init) else {
             close(fd)
             Unmanaged<EmulatorServer>.fromOpaque(me).release()
-            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)")
+            let why = tls == nil ? "" : " (with TLS: is the key the certificate's, both PEM?)"
+            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)\(why)")
         }
         runtime.withLock {
             $0.daemon = daemon
@@ -155,7 +180,7 @@ public final class EmulatorServer: Sendable {
             $0.stopping = false
         }
         let (apps, flagCount) = state.withLock { s in (s.apps.count, s.apps.values.reduce(0) { $0 + $1.flags.count }) }
-        log?("emulator started listen=\(host):\(port) apps=\(apps) flags=\(flagCount) threads=\(threads)")
+        log?("emulator started listen=\(host):\(port) tls=\(tls == nil ? "no" : "yes") apps=\(apps) flags=\(flagCount) threads=\(threads)")
         return port
     }
 
@@ -217,11 +242,12 @@ public final class EmulatorServer: Sendable {
     func access(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                 uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
                 conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
-        guard let raw = conCls.pointee else {
-            conCls.pointee = Unmanaged.passRetained(RequestContext()).toOpaque()
+        guard let raw = conCls.pointee else { return begin(connection, url: url, conCls: conCls) }
+        let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        if ctx.refused {  // answered at the headers: whatever body follows is dropped unread
+            uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
-        let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
         if let pending = ctx.pending {  // resumed after delayMs, or a parked wait answered
             ctx.pending = nil
             switch pending {
@@ -234,29 +260,25 @@ public final class EmulatorServer: Sendable {
             }
         }
         if uploadDataSize.pointee > 0 {
-            let n = uploadDataSize.pointee
-            if ctx.body.count + n > Self.maxBodyBytes {
-                ctx.tooLarge = true
-            } else if let uploadData {
-                uploadData.withMemoryRebound(to: UInt8.self, capacity: n) {
-                    ctx.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
-                }
-            }
+            receive(ctx, uploadData, count: uploadDataSize.pointee)
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
-        if ctx.tooLarge {
-            return send(.json(413, .object(["error": .string("body larger than \(Self.maxBodyBytes) bytes")])), .normal, on: connection)
-        }
+        if let refusal = refusal(ctx) { return send(refusal, .normal, on: connection) }
 
         let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
                                   query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
                                   headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
-        ctx.body = []
+        ctx.releaseBody()
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
-        let response = outcome.render()          // serializing: outside the lock
+        var response = outcome.render()          // serializing: outside the lock
+        if outcome.forward, let upstream {  // the network: outside the lock too
+            let answer = upstream.forward(request)
+            if let call = outcome.forwardedCall { state.withLock { $0.forwardAnswered(call: call, status: answer.status) } }
+            response = answer
+        }
         for (ticket, answer) in outcome.woken {
             if let r = answer.render() { deliver(ticket, r) }
         }
@@ -345,20 +367,4 @@ public final class EmulatorServer: Sendable {
     private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HeaderField] {
         MicroHTTPD.values(connection, kind).map { HeaderField($0.name, $0.value) }
     }
-}
-
-enum Pending {
-    case respond(EmulatorResponse, Outcome.Delivery)
-    case drop
-    case reset
-    /// A parked wait: its answer is in `Runtime.answers` under this connection key.
-    case parked(UInt)
-}
-
-/// Per-request state kept in libmicrohttpd's `con_cls`; touched only by the
-/// thread that serves the connection (never by the delay timer).
-final class RequestContext {
-    var body: [UInt8] = []
-    var tooLarge = false
-    var pending: Pending?
 }

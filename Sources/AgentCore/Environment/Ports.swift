@@ -1,10 +1,10 @@
 import FoundationEssentials
 
 // The small protocols through which time, disk, randomness and events reach the core
-// (STYLE rule 1). Real implementations live in AgentPosix; deterministic doubles in
+// (docs/architecture.md §3). Real implementations live in AgentPosix; deterministic doubles in
 // AgentTestSupport. The network's protocol is `HTTPTransport`.
 
-/// Two kinds of time (STYLE rule 3): monotonic seconds for scheduling, wall time for
+/// Two kinds of time (docs/architecture.md §4): monotonic seconds for scheduling, wall time for
 /// the 24-hour validity that must survive reboots (ST-1, ST-3).
 public protocol AgentClock: AnyObject {
     var monotonic: Seconds { get }
@@ -20,7 +20,8 @@ public protocol AgentScheduler: AnyObject {
     func schedule(at deadline: Seconds?)
 }
 
-/// Everything the agent persists, in one record (issue 2, "Persistent state").
+/// Everything the agent persists, in one record: the device's identity, its user, its
+/// flags with their receipt time, and what the rules must remember across restarts.
 public struct PersistentState: Sendable, Equatable, Codable {
     /// SE-2: created once, uppercase UUID.
     public var hwid: String
@@ -37,7 +38,7 @@ public struct PersistentState: Sendable, Equatable, Codable {
     public var primerLastShownAt: Date?
     /// A `base_url` the server handed out (A.1), used when no server URL is configured.
     public var baseURL: String?
-    /// PROTOCOL H: how far the controlled device clock is ahead of the real one (seconds,
+    /// docs/device-clock.md H: how far the controlled device clock is ahead of the real one (seconds,
     /// only ever growing); nil while the clock was never advanced.
     public var clockOffset: Seconds?
 
@@ -99,6 +100,26 @@ public struct DeviceInfo: Sendable, Equatable {
     public var timezoneOffset: Int = 0
 
     public init() {}
+}
+
+/// A problem reading or writing the stored state, and when it last happened (device time).
+public struct StorageProblem: Sendable, Equatable {
+    public enum Operation: String, Sendable, Equatable {
+        /// Loading at start found a damaged file (set aside).
+        case load
+        /// Saving failed (full disk, read-only directory); retried.
+        case save
+    }
+
+    public var operation: Operation
+    public var message: String
+    public var at: Date
+
+    public init(_ operation: Operation, message: String, at: Date) {
+        self.operation = operation
+        self.message = message
+        self.at = at
+    }
 }
 
 /// Something the agent reports to its owner: the daemon turns these into log lines,

@@ -43,7 +43,7 @@ extension AgentMachine {
     }
 
     /// The keys of the flags served at `now`, sorted; nil when none are valid (B.1
-    /// PROVIDER_NOT_READY). For bulk reads (PROTOCOL F.1), each key then read with `get`.
+    /// PROVIDER_NOT_READY). For bulk reads (docs/http.md F.1), each key then read with `get`.
     public func servedFlagKeys(now: Now) -> [String]? {
         servedFlags(at: now).map { $0.snapshot.flags.keys.sorted() }
     }
@@ -51,7 +51,7 @@ extension AgentMachine {
     /// When the flags served at `now` were received; nil when none are valid.
     public func servedFlagsReceivedAt(now: Now) -> Date? { servedFlags(at: now)?.snapshot.receivedAt }
 
-    /// PROTOCOL B.2 `status`.
+    /// docs/socket-api.md B.2 `status`.
     public func status(now: Now) -> AgentStatus {
         let current = servedFlags(at: now)
         let stateName: AgentStatus.State
@@ -70,11 +70,12 @@ extension AgentMachine {
             flagsPartial: current?.snapshot.partial ?? false,
             lastRefreshAt: refresh.lastRefreshAt, lastRefreshError: refresh.lastRefreshError,
             consecutiveFailures: refresh.consecutiveFailures,
-            nextRefreshAt: wallTime(next), refreshInFlight: refresh.inFlight != nil, storageError: storage.failure)
+            nextRefreshAt: wallTime(next), refreshInFlight: refresh.inFlight != nil,
+            storageError: storage.failure.map { StorageProblem(.save, message: $0, at: storage.failureAt ?? now.wall) } ?? storage.loadProblem)
     }
 }
 
-/// PROTOCOL B.2 `status`.
+/// docs/socket-api.md B.2 `status`.
 public struct AgentStatus: Sendable, Equatable {
     public enum State: String, Sendable {
         case notReady, ready, stale, error, fatal
@@ -99,15 +100,17 @@ public struct AgentStatus: Sendable, Equatable {
     public var consecutiveFailures: Int
     public var nextRefreshAt: Date?
     public var refreshInFlight: Bool
-    /// Set while the state cannot be written (full disk, read-only directory).
-    public var storageError: String?
+    /// The storage problem that matters now: a save failing now (full disk, read-only
+    /// directory), else one found when the state was loaded at start (a damaged file set
+    /// aside); nil when the state loaded cleanly and every save succeeded.
+    public var storageError: StorageProblem?
 
     /// Every field (a client decoding the `status` answer builds one).
     public init(state: State, applicationCode: String, hwid: String, userId: String, appState: AppState, sessionStartedAt: Date?,
                 pushRegistered: Bool, pushToken: String?, notificationAuthorization: NotificationAuthorization, flagsCount: Int,
                 flagsSource: FlagSource, flagsAgeSeconds: Seconds?, flagsExpireAt: Date?, flagsPartial: Bool, lastRefreshAt: Date?,
                 lastRefreshError: RefreshError?, consecutiveFailures: Int, nextRefreshAt: Date?, refreshInFlight: Bool,
-                storageError: String?) {
+                storageError: StorageProblem?) {
         self.state = state
         self.applicationCode = applicationCode
         self.hwid = hwid
