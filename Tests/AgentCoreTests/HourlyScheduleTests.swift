@@ -116,6 +116,23 @@ import Testing
         }
     }
 
+    @Test("RF-2: a reload that changes the period lays the slots afresh from the last request, not from slot 1 of the old period")
+    func aNewPeriodCountsFromTheLastRequest() {
+        var settings = VirtualLoop.defaultSettings()
+        settings.flags.refreshInterval = 60
+        settings.flags.storedFlagsLifetime = 1e9
+        let loop = VirtualLoop(settings: settings, store: MemoryStore(committed: PersistentState(hwid: "HWID-reload")), start: false)
+        loop.serve([checkout])
+        loop.agent.start()
+        loop.run(for: 50 * 60 + 10)  // fifty one-minute slots
+        let last = loop.flagRequests.last!.sentAt
+        settings.flags.refreshInterval = 3600
+        loop.agent.reload(settings)
+        loop.settle()
+        let next = loop.agent.status().nextRefreshAt!.timeIntervalSince(loop.clock.wall) + loop.clock.monotonic
+        #expect(next - last >= 3600 && next - last < 3600 * 1.1, "the next hourly refresh \(next - last) s after the last request")
+    }
+
     /// Distinct, unrelated HWIDs.
     private func fnvLike(_ i: Int) -> String { String(UInt64(i &* 2_654_435_761) % 1_000_003, radix: 36) }
 }

@@ -129,6 +129,7 @@ struct RefreshMachine: Sendable {
         throttle.window = flags.throttleWindow
         throttle.disabled = flags.disableThrottle
         retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
+        if flags.refreshInterval != interval { slots = nil }  // RF-2: a new period counts from the last request
         interval = flags.refreshInterval
         defer { fatal = false }
         return fatal
