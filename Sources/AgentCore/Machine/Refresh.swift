@@ -247,8 +247,8 @@ struct RefreshMachine: Sendable {
 
     /// RF-2, RF-12: the next hourly refresh: the next slot, at its place in the hour (the
     /// anchor plus whole periods plus this device's offset), moved by a jitter of its own of
-    /// at most 1% of the period either way. `restart`: the slots
-    /// count from now (a request of another trigger was just sent).
+    /// at most 1% of the period either way. `restart`: the slots count from now (a request of
+    /// another trigger was just sent).
     mutating func schedulePeriodic(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator, restart: Bool = false) {
         guard world.active, !fatal else {
             periodicDeadline = nil
