@@ -100,7 +100,7 @@ let commandTable: [CommandInfo] = [
                     the timers that fired. Needs [Device] Clock=controlled. Method: advanceClock.
                     """,
                 valued: ["--to"]),
-    CommandInfo(name: .fleet, synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]",
+    CommandInfo(name: .fleet, synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]|advance-clock SPAN --emulator URL",
                 summary: "ask every instance of the fleet at once ('fleet --help')"),
     CommandInfo(name: .watch, synopsis: "watch [--events flags,refresh,state] [--reconnect]",
                 summary: "print flag updates (and refreshes, state changes) as they happen, until interrupted",
