@@ -82,7 +82,6 @@ import Testing
     static let otherMeanings: Set<String> = [
         "Sources/AgentCore/Environment/PersistentState+JSON.swift \"isEnabled\"",  // a flag's field in the state file
         "Sources/AgentControl/CommandTable.swift \"status\"",  // synopses of agentctl's commands
-        "Sources/AgentControl/CommandTable.swift \"refresh\"",
         "Sources/AgentControl/CommandTable.swift \"metrics\"",
         "Sources/AgentControl/CommandTable.swift \"clock\"",
         "Sources/AgentControl/FleetCommand.swift \"status\"",  // `fleet status`, agentctl's word
