@@ -42,50 +42,7 @@ public enum OutputFormatter {
     }
 
     static func human(_ command: ControlCommand, _ r: JSONValue) throws(AnswerError) -> String {
-        switch command {
-        case .get(let key): return formatFlag(key: key, try FlagAnswer(json: r))
-        case .isEnabled: return r["enabled"]?.boolValue.map { $0 ? "true" : "false" } ?? JSONWriter.string(r)
-        case .property: return scalar(r["value"] ?? .null)
-        case .refresh: return refresh(try RefreshAnswer(json: r), changed: nil)
-        case .logImpression(let key):
-            return r["logged"]?.boolValue == true
-                ? "impression of \(Visible.escape(key)) logged"
-                : "no impression logged (no flag \(Visible.escape(key)), or already sent this session)"
-        case .setUser(let userId): return "User ID set to \(Visible.escape(userId))"
-        case .setAppState(let state):
-            return "app state: \(state.rawValue)" + (r["sessionStarted"]?.boolValue == true ? " (a new session started)" : "")
-        case .registerPush:
-            let registration = try RegistrationAnswer(json: r)
-            guard registration.granted else { return "push registration: not granted" }
-            return "push registration: granted, token " + Visible.escape(registration.pushToken ?? "-")
-        case .unregisterPush: return "unregistered from push notifications"
-        case .setAuthorization(let status): return "notification authorization: \(status.rawValue)"
-        case .primer:
-            var lines: [(String, String)] = [("outcome", r["outcome"].map(scalar) ?? "-")]
-            if let presentation = r["presentation"]?.objectValue {
-                for key in presentation.keys.sorted() { lines.append(("  " + key, scalar(presentation[key]!))) }
-            } else {
-                lines.append(("presentation", "none"))
-            }
-            return aligned(lines)
-        case .status: return formatStatus(r, try StatusAnswer(json: r))
-        case .metrics:
-            guard var text = r["text"]?.stringValue else { return JSONWriter.string(r) }
-            if text.hasSuffix("\n") { text.removeLast() }
-            return text
-        case .watch: return JSONWriter.string(r)
-        case .clock:
-            let c = try ClockAnswer(json: r)
-            return aligned([("now", SocketTime.string(c.now)), ("ahead of the host", number(c.offsetSeconds) + " s"),
-                            ("controlled", c.controlled ? "true" : "false")])
-        case .advanceClock:
-            let a = try AdvanceClockAnswer(json: r)
-            var lines = [("now", SocketTime.string(a.now)), ("requests", String(a.requests)), ("fired", "\(a.fired.count) timer(s)")]
-            for f in a.fired {
-                lines.append(("  " + SocketTime.string(f.at), f.event + (f.trigger.map { " (\($0.rawValue))" } ?? "")))
-            }
-            return aligned(lines)
-        }
+        try command.definition.print(command, r)
     }
 
     /// `refresh`: whether it went to the server, and what changed when the keys are known
