@@ -40,8 +40,8 @@ extension NotifyReceiver {
 
 extension LineClient {
     /// One request, one answer (no pipelining: the answer is the next line), as a typed JSON value.
-    func request(_ method: SocketMethod, _ params: [String: JSONValue] = [:], id: Int = 1) -> JSONValue? {
-        guard send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params)), let line = readLineBytes() else { return nil }
+    func request(_ call: SocketCall, id: Int = 1) -> JSONValue? {
+        guard send(RPCEncoder.request(id: .number(Double(id)), call)), let line = readLineBytes() else { return nil }
         return try? JSONReader.parse(line)
     }
 }
