@@ -45,6 +45,9 @@ struct CommandDefinition: Sendable {
     var call: @Sendable (ControlCommand) -> CommandCall
     /// The answer for people (`--json` prints it raw); an answer of another shape is an error.
     var print: @Sendable (ControlCommand, JSONValue) throws(AnswerError) -> String
+    /// The standard-error line for an answer that is not what was asked for (a read answered
+    /// with the caller's default, a refresh not sent); nil when it is.
+    var warning: @Sendable (ControlCommand, JSONValue) -> String? = { _, _ in nil }
 
     /// `--help` for this command.
     var help: String {

@@ -13,6 +13,10 @@ extension CommandDefinition {
         print: { c, r throws(AnswerError) in
             guard case .get(let key) = c else { mismatch(c, .get) }
             return OutputFormatter.formatFlag(key: key, try FlagAnswer(json: r))
+        },
+        warning: { c, r in
+            guard case .get(let key) = c else { mismatch(c, .get) }
+            return OutputFormatter.readWarning(r, printed: "no flag printed") { $0 == .flagNotFound ? notFound(key) : "" }
         })
 
     static let isEnabled = CommandDefinition(
@@ -28,7 +32,11 @@ extension CommandDefinition {
             guard case .isEnabled(let key, let def) = c else { mismatch(c, .isEnabled) }
             return .typed(.isEnabled(key: key, default: def))
         },
-        print: { _, r in r["enabled"]?.boolValue.map { $0 ? "true" : "false" } ?? JSONWriter.string(r) })
+        print: { _, r in r["enabled"]?.boolValue.map { $0 ? "true" : "false" } ?? JSONWriter.string(r) },
+        warning: { c, r in
+            guard case .isEnabled(let key, _) = c else { mismatch(c, .isEnabled) }
+            return OutputFormatter.readWarning(r, printed: "printed the default") { $0 == .flagNotFound ? notFound(key) : "" }
+        })
 
     static let property = CommandDefinition(
         name: .property, synopsis: "property KEY PROP --type string|number|bool|jsonObject|jsonArray [--default V] [--strict]",
@@ -40,7 +48,19 @@ extension CommandDefinition {
             guard case .property(let key, let property, let type, let def) = c else { mismatch(c, .property) }
             return .typed(.property(key: key, property: property, type: type, default: def ?? .null))
         },
-        print: { _, r in OutputFormatter.scalar(r["value"] ?? .null) })
+        print: { _, r in OutputFormatter.scalar(r["value"] ?? .null) },
+        warning: { c, r in
+            guard case .property(let key, let property, let type, _) = c else { mismatch(c, .property) }
+            return OutputFormatter.readWarning(r, printed: !type.isScalar ? "printed null" : "printed the default") { code in
+                switch code {
+                case .flagNotFound: notFound(key)
+                case .typeMismatch: "flag \"\(key)\" has no \(type.rawValue) property \"\(property)\" (missing or of another type)"
+                case .providerNotReady: ""
+                }
+            }
+        })
+
+    private static func notFound(_ key: String) -> String { "no flag \"\(key)\" in the served flags" }
 
     private static func buildProperty(_ s: ControlArguments.Scanned, _ d: CommandDefinition) throws(UsageError) -> ControlCommand {
         let p = try ControlArguments.positionals(s, ["KEY", "PROP"], d)
@@ -75,7 +95,13 @@ extension CommandDefinition {
         flags: ["--strict"],
         build: { s, d throws(UsageError) in try ControlArguments.none(s, d, .refresh) },
         call: { _ in .typed(.refresh) },
-        print: { _, r throws(AnswerError) in OutputFormatter.refresh(try RefreshAnswer(json: r), changed: nil) })
+        print: { _, r throws(AnswerError) in OutputFormatter.refresh(try RefreshAnswer(json: r), changed: nil) },
+        warning: { _, r in
+            guard let answer = try? RefreshAnswer(json: r), answer.error == nil, !answer.sent else { return nil }
+            return "warning: refresh not sent: " + (answer.throttledUntil.map {
+                "answered from the stored flags inside the throttle window (until \(SocketTime.string($0)))"
+            } ?? "answered without a request")
+        })
 
     static let logImpression = CommandDefinition(
         name: .logImpression, synopsis: "log-impression KEY", summary: "record that the user saw the flag's feature",

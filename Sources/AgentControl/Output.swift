@@ -60,33 +60,15 @@ public enum OutputFormatter {
     /// The standard-error line for a read answered with the caller's default (its `errorCode`),
     /// or a refresh that did not reach the server; nil when the answer is what was asked for.
     public static func warning(_ command: ControlCommand, result: JSONValue) -> String? {
-        if case .refresh = command {
-            guard let answer = try? RefreshAnswer(json: result), answer.error == nil, !answer.sent else { return nil }
-            return "warning: refresh not sent: " + (answer.throttledUntil.map {
-                "answered from the stored flags inside the throttle window (until \(SocketTime.string($0)))"
-            } ?? "answered without a request")
-        }
+        command.definition.warning(command, result)
+    }
+
+    /// A read's warning: the `errorCode` of an answer with the caller's default, what it means
+    /// for this read (`what`, for FLAG_NOT_FOUND and TYPE_MISMATCH) and what was printed.
+    static func readWarning(_ result: JSONValue, printed: String,
+                            what: (EvaluationErrorCode) -> String) -> String? {
         guard let code = result["errorCode"]?.stringValue.flatMap(EvaluationErrorCode.init(rawValue:)) else { return nil }
-        let printed: String
-        let what: String
-        switch command {
-        case .get(let key):
-            printed = "no flag printed"
-            what = code == .flagNotFound ? "no flag \"\(key)\" in the served flags" : ""
-        case .isEnabled(let key, _):
-            printed = "printed the default"
-            what = code == .flagNotFound ? "no flag \"\(key)\" in the served flags" : ""
-        case .property(let key, let property, let type, _):
-            printed = !type.isScalar ? "printed null" : "printed the default"
-            switch code {
-            case .flagNotFound: what = "no flag \"\(key)\" in the served flags"
-            case .typeMismatch: what = "flag \"\(key)\" has no \(type.rawValue) property \"\(property)\" (missing or of another type)"
-            case .providerNotReady: what = ""
-            }
-        default:
-            return nil
-        }
-        let reason = code == .providerNotReady ? "no valid flags are served (none received yet, or past their lifetime)" : what
+        let reason = code == .providerNotReady ? "no valid flags are served (none received yet, or past their lifetime)" : what(code)
         return "warning: \(code.rawValue): \(reason); \(printed)"
     }
 

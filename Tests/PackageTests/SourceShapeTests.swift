@@ -96,8 +96,7 @@ import Testing
         "Sources/Soak/ClockDriver.swift \"clock\"",  // a violation's kind
         "Sources/AgentDaemon/Metrics.swift \"isEnabled\"",  // in a comment
         "Sources/AgentDaemon/Metrics.swift \"get\"",  // in a comment
-        "Sources/Soak/AgentDriver.swift \"property\"",  // the `property` parameter's name
-        "Sources/Soak/AgentDriver.swift \"status\"",  // a violation's kind; setNotificationAuthorization's parameter
+        "Sources/Soak/AgentDriver.swift \"status\"",  // a violation's kind
         "Sources/Soak/Model.swift \"status\"",  // a logged request's HTTP status
     ]
 
