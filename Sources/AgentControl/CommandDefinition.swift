@@ -1,7 +1,7 @@
 import AgentCore
 import AgentWire
 
-// The commands of pushwoosh-agentctl, one value each (Commands+*.swift): name, synopsis, help
+// The commands of pushwoosh-agentctl, one value each (CommandDefinition+*.swift): name, synopsis, help
 // text, options, how the parsed command line becomes the command, the typed call it makes and
 // how its answer prints. The table, `--help`, the parser and the printer read them.
 

@@ -81,9 +81,9 @@ import Testing
     /// The literals below that happen to equal a method's name are other things' names.
     static let otherMeanings: Set<String> = [
         "Sources/AgentCore/Environment/PersistentState+JSON.swift \"isEnabled\"",  // a flag's field in the state file
-        "Sources/AgentControl/Commands+Device.swift \"status\"",  // synopses of agentctl's commands
-        "Sources/AgentControl/Commands+Device.swift \"metrics\"",
-        "Sources/AgentControl/Commands+Clock.swift \"clock\"",
+        "Sources/AgentControl/CommandDefinition+Device.swift \"status\"",  // synopses of agentctl's commands
+        "Sources/AgentControl/CommandDefinition+Device.swift \"metrics\"",
+        "Sources/AgentControl/CommandDefinition+Clock.swift \"clock\"",
         "Sources/AgentControl/FleetCommand.swift \"status\"",  // `fleet status`, agentctl's word
         "Sources/AgentControl/FleetCommand.swift \"metrics\"",  // `fleet metrics`
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
