@@ -15,8 +15,6 @@ final class AgentHost: AgentScheduler {
     private var armedAt: Double?
     /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.
     var clockController: DeviceClockController?
-    /// A manual refresh answered without a request (RF-6 throttle, RF-8), with its error.
-    var onUnsentRefresh: ((RefreshError?) -> Void)?
 
     init(loop: EventLoop, clock: DeviceClock) {
         self.loop = loop

@@ -78,7 +78,6 @@ public final class Daemon {
         if mode == .controlled {
             host.clockController = DeviceClockController(clock: clock, host: host, transport: transport, loop: loop, log: log)
         }
-        host.onUnsentRefresh = { [unowned self] error in self.refreshAnsweredWithoutRequest(error) }
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
@@ -251,6 +250,8 @@ public final class Daemon {
             let level: Log.Level = error.code == 401 || error.code == 403 ? .error : .warning
             log(level, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
                                           "retry_in_s": retryIn.map { Int(min($0, 1e12)) }])
+        case .refreshNotSent(let error):
+            server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
         case .callFinished(let method, let error):
             if let error { log(.warning, "server call failed", ["method": method.rawValue, "code": error.code, "error": error.message]) }
         case .storeFailed(let message):
@@ -263,12 +264,6 @@ public final class Daemon {
             log(.info, "server base URL changed", ["base_url": url])
         }
         if server != nil { updateStatus() }
-    }
-
-    /// A manual refresh answered from the throttle window (RF-6) or not sendable (RF-8).
-    private func refreshAnsweredWithoutRequest(_ error: RefreshError?) {
-        metrics.refreshesNotSent += 1
-        server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
     }
 
     /// Timings no real device has (docs/device-clock.md H: test with the device clock instead).

@@ -66,6 +66,8 @@ final class Metrics {
         case .callFinished(.postEvent, let error):
             // Impressions are the only events the agent posts (A.4).
             if error == nil { impressionsSent += 1 } else { impressionsFailed += 1 }
+        case .refreshNotSent:
+            refreshesNotSent += 1
         case .storeFailed:
             stateSaveFailures += 1
         case .storeDamaged:

@@ -132,9 +132,8 @@ extension ControlServer {
             // window's end in device time, rounded up to the second it is printed in.
             var returned = false
             let agent = self.agent
-            agent.refresh { [weak host] error in
+            agent.refresh { error in  // subscribers hear of it as AgentEvent.refreshNotSent
                 let sent = returned
-                if !sent { host?.onUnsentRefresh?(error) }
                 let until = sent || error != nil ? nil : agent.throttleWindowEnd().map {
                     Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.up))
                 }

@@ -14,7 +14,7 @@ import Darwin
 /// duplicate member, anything after the object — gives nil, and the caller takes the
 /// general path (`RPCMessage.parse`), which decides what the line means and which error
 /// it gets. For every line it accepts, the request is the one `RPCMessage.parse` yields
-/// and the answer bytes (RPCFastPathAnswers.swift) are the ones `RPCEncoder.line` writes
+/// and the answer bytes (RPCFastPath+Answers.swift) are the ones `RPCEncoder.line` writes
 /// for the same result.
 public enum RPCFastPath {
     public enum Method: Sendable, Equatable {
