@@ -9,22 +9,7 @@ import FoundationEssentials
 /// the request; `refresh` answers when the network does, without holding up the requests
 /// behind it. Connections, access and notifications are in ControlServer.swift.
 extension ControlServer {
-    func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
-        let limit = client.framer.maximumLineLength  // read before `process` holds the framer
-        client.framer.process(bytes) { frame in
-            switch frame {
-            case .line(let line):
-                handleLine(line, from: client)
-            case .lineTooLong:
-                metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
-                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
-                client.connection.closeAfterFlush()
-                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
-            }
-        }
-    }
-
-    private func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
+    func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
         if line.isEmpty { return }  // blank lines between messages are tolerated
         if let request = RPCFastPath.scan(line) {
             answerFast(request, to: client)
@@ -90,8 +75,8 @@ extension ControlServer {
     @inline(__always)
     private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
 
-    private func answered(_ client: Client) {
-        if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
+    func answered(_ client: Client) {
+        if client.inputClosed, client.pendingAnswers == 0, !client.framer.hasHeldLines { client.connection.closeAfterFlush() }
     }
 
     /// The method, then the caller's access (B.3), then the parameters (AgentWire's

@@ -20,7 +20,7 @@ final class HTTPService {
 
     /// Binds `Listen=` (or adopts `inheritedFD`) and reads the token; serving starts with `start`.
     init(loop: EventLoop, host: AgentHost, metrics: Metrics, settings: HTTPSettings, socket: SocketSettings,
-         inheritedFD: Int32?, admit: @escaping () -> Bool, onRefused: @escaping () -> Void,
+         inheritedFD: Int32?, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
          metricsText: @escaping () -> String) throws(HTTPServiceError) {
         self.settings = settings
         let token = try Self.readToken(settings.tokenFile)
@@ -53,18 +53,24 @@ final class HTTPService {
         }
         interface = HTTPInterface(host: host, metrics: metrics, token: token, metricsText: metricsText)
         let interface = self.interface
-        server = LoopHTTPServer(loop: loop, admit: admit, onRefused: onRefused) { interface.respond($0) }
+        let limits = LoopHTTPServer.Limits(connections: settings.maxConnections, idle: settings.idleTimeout,
+                                           requestRead: socket.requestReadTimeout)
+        server = LoopHTTPServer(loop: loop, limits: limits, onRefused: onRefused, onRequestTimeout: onRequestTimeout) {
+            interface.respond($0)
+        }
     }
 
-    func start(connectionLimit: Int) throws(HTTPServiceError) {
+    func start() throws(HTTPServiceError) {
         let fd = listenFD
         listenFD = -1
-        try server.start(listenFD: fd, idleTimeout: settings.idleTimeout, connectionLimit: connectionLimit)
+        try server.start(listenFD: fd)
     }
 
-    /// SIGHUP: the token file is read again (the address needs a restart).
-    func reload(_ fresh: HTTPSettings) throws(HTTPServiceError) {
+    /// SIGHUP: the token file is read again and `RequestReadTimeout=` applies (the address
+    /// and `MaxConnections=` need a restart).
+    func reload(_ fresh: HTTPSettings, socket: SocketSettings) throws(HTTPServiceError) {
         interface.token = try Self.readToken(fresh.tokenFile)
+        server.limits.requestRead = socket.requestReadTimeout
     }
 
     func stop() {

@@ -39,26 +39,44 @@ struct JSONValueBox {
 /// everything here runs on the loop thread.
 ///
 /// Limits: bodies over `HTTPSettings.maximumBodyBytes` get 413 (the rest of the body is
-/// read and dropped); `admit` decides, per accepted connection, whether one more fits
-/// (the socket's `MaxConnections` is shared); `idleTimeout` closes idle connections.
+/// read and dropped); at most `limits.connections` connections (`[HTTP] MaxConnections=`):
+/// one more is accepted and closed at once, counted by `onRefused`; a connection whose
+/// request headers have not arrived within `limits.requestRead` of its opening or of its
+/// previous answer is closed (`onRequestTimeout`); `limits.idle` closes idle connections.
+/// The connections' bookkeeping is in LoopHTTPServer+Connections.swift.
 final class LoopHTTPServer {
     typealias Handler = (HTTPServerRequest) -> HTTPServerResponse
 
-    private let loop: EventLoop
+    struct Limits {
+        var connections: Int
+        /// Seconds (libmicrohttpd's `MHD_OPTION_CONNECTION_TIMEOUT`).
+        var idle: UInt32
+        /// `RequestReadTimeout=`, seconds.
+        var requestRead: Double
+    }
+
+    let loop: EventLoop
     private let handler: Handler
-    private let admit: () -> Bool
-    private let onRefused: () -> Void
-    private var daemon: OpaquePointer?
+    let onRefused: () -> Void
+    let onRequestTimeout: () -> Void
+    var limits: Limits
+    var daemon: OpaquePointer?
     private var epollFD: Int32 = -1
     private var timer: EventLoop.TimerHandle?
     private var timerDeadline: Double?
-    /// Open HTTP connections (MHD_OPTION_NOTIFY_CONNECTION).
-    private(set) var connectionCount = 0
+    /// Open HTTP connections by libmicrohttpd's connection (MHD_OPTION_NOTIFY_CONNECTION).
+    var open: [OpaquePointer: OpenConnection] = [:]
+    /// The timer of `RequestReadTimeout`: armed while any connection is open.
+    var readTimer: EventLoop.TimerHandle?
 
-    init(loop: EventLoop, admit: @escaping () -> Bool, onRefused: @escaping () -> Void, handler: @escaping Handler) {
+    var connectionCount: Int { open.count }
+
+    init(loop: EventLoop, limits: Limits, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
+         handler: @escaping Handler) {
         self.loop = loop
-        self.admit = admit
+        self.limits = limits
         self.onRefused = onRefused
+        self.onRequestTimeout = onRequestTimeout
         self.handler = handler
     }
 
@@ -66,24 +84,33 @@ final class LoopHTTPServer {
 
     /// Starts serving on `listenFD` (a listening, nonblocking stream socket; libmicrohttpd
     /// closes it when stopped).
-    func start(listenFD: Int32, idleTimeout: UInt32, connectionLimit: Int) throws(HTTPServiceError) {
+    func start(listenFD: Int32) throws(HTTPServiceError) {
         let me = Unmanaged.passUnretained(self).toOpaque()
         let completed: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-                                       MHD_RequestTerminationCode) -> Void = { _, _, conCls, _ in
+                                       MHD_RequestTerminationCode) -> Void = { cls, connection, conCls, _ in
+            if let cls, let connection {
+                Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue().requestEnded(connection)
+            }
             guard let conCls, let raw = conCls.pointee else { return }
             Unmanaged<PendingRequest>.fromOpaque(raw).release()
             conCls.pointee = nil
         }
         let notify: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-                                    MHD_ConnectionNotificationCode) -> Void = { cls, _, _, code in
-            guard let cls else { return }
+                                    MHD_ConnectionNotificationCode) -> Void = { cls, connection, _, code in
+            guard let cls, let connection else { return }
             let server = Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue()
-            server.connectionCount += code == MHD_ConnectionNotificationCode.CONNECTION_NOTIFY_STARTED ? 1 : -1
+            if code == MHD_ConnectionNotificationCode.CONNECTION_NOTIFY_STARTED {
+                server.opened(connection)
+            } else {
+                server.closed(connection)
+            }
         }
+        // libmicrohttpd's own limit is never reached (the accept policy refuses first): at
+        // its limit it takes the listening socket out of its epoll set.
         let options: [CVarArg] = [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), listenFD,
-            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(idleTimeout),
-            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(max(1, connectionLimit)),
+            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(limits.idle),
+            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(max(1, limits.connections) + 1),
             Int32(MHD_OPTION.NOTIFY_COMPLETED.rawValue), OpaquePointer(unsafeBitCast(completed, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.NOTIFY_CONNECTION.rawValue), OpaquePointer(unsafeBitCast(notify, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.END.rawValue),
@@ -94,7 +121,7 @@ final class LoopHTTPServer {
             MHD_start_daemon_va(flags, 0, { cls, _, _ in
                 guard let cls else { return MHD_Result.NO }
                 let server = Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue()
-                if server.admit() { return MHD_Result.YES }
+                if server.open.count < server.limits.connections { return MHD_Result.YES }
                 server.onRefused()
                 return MHD_Result.NO
             }, me, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
@@ -130,16 +157,32 @@ final class LoopHTTPServer {
         if let timer { loop.cancel(timer) }
         timer = nil
         timerDeadline = nil
+        if let readTimer { loop.cancel(readTimer) }
+        readTimer = nil
         if epollFD >= 0 { loop.unregister(epollFD) }
         epollFD = -1
         self.daemon = nil
         MHD_stop_daemon(daemon)
+        for connection in open.values where connection.watched { loop.unregister(connection.fd) }
+        open.removeAll()
     }
 
     /// One pass of libmicrohttpd's work, then its next timeout on our loop's timer.
-    private func run() {
+    ///
+    /// A pass that closed connections runs once more: libmicrohttpd takes its listening
+    /// socket out of its epoll set at its connection limit (or when accept fails for want
+    /// of descriptors) and puts it back only at the start of a later pass, once it counts
+    /// fewer connections, which it does at the end of the pass that closed them. With no
+    /// connection left there would be no event and no timeout to call it again: the
+    /// listener would stay deaf for good, its backlog filling, nothing logged.
+    func run() {
         guard let daemon else { return }
+        var count = open.count
         _ = MHD_run(daemon)
+        while self.daemon != nil, open.count < count {
+            count = open.count
+            _ = MHD_run(daemon)
+        }
         var milliseconds: UInt64 = 0
         guard self.daemon != nil, MHD_get_timeout(daemon, &milliseconds) == MHD_Result.YES else {
             if let timer { loop.cancel(timer) }
@@ -169,6 +212,7 @@ final class LoopHTTPServer {
         loop.assertOnLoopThread()
         guard let raw = conCls.pointee else {
             conCls.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
+            headersArrived(connection)
             return MHD_Result.YES
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeUnretainedValue()
