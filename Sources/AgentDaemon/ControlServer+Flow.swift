@@ -3,7 +3,7 @@ import AgentPosix
 import AgentWire
 
 /// How a socket client's bytes are taken in (PROTOCOL B.3 limits): lines handed to
-/// `handleLine` a bounded number per turn of the loop (fairness: a client that pipelines
+/// `handleLine` for a bounded time per turn of the loop (fairness: a client that pipelines
 /// thousands of requests does not hold up the others), reading paused while a client's
 /// unsent answers pass `outputHighWater` (back-pressure: a client that does not read
 /// costs at most that, plus one answer), and `RequestReadTimeout` for requests that do
@@ -14,12 +14,13 @@ extension ControlServer {
     /// Unsent output past which a connection is closed: notifications to a subscriber that
     /// does not read, or answers that finish later (a refresh) on top of the bound.
     static let outputLimit = 4 << 20
-    /// Lines handled for one client in one turn of the loop.
-    static let linesPerTurn = 256
+    /// Seconds of work for one client in one turn of the loop (checked between lines).
+    static let turnBudget = 0.000_5
 
     func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
         var handled = 0
-        client.framer.process(bytes, until: { frame in take(frame, from: client, count: &handled) })
+        let until = loop.now + Self.turnBudget
+        client.framer.process(bytes, until: { frame in take(frame, from: client, count: &handled, until: until) })
         afterInput(client, handled: handled)
     }
 
@@ -28,18 +29,21 @@ extension ControlServer {
         client.resumeScheduled = false
         guard client.connection.isOpen, client.framer.hasHeldLines else { return }
         var handled = 0
-        client.framer.resume { frame in take(frame, from: client, count: &handled) }
+        let until = loop.now + Self.turnBudget
+        client.framer.resume { frame in take(frame, from: client, count: &handled, until: until) }
         afterInput(client, handled: handled)
         answered(client)
     }
 
     /// Hands one frame on; whether the framer may hand out another now.
-    private func take(_ frame: LineFramer.Frame, from client: Client, count: inout Int) -> Bool {
+    private func take(_ frame: LineFramer.Frame, from client: Client, count: inout Int, until: Double) -> Bool {
         switch frame {
         case .line(let line):
             handleLine(line, from: client)
             count += 1
-            return count < Self.linesPerTurn && client.connection.pendingOutputBytes < Self.outputHighWater
+            // The clock is read every 16 lines (a fast-path answer takes about a microsecond).
+            if count & 15 == 0, loop.now > until { return false }
+            return client.connection.pendingOutputBytes < Self.outputHighWater
         case .lineTooLong:
             let limit = client.framer.maximumLineLength
             metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
@@ -66,10 +70,10 @@ extension ControlServer {
         let backlog = client.connection.pendingOutputBytes >= Self.outputHighWater
         client.connection.readingPaused = held || backlog
         if held, !backlog, !client.resumeScheduled {
-            // Another turn once the others have had theirs (a timer already due runs after
-            // the next poll of every descriptor).
+            // Another turn once the others have had theirs: a timer due after this pass of
+            // the timers runs after the next poll of every descriptor.
             client.resumeScheduled = true
-            loop.schedule(at: loop.iterationTime) { [weak self, weak client] in
+            loop.schedule(after: 0.000_001) { [weak self, weak client] in
                 guard let self, let client else { return }
                 self.resumeHeld(client)
             }
