@@ -20,7 +20,9 @@ extension ControlServer {
     func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
         var handled = 0
         let until = loop.now + Self.turnBudget
+        client.framing = true
         client.framer.process(bytes, until: { frame in take(frame, from: client, count: &handled, until: until) })
+        client.framing = false
         afterInput(client, handled: handled)
     }
 
@@ -30,9 +32,10 @@ extension ControlServer {
         guard client.connection.isOpen, client.framer.hasHeldLines else { return }
         var handled = 0
         let until = loop.now + Self.turnBudget
+        client.framing = true
         client.framer.resume { frame in take(frame, from: client, count: &handled, until: until) }
+        client.framing = false
         afterInput(client, handled: handled)
-        answered(client)
     }
 
     /// Hands one frame on; whether the framer may hand out another now.
@@ -45,7 +48,7 @@ extension ControlServer {
             if count & 15 == 0, loop.now > until { return false }
             return client.connection.pendingOutputBytes < Self.outputHighWater
         case .lineTooLong:
-            let limit = client.framer.maximumLineLength
+            let limit = LineFramer.defaultMaximumLineLength  // the framer is busy framing: not read here
             metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
             client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
             client.connection.closeAfterFlush()
@@ -82,6 +85,7 @@ extension ControlServer {
 
     /// The client read its answers (reading was paused): read on, held lines first.
     func outputDrained(_ client: Client) {
+        guard !client.framing else { return }  // a flush while lines are being handled: afterInput decides
         if client.framer.hasHeldLines {
             if !client.resumeScheduled { resumeHeld(client) }
         } else {

@@ -69,7 +69,7 @@ final class ControlServer {
         connection.onInput = { [unowned self, unowned client] bytes in self.received(bytes, from: client) }
         connection.onReadEOF = { [unowned client] in
             client.inputClosed = true
-            if client.pendingAnswers == 0, !client.framer.hasHeldLines { client.connection.closeAfterFlush() }
+            if client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
         }
         connection.onOutputDrained = { [unowned self, unowned client] in self.outputDrained(client) }
         connection.onClose = { [unowned self] reason in
@@ -143,6 +143,8 @@ final class Client {
     /// Lines read but not yet handled wait for another turn of the loop (fairness) or
     /// for the client to read its answers (back-pressure).
     var resumeScheduled = false
+    /// The framer is handing out lines (it must not be read meanwhile).
+    var framing = false
     /// What a subscriber hears (PROTOCOL H `subscribe` `events`).
     var events: Set<SubscriptionEvent> = [.flags]
 

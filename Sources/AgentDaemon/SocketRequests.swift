@@ -24,7 +24,7 @@ extension ControlServer {
             dispatch(request, from: client) { [unowned self] outcome in
                 client.pendingAnswers -= 1
                 if let id = request.id {
-                    client.connection.send(RPCEncoder.line(RPCResponse(id: id, outcome)))
+                    self.sendAnswer(RPCEncoder.line(RPCResponse(id: id, outcome)), to: client)
                 }
                 self.answered(client)
             }
@@ -33,7 +33,7 @@ extension ControlServer {
             client.pendingAnswers += 1
             let finish: () -> Void = { [unowned self] in
                 client.pendingAnswers -= 1
-                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { client.connection.send(bytes) }
+                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { self.sendAnswer(bytes, to: client) }
                 self.answered(client)
             }
             for (index, item) in items.enumerated() {
@@ -72,11 +72,22 @@ extension ControlServer {
         answered(client)
     }
 
+    /// An answer line, or, when it would be longer than the line limit (a huge batch), the
+    /// error -32600 naming the limit instead: never a line a client must refuse or cut.
+    private func sendAnswer(_ line: [UInt8], to client: Client) {
+        let limit = LineFramer.defaultMaximumLineLength  // every client's framer's (not read: it may be framing)
+        guard line.count > limit + 1 else { return client.connection.send(line) }
+        let error = RPCError.invalidRequest("the answer would be \(line.count - 1) bytes, over the line limit of \(limit) bytes; send a smaller batch")
+        metrics?.rpcError(error.code)
+        log(.warning, "answer refused: longer than the line limit", ["bytes": line.count - 1, "limit": limit, "pid": client.credentials?.pid])
+        client.connection.send(RPCEncoder.error(id: .null, error))
+    }
+
     @inline(__always)
     private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
 
     func answered(_ client: Client) {
-        if client.inputClosed, client.pendingAnswers == 0, !client.framer.hasHeldLines { client.connection.closeAfterFlush() }
+        if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
     }
 
     /// The method, then the caller's access (B.3), then the parameters (AgentWire's
