@@ -21,7 +21,7 @@ extension ControlServer {
         var handled = 0
         let until = loop.now + Self.turnBudget
         client.framing = true
-        client.framer.process(bytes, until: { frame in take(frame, from: client, count: &handled, until: until) })
+        client.framer.processWhile(bytes) { frame in take(frame, from: client, count: &handled, until: until) }
         client.framing = false
         afterInput(client, handled: handled)
     }

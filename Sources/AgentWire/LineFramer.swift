@@ -46,11 +46,11 @@ public struct LineFramer: Sendable {
     /// Bytes of an incomplete line held until its `\n` arrives.
     public var bufferedByteCount: Int { pending.count }
 
-    /// Bytes received after a `process(_:until:)` stopped: lines not yet handed out
+    /// Bytes received after a `processWhile(_:_:)` stopped: lines not yet handed out
     /// (`resume` hands them out).
     private var held: [UInt8] = []
 
-    /// Whether a stopped `process(_:until:)` left bytes for `resume`.
+    /// Whether a stopped `processWhile(_:_:)` left bytes for `resume`.
     public var hasHeldLines: Bool { !held.isEmpty }
 
     /// Feeds one chunk; `body` gets every complete line in order, then at most
@@ -58,18 +58,18 @@ public struct LineFramer: Sendable {
     public mutating func process(
         _ chunk: UnsafeRawBufferPointer, _ body: (Frame) throws -> Void
     ) rethrows {
-        try process(chunk, until: { frame in
+        try processWhile(chunk) { frame in
             try body(frame)
             return true
-        })
+        }
     }
 
     /// Feeds one chunk, handing out lines while `body` returns true: once it returns
     /// false, the rest of the chunk is held (copied) until `resume` (back-pressure and
     /// fairness: a reader can stop between two lines). A chunk fed while lines are held
     /// is held after them.
-    public mutating func process(
-        _ chunk: UnsafeRawBufferPointer, until body: (Frame) throws -> Bool
+    public mutating func processWhile(
+        _ chunk: UnsafeRawBufferPointer, _ body: (Frame) throws -> Bool
     ) rethrows {
         guard held.isEmpty else {
             held.append(contentsOf: chunk)

@@ -416,7 +416,7 @@ private let protocolExample = """
         let base = dir.appendingPathComponent("agent.conf").path
         let bad = dir.appendingPathComponent("bad.conf").path
         #expect(throws: ConfigurationError(file: bad, line: 3, key: "MaxConnections",
-                                           message: "invalid number \"lots\" (expected a whole number above 0)")) {
+                                           message: "invalid number \"lots\" (expected a whole number from 1 to 65536)")) {
             try DaemonOptions(configFile: base, instance: "bad").loadConfiguration(environment: [:])
         }
         do {
