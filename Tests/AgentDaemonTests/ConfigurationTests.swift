@@ -482,13 +482,13 @@ private let protocolExample = """
             if line.hasPrefix("[") { section = String(line.dropFirst().dropLast()) }
             let bare = line.hasPrefix("#") ? String(line.dropFirst()) : line
             if let eq = bare.firstIndex(of: "="), !bare.contains(" "), bare.first?.isUppercase == true {
-                seen[String(bare[..<eq])] = section
+                seen[section + "." + bare[..<eq]] = section  // a name may be in two sections (MaxConnections)
             }
         }
         for key in AgentConfiguration.keys {
-            #expect(seen[key.name] == key.section, "config/agent.conf: \(key.qualifiedName)")
+            #expect(seen[key.section + "." + key.name] == key.section, "config/agent.conf: \(key.qualifiedName)")
         }
-        #expect(Set(seen.keys) == Set(AgentConfiguration.keys.map(\.name)))
+        #expect(Set(seen.keys) == Set(AgentConfiguration.keys.map { $0.section + "." + $0.name }))
         #expect(lines.filter { !$0.hasPrefix("#") && $0.contains("=") } == ["ApplicationCode=ABCDE-12345"])
     }
 
