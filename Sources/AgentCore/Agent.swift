@@ -213,6 +213,7 @@ public final class Agent {
 
     public func servedFlagKeys() -> [String]? { machine.servedFlagKeys(now: now) }
     public var servedFlagsReceivedAt: Date? { machine.servedFlagsReceivedAt(now: now) }
+    public func servedSnapshot() -> (snapshot: FlagSnapshot, source: FlagSource)? { machine.servedSnapshot(now: now) }
     public func status() -> AgentStatus { machine.status(now: now) }
 
     /// RF-12: a stable per-device share of the period.

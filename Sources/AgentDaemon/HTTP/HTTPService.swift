@@ -56,7 +56,7 @@ final class HTTPService {
         let limits = LoopHTTPServer.Limits(connections: settings.maxConnections, idle: settings.idleTimeout,
                                            requestRead: socket.requestReadTimeout)
         server = LoopHTTPServer(loop: loop, limits: limits, onRefused: onRefused, onRequestTimeout: onRequestTimeout) {
-            interface.respond($0)
+            interface.respond($0, reply: $1)
         }
     }
 

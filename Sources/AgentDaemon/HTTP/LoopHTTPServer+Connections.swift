@@ -45,6 +45,7 @@ extension LoopHTTPServer {
 
     /// libmicrohttpd is about to close the descriptor.
     func closed(_ connection: OpaquePointer) {
+        suspended.remove(connection)
         guard let entry = open.removeValue(forKey: connection) else { return }
         if entry.watched { loop.unregister(entry.fd) }
         if open.isEmpty, let readTimer {

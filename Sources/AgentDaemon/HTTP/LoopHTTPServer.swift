@@ -45,7 +45,9 @@ struct JSONValueBox {
 /// previous answer is closed (`onRequestTimeout`); `limits.idle` closes idle connections.
 /// The connections' bookkeeping is in LoopHTTPServer+Connections.swift.
 final class LoopHTTPServer {
-    typealias Handler = (HTTPServerRequest) -> HTTPServerResponse
+    /// The answer now, or nil when the handler calls the reply later (the connection is
+    /// suspended meanwhile and serves nothing else).
+    typealias Handler = (HTTPServerRequest, _ reply: @escaping (HTTPServerResponse) -> Void) -> HTTPServerResponse?
 
     struct Limits {
         var connections: Int
@@ -68,6 +70,8 @@ final class LoopHTTPServer {
     var open: [OpaquePointer: OpenConnection] = [:]
     /// The timer of `RequestReadTimeout`: armed while any connection is open.
     var readTimer: EventLoop.TimerHandle?
+    /// Connections waiting for an answer that comes later (MHD_suspend_connection).
+    var suspended: Set<OpaquePointer> = []
 
     var connectionCount: Int { open.count }
 
@@ -115,8 +119,10 @@ final class LoopHTTPServer {
             Int32(MHD_OPTION.NOTIFY_CONNECTION.rawValue), OpaquePointer(unsafeBitCast(notify, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.END.rawValue),
         ]
-        // MHD_USE_EPOLL alone: libmicrohttpd starts no thread; we call MHD_run.
-        let flags = MHD_USE_EPOLL.rawValue
+        // MHD_USE_EPOLL without a thread flag: libmicrohttpd starts no thread; we call
+        // MHD_run. Suspending lets an answer come later (its resumption is an event on the
+        // epoll descriptor we watch).
+        let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         let started = withVaList(options) { va in
             MHD_start_daemon_va(flags, 0, { cls, _, _ in
                 guard let cls else { return MHD_Result.NO }
@@ -162,6 +168,8 @@ final class LoopHTTPServer {
         if epollFD >= 0 { loop.unregister(epollFD) }
         epollFD = -1
         self.daemon = nil
+        for connection in suspended { MHD_resume_connection(connection) }  // libmicrohttpd stops none suspended
+        suspended.removeAll()
         MHD_stop_daemon(daemon)
         for connection in open.values where connection.watched { loop.unregister(connection.fd) }
         open.removeAll()
@@ -216,6 +224,10 @@ final class LoopHTTPServer {
             return MHD_Result.YES
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeUnretainedValue()
+        if let later = pending.later {  // resumed: the answer has come
+            pending.later = nil
+            return send(later, on: connection)
+        }
         if uploadDataSize.pointee > 0 {
             let n = uploadDataSize.pointee
             if pending.body.count + n > HTTPSettings.maximumBodyBytes {
@@ -234,7 +246,16 @@ final class LoopHTTPServer {
         let request = HTTPServerRequest(method: String(cString: method), path: fullPath,
                                         headers: Self.headers(connection), body: pending.body, bodyTooLarge: pending.tooLarge)
         pending.body = []
-        return send(handler(request), on: connection)
+        let reply: (HTTPServerResponse) -> Void = { [weak self] response in
+            guard let self, self.daemon != nil, self.suspended.remove(connection) != nil else { return }
+            pending.later = response
+            MHD_resume_connection(connection)
+            self.run()
+        }
+        if let response = handler(request, reply) { return send(response, on: connection) }
+        suspended.insert(connection)
+        MHD_suspend_connection(connection)
+        return MHD_Result.YES
     }
 
     private func send(_ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
@@ -251,6 +272,8 @@ final class LoopHTTPServer {
 private final class PendingRequest {
     var body: [UInt8] = []
     var tooLarge = false
+    /// An answer that came after the connection was suspended.
+    var later: HTTPServerResponse?
 }
 
 struct HTTPServiceError: Error, CustomStringConvertible {

@@ -1,0 +1,116 @@
+import AgentCore
+import AgentPosix
+import AgentTestSupport
+import Foundation
+import Glibc
+import HarnessSupport
+import Testing
+@testable import AgentDaemon
+
+/// The bulk OFREP answer built a slice at a time (BulkAnswers): the bytes and ETag of the
+/// plain build (`OFREP.bulk`), for tricky keys too; and against the real agent, a bulk
+/// answer over 100,000 flags does not hold up /healthz.
+@Suite(.serialized) struct OFREPBulkTests {
+    /// Flags whose `KEY.P` keys collide or sort between flag keys ("a.b" + "c" and "a" +
+    /// "b.c"; "k-x" between "k" and "k.p"), over the size built incrementally.
+    static func flags(_ count: Int) -> [FeatureFlag] {
+        var list: [FeatureFlag] = []
+        for i in 0..<count {
+            let properties: [String: JSONValue] = ["n": .number(Double(i)), "s": .string("v\(i)")]
+            list.append(FeatureFlag(key: "f\(i)", isEnabled: i % 3 == 0, ruleId: i % 5 == 0 ? "" : "r\(i % 7)", properties: properties))
+        }
+        let deep: JSONValue = ["deep": [1, 2]]
+        list.append(FeatureFlag(key: "a", isEnabled: true, ruleId: "r", properties: ["b.c": .number(1), "x": .bool(true)]))
+        list.append(FeatureFlag(key: "a.b", isEnabled: false, ruleId: "r", properties: ["c": .number(2)]))
+        list.append(FeatureFlag(key: "k", isEnabled: true, ruleId: "default", properties: ["p": deep]))
+        list.append(FeatureFlag(key: "k-x", isEnabled: true, ruleId: "default"))
+        list.append(FeatureFlag(key: "é.ü", isEnabled: true, ruleId: "r", properties: ["ß": .string("x")]))
+        return list
+    }
+
+    @Test func theSlicedBuildIsThePlainBuild() throws {
+        let routes = try HTTPRouteTests.Routes(flags: Self.flags(BulkAnswers.incrementalAbove + 500))
+        let agent = routes.host.agent!
+        let reference = OFREP.bulk(body: [], agent: agent)
+        let referenceBytes = JSONWriter.encode(reference.body)
+        let request = HTTPServerRequest(method: "POST", path: HTTPInterface.bulk, headers: [], body: [])
+        // Incremental: replied later, from slices run by the loop.
+        let box = ReplyBox()
+        #expect(routes.interface.respond(request, reply: { box.response = $0; box.signal(); routes.loop.stop() }) == nil)
+        let loop = routes.loop
+        let stopped = ReplyBox()
+        let thread = Thread {
+            try? loop.run()
+            stopped.signal()
+        }
+        thread.start()
+        #expect(box.wait(seconds: 60))
+        #expect(stopped.wait(seconds: 10))
+        let sliced = try #require(box.response)
+        #expect(sliced.status == 200)
+        #expect(sliced.body == referenceBytes)
+        #expect(sliced.headers.first { $0.name == "ETag" }?.value == HTTPInterface.etag(referenceBytes))
+        // Kept: the next request is answered at once, and 304 for its ETag.
+        let again = routes.interface.respond(request, reply: { _ in Issue.record("built again") })
+        #expect(again?.body == referenceBytes)
+        let etag = sliced.headers.first { $0.name == "ETag" }?.value ?? ""
+        var conditional = request
+        conditional.headers = [("if-none-match", etag)]
+        #expect(routes.interface.respond(conditional).status == 304)
+    }
+
+    @Test func theAtOnceBuildIsThePlainBuild() throws {
+        let routes = try HTTPRouteTests.Routes(flags: Self.flags(40))
+        let reference = JSONWriter.encode(OFREP.bulk(body: [], agent: routes.host.agent).body)
+        let r = routes.interface.respond(HTTPServerRequest(method: "POST", path: HTTPInterface.bulk, headers: [], body: Array("{}".utf8)))
+        #expect(r.body == reference)
+    }
+
+    /// 100,000 flags: while the first bulk answer is built, /healthz keeps answering (before:
+    /// the loop was held ~6 s in a debug build); the answer is the whole set.
+    @Test func aHugeBulkAnswerDoesNotHoldUpTheLoop() throws {
+        let dir = TempDir()
+        var app = #"{"code":"ABCDE-12345","featureFlagsInPlan":true,"flags":["#
+        app += (0..<100_000).map { #"{"key":"f\#($0)","properties":{"n":{"type":"number","default":\#($0)}},"rules":[{"id":"r","enabled":true}]}"# }
+            .joined(separator: ",")
+        app += "]}"
+        try app.write(toFile: dir.path + "/apps.json", atomically: true, encoding: .utf8)
+        let emulator = try EmulatorProcess(apps: dir.path + "/apps.json")
+        let port = UInt16(try freePort())
+        let config = AgentProcess.config(server: emulator.serverURL, extra: "RequestTimeout=60s", dir: dir.path)
+            + "\n[HTTP]\nListen=127.0.0.1:\(port)\n"
+        let agent = try AgentProcess(dir: dir, config: config, server: emulator.serverURL)
+        let http = LoopbackHTTP(port: port, timeout: 60)
+        #expect(eventually(timeout: 60) { (try? http.call("GET", "/readyz", body: nil))?.status == 200 })
+        let done = ReplyBox()
+        let bulk = Thread {
+            let r = try? http.call("POST", HTTPInterface.bulk, body: Array("{}".utf8))
+            done.response = HTTPServerResponse(status: r?.status ?? 0, body: r?.body ?? [])
+            done.signal()
+        }
+        usleep(100_000)
+        bulk.start()
+        var slowest = 0.0, probes = 0
+        while !done.isSignalled {
+            let started = Date()
+            #expect((try? http.call("GET", "/healthz", body: nil))?.status == 200)
+            slowest = max(slowest, Date().timeIntervalSince(started))
+            probes += 1
+            usleep(20_000)
+        }
+        #expect(done.response?.status == 200)
+        let items = (try? JSONReader.parse(done.response?.body ?? []))?["flags"]?.arrayValue?.count
+        #expect(items == 200_000)
+        #expect(probes > 3)
+        #expect(slowest < 2, "/healthz took \(slowest) s while the bulk answer was built")
+        #expect(agent.process.isRunning)
+    }
+}
+
+final class ReplyBox: @unchecked Sendable {
+    var response: HTTPServerResponse?
+    private let semaphore = DispatchSemaphore(value: 0)
+    private(set) var isSignalled = false
+    func signal() { isSignalled = true; semaphore.signal() }
+    func wait(seconds: Double) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
+}
