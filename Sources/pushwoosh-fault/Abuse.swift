@@ -2,6 +2,7 @@
 // do to the agent's two doors (the socket and the HTTP interface), on loopback only.
 
 import AgentPosix
+import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
@@ -48,7 +49,7 @@ func serverClosed(_ fd: Int32) -> Bool {
 
 let halfLine = Array(#"{"jsonrpc":"2.0","id":1,"method":"sta"#.utf8)
 let halfHeaders = Array("POST /ofrep/v1/evaluate/flags HTTP/1.1\r\nHost: x\r\nContent-Le".utf8)
-let statusLine = Array(#"{"jsonrpc":"2.0","id":1,"method":"status"}"#.utf8) + [0x0A]
+let statusLine = RPCEncoder.request(id: .number(1), method: .status)
 
 struct HoldOptions {
     var socket: String?

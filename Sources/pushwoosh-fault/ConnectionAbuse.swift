@@ -29,7 +29,7 @@ func runAbuse(socket: String, httpPort: UInt16, seconds: Double) -> Int32 {
     let healthz = { (try? http.call("GET", "/healthz", body: nil))?.status == 200 }
     let status = { () -> Bool in
         guard let client = try? LineClient(path: socket, timeout: 1) else { return false }
-        return client.call("status")["result"]?["hwid"] != nil
+        return (try? client.call(.status))?["hwid"] != nil
     }
     let deadline = monotonicSeconds() + seconds
     var rounds = 0, failures = 0, slowest = 0.0
