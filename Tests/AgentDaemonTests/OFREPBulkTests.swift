@@ -29,7 +29,8 @@ import Testing
     }
 
     @Test func theSlicedBuildIsThePlainBuild() throws {
-        let routes = try HTTPRouteTests.Routes(flags: Self.flags(BulkAnswers.incrementalAbove + 500))
+        // Over three runs of the sliced sort's, so that its merge is used.
+        let routes = try HTTPRouteTests.Routes(flags: Self.flags(SlicedKeySort.run))
         let agent = routes.host.agent!
         let reference = OFREP.bulk(body: [], agent: agent)
         let referenceBytes = JSONWriter.encode(reference.body)
@@ -57,6 +58,22 @@ import Testing
         var conditional = request
         conditional.headers = [("if-none-match", etag)]
         #expect(routes.interface.respond(conditional).status == 304)
+    }
+
+    /// The sort, stopped after every step (a deadline already past), is the plain sort.
+    @Test func theSlicedSortIsTheSort() {
+        let flags = Dictionary(uniqueKeysWithValues: Self.flags(SlicedKeySort.run + 77).map { ($0.key, $0) })
+        var expected = Set(flags.keys)
+        for (key, flag) in flags { for name in flag.properties.keys { expected.insert(key + "." + name) } }
+        var sort = SlicedKeySort(flags)
+        var steps = 0
+        var keys: [String]?
+        while keys == nil, steps < 100_000 {
+            keys = sort.step(until: 0, clock: { 1 })
+            steps += 1
+        }
+        #expect(keys == expected.sorted())
+        #expect(steps > 100)
     }
 
     @Test func theAtOnceBuildIsThePlainBuild() throws {
