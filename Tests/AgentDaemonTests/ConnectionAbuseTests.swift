@@ -54,22 +54,25 @@ import Testing
     /// in 10 of 13 runs.)
     @Test func theListenerListensAgainAfterABurst() throws {
         let (_, agent, port) = try start(agent: "MaxConnections=8", http: "MaxConnections=8")
-        for size in [10, 10, 30, 10, 30] {
+        // (size, whether the clients wait before closing): closed at once, the bytes and
+        // the end of input of those waiting in the backlog arrive together, which
+        // libmicrohttpd alone never noticed (8 slots stuck until the idle timeout).
+        for (size, wait) in [(10, true), (10, true), (30, true), (16, false), (30, false)] {
             var fds: [Int32] = []
             for _ in 0..<size {
                 guard let fd = connectTCP(port) else { continue }
                 _ = "POST /ofrep/v1/evaluate/flags HTTP/1.1\r\nHost: x\r\nContent-Le".withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-                fds.append(fd)
+                if wait { fds.append(fd) } else { close(fd) }
             }
             usleep(200_000)
             for fd in fds { close(fd) }
             let took = healthzWithinASecond(port)
             #expect(took != nil, "no /healthz within a second after a burst of \(size)")
+            let open = metric((try? LineClient(path: agent.socketPath))?.call("metrics")["result"]?["text"]?.stringValue ?? "",
+                              "pushwoosh_agent_http_connections")
+            #expect(open ?? 99 <= 1, "\(open ?? -1) HTTP connections still open after a burst of \(size) closed")
         }
         let text = try LineClient(path: agent.socketPath).call("metrics")["result"]?["text"]?.stringValue ?? ""
-        #expect(eventually(timeout: 2) {
-            metric((try? LineClient(path: agent.socketPath))?.call("metrics")["result"]?["text"]?.stringValue ?? "", "pushwoosh_agent_http_connections") == 0
-        }, "HTTP connections left open after their clients closed")
         #expect(metric(text, "pushwoosh_agent_http_connections_refused_total") ?? 0 > 0)
         #expect(agent.process.isRunning)
     }
