@@ -34,8 +34,25 @@ func runAbuse(socket: String, httpPort: UInt16, seconds: Double) -> Int32 {
     let deadline = monotonicSeconds() + seconds
     var rounds = 0, failures = 0, slowest = 0.0
     let bigLine = [UInt8](repeating: 0x20, count: 2 << 20)
+    // Slow clients kept across rounds, a byte each round, never finishing a request: the
+    // agent must close them (RequestReadTimeout); each closed one is replaced.
+    var slow: [(fd: Int32, socket: Bool)] = []
+    var slowClosed = 0
     while monotonicSeconds() < deadline {
         rounds += 1
+        slow.removeAll { entry in
+            guard serverClosed(entry.fd) else { return false }
+            slowClosed += 1
+            Glibc.close(entry.fd)
+            return true
+        }
+        while slow.count < 4 {
+            let onSocket = slow.filter(\.socket).count < 2
+            guard let fd = onSocket ? connectRaw(socket: socket, port: nil) : connectRaw(socket: nil, port: httpPort) else { break }
+            sendSome(fd, onSocket ? halfLine : halfHeaders)
+            slow.append((fd, onSocket))
+        }
+        for entry in slow { sendSome(entry.fd, [UInt8(ascii: "x")]) }
         var held: [Int32] = []
         // Bursts: half-sent headers and half-written lines, then closed or reset.
         for i in 0..<40 {
@@ -76,6 +93,8 @@ func runAbuse(socket: String, httpPort: UInt16, seconds: Double) -> Int32 {
             print("round \(rounds): /healthz \(healthy ? "ok" : "NO ANSWER within 1 s"), status \(answered ? "ok" : "NO ANSWER within 1 s")")
         }
     }
-    print("abuse: \(rounds) rounds in \(Int(seconds)) s, \(failures) failed, slowest recovery \(Int(slowest * 1000)) ms")
+    for entry in slow { Glibc.close(entry.fd) }
+    print("abuse: \(rounds) rounds in \(Int(seconds)) s, \(failures) failed, slowest recovery \(Int(slowest * 1000)) ms, "
+          + "\(slowClosed) slow clients closed by the agent")
     return failures == 0 && rounds > 0 ? 0 : 1
 }
