@@ -54,7 +54,7 @@ python-test: python-venv
 	cd clients/python && "$(VENV)/bin/python" -m mypy --strict
 	cd clients/python && "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider --pushwoosh-bin "$(DEBUG_BIN)"
 
-# PROTOCOL F with OpenFeature's own Python SDK and OFREP provider, prometheus-client and
+# docs/http.md F with OpenFeature's own Python SDK and OFREP provider, prometheus-client and
 # promtool against the debug build (Tests/python, in the same venv).
 ofrep-test: python-venv
 	$(SWIFT) build $(SWIFTFLAGS)
@@ -72,14 +72,14 @@ clean:
 vm-deps:
 	@scripts/install-vm-deps
 
-# The Debian package (issue 9): the static release build, staged by scripts/install,
+# The Debian package: the static release build, staged by scripts/install,
 # built with dpkg-deb and checked with lintian. DEB_DIR/pushwoosh-agent_VERSION_amd64.deb.
 DEB_DIR ?= .build/deb
 DEB      = $(DEB_DIR)/pushwoosh-agent_$(shell sed -n '1s/^pushwoosh-agent (\(.*\)).*/\1/p' packaging/debian/changelog)_$(shell dpkg --print-architecture).deb
 deb: release vm-deps
 	scripts/build-deb "$(BIN)" "$(DEB_DIR)"
 
-# The service under a real systemd 252 (issue 9): boots a QEMU VM (TCG, no network
+# The service under a real systemd 252: boots a QEMU VM (TCG, no network
 # device) whose PID 1 is this machine's systemd, installs the package in it and checks
 # the lifecycle, then reboots it and checks that state survived and purge is clean.
 # Needs root. Results in .build/systemd-test/results.txt; about 7 minutes with the package build.
@@ -87,7 +87,7 @@ systemd-test: release vm-deps
 	scripts/build-deb "$(BIN)" "$(DEB_DIR)"
 	scripts/systemd-test "$(BIN)" "$(DEB)"
 
-# Fault suite (issue 6): 1,000 SIGKILLs during refreshes and writes, then a full and a
+# Fault suite (docs/testing.md): 1,000 SIGKILLs during refreshes and writes, then a full and a
 # read-only state directory (needs root for tmpfs mounts). About 5 minutes.
 fault-test: build
 	scripts/fault-kill9 "$(DEBUG_BIN)"
@@ -104,7 +104,7 @@ soak: release
 	$(BIN)/pushwoosh-soak --duration $(or $(DURATION),10m) --agents $(or $(AGENTS),1) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
 
 # `make soak-real [DAYS=7] [AGENTS=3]`: the soak with the SDK's real timings on controlled device
-# clocks (PROTOCOL H), DAYS device days at 2000 device seconds per real second (~6 min for 7).
+# clocks (docs/device-clock.md H), DAYS device days at 2000 device seconds per real second (~6 min for 7).
 soak-real: release
 	$(BIN)/pushwoosh-soak --real-timings --device-days $(or $(DAYS),7) --agents $(or $(AGENTS),3) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
 

@@ -47,7 +47,7 @@ let package = Package(
                 dependencies: ["AgentConfigFile", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
-        // PROTOCOL E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
+        // docs/fleet.md E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
                           swiftSettings: strict),
@@ -56,7 +56,7 @@ let package = Package(
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "Emulator", dependencies: ["AgentCore", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["AgentCore", "AgentPosix", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),

@@ -1,4 +1,4 @@
-// libFuzzer entry points for the agent's parsers (issue 6, fault suite). Built by Fuzz/run
+// libFuzzer entry points for the agent's parsers (the fault suite, docs/testing.md). Built by Fuzz/run
 // with `swiftc -sanitize=fuzzer,address`, one binary per target (-D FUZZ_FRAMER,
 // FUZZ_RPC or FUZZ_RESPONSE); not part of Package.swift. Each target checks properties,
 // not only the absence of crashes: a violated property traps and libFuzzer saves the input.
@@ -27,7 +27,7 @@ func require(_ condition: Bool, _ message: @autoclosure () -> String) {
 
 // MARK: - Line framer: any chunking gives the events of a reference splitter
 
-/// The framer's contract (PROTOCOL B): lines split at `\n`, one trailing `\r` dropped; a line
+/// The framer's contract (docs/socket-api.md B): lines split at `\n`, one trailing `\r` dropped; a line
 /// longer than the maximum, or an unterminated tail longer than maximum + 1, ends everything
 /// with one `.lineTooLong`.
 func referenceFrames(_ bytes: [UInt8], maximum: Int) -> [LineFramer.Event] {

@@ -366,7 +366,7 @@ final class Bench {
         }
     }
 
-    // MARK: - 1b. The HTTP interface (PROTOCOL F)
+    // MARK: - 1b. The HTTP interface (docs/http.md F)
 
     /// OFREP single-flag evaluation on keep-alive connections against the socket's
     /// `isEnabled` and against `/healthz` (the smallest answer of the same HTTP server on the
@@ -377,7 +377,7 @@ final class Bench {
         let targets: [(kind: String, prefix: String, suffix: String, http: Bool)] = [
             ("socket isEnabled", #"{"jsonrpc":"2.0","id":"#, #","method":"isEnabled","params":{"key":"new_checkout","default":false}}"# + "\n", false),
             ("OFREP evaluate", "POST /ofrep/v1/evaluate/flags/new_checkout HTTP/1.1\r\nHost: agent\r\n" + id,
-             "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", true),
+             "\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n{\"context\":{}}", true),
             ("HTTP /healthz", "GET /healthz HTTP/1.1\r\nHost: agent\r\n" + id, "\r\n\r\n", true),
         ]
         var lengths: [String: Int] = [:]

@@ -2,7 +2,7 @@ import AgentCore
 import Foundation
 import Glibc
 
-/// One cell of the HTTP interface's measurement (PROTOCOL F).
+/// One cell of the HTTP interface's measurement (docs/http.md F).
 struct HTTPRow {
     var kind: String
     var clients: Int

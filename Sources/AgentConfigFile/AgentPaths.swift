@@ -1,4 +1,4 @@
-// PROTOCOL C and E: where an agent's files are, and what an instance may be called. One home
+// docs/configuration.md C and E: where an agent's files are, and what an instance may be called. One home
 // for the daemon, pushwoosh-agentctl (`--instance`, `fleet`) and the fleet generator; the
 // Python client's `default_socket_path`/`instance_socket_path` are tested against agentctl.
 
@@ -41,7 +41,7 @@ public enum AgentPaths {
 
 // MARK: - Instance names
 
-/// PROTOCOL E: the NAME of `pushwoosh-agent@NAME`, safe as a file name part and a systemd
+/// docs/fleet.md E: the NAME of `pushwoosh-agent@NAME`, safe as a file name part and a systemd
 /// instance: `[A-Za-z0-9_.-]`, 1–64 characters, not starting with `.` (never `..` or a
 /// hidden file).
 public enum InstanceName {

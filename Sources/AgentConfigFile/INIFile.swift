@@ -2,7 +2,7 @@ import AgentCore
 import CInih
 import Glibc
 
-// systemd-style INI files (PROTOCOL C.1, E.1), parsed by libinih: what agent.conf and
+// systemd-style INI files (docs/configuration.md C.1, E.1), parsed by libinih: what agent.conf and
 // fleet.conf share. Every error names the file, the line and the key. Time spans use
 // systemd's syntax (`TimeSpan`, in AgentCore). No Foundation: the systemd generator links this too.
 
@@ -222,7 +222,7 @@ private final class INIContext {
     }
 
     /// `Value   # comment` → `Value`: a `#` at the start of the value or after
-    /// whitespace begins a comment (the PROTOCOL's example file has them).
+    /// whitespace begins a comment (the documented example file has them).
     static func stripComment(_ value: String) -> String {
         var result = Substring(value)
         var previousIsSpace = true

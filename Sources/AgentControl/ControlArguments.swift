@@ -11,7 +11,7 @@ public enum ControlArguments {
     static let globalFlags: Set<String> = ["--json", "--help", "-h"]
 
     /// The default socket: `$PUSHWOOSH_AGENT_SOCKET`, else `$RUNTIME_DIRECTORY/agent.sock`,
-    /// else `/run/pushwoosh-agent/agent.sock` (PROTOCOL C).
+    /// else `/run/pushwoosh-agent/agent.sock` (docs/configuration.md C).
     /// When neither names one: the socket unit's `/run/pushwoosh-agent/agent.sock` if it
     /// exists, else `/run/pushwoosh-agentd/agent.sock` if that exists (the agent's own,
     /// when pushwoosh-agent.service runs without its socket unit), else the first.
@@ -22,7 +22,7 @@ public enum ControlArguments {
         return firstExisting([AgentPaths.socket, AgentPaths.serviceSocket()], exists)
     }
 
-    /// `--instance NAME` (PROTOCOL E): `/run/pushwoosh-agent/NAME.sock`
+    /// `--instance NAME` (docs/fleet.md E): `/run/pushwoosh-agent/NAME.sock`
     /// (pushwoosh-agent@NAME.socket), else `/run/pushwoosh-agentd@NAME/agent.sock` if it
     /// exists (pushwoosh-agent@NAME.service binding its own socket).
     public static func instanceSocketPath(_ name: String, exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String {
@@ -134,7 +134,7 @@ public enum ControlArguments {
                                     command: String?) throws(UsageError) {
         switch name {
         case "--instance":
-            guard InstanceName.isValid(value) else {  // the names pushwoosh-agentd accepts (PROTOCOL E)
+            guard InstanceName.isValid(value) else {  // the names pushwoosh-agentd accepts (docs/fleet.md E)
                 throw UsageError("invalid instance name \"\(value)\" (letters, digits, '-', '_', '.')", command: command)
             }
             instance = value

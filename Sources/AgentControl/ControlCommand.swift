@@ -3,7 +3,7 @@ import AgentWire
 import Foundation
 
 // `pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]`:
-// one command per socket method (PROTOCOL B.1, B.2). Parsing is a pure function.
+// one command per socket method (docs/socket-api.md B.1, B.2). Parsing is a pure function.
 
 /// `property --type`: the CLI's spelling and the socket API's.
 public enum PropertyType: String, Sendable, CaseIterable {
@@ -40,7 +40,7 @@ public enum ControlCommand: Sendable, Equatable {
     case status
     case metrics
     case watch
-    /// PROTOCOL H.
+    /// docs/device-clock.md H.
     case clock
     /// `seconds` or an ISO 8601 time (`to`).
     case advanceClock(seconds: Double?, to: String?)

@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-// PROTOCOL E.1: one socket method on every instance of a fleet, in parallel, from one
+// docs/fleet.md E.1: one socket method on every instance of a fleet, in parallel, from one
 // thread: non-blocking connects, one request each, and a poll(2) loop that collects the
 // answers. Each instance has its own deadline, so one that is down or wedged costs its
 // timeout, never the others' time.
@@ -69,7 +69,7 @@ public enum FleetCaller {
             for (i, exchange) in active.enumerated() {
                 if fds[i].revents != 0 { exchange.service(revents: fds[i].revents) }
                 if exchange.finished == nil, after >= exchange.deadline {
-                    exchange.finish(.down("no answer within \(TimeSpanText.seconds(timeout))"))
+                    exchange.finish(.down("no answer within \(TimeSpan.seconds(timeout))"))
                 }
                 if let done = exchange.finished {
                     answers[exchange.index] = FleetAnswer(target: exchange.target, outcome: done, seconds: after - exchange.started)
@@ -215,12 +215,5 @@ private final class Exchange {
             case .failure(let error): return finish(.error(error))
             }
         }
-    }
-}
-
-/// Seconds as a short text for messages: `10 s`, `0.5 s`.
-enum TimeSpanText {
-    static func seconds(_ s: Double) -> String {
-        s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 #endif
 
-// `pushwoosh-agentctl fleet status | metrics | call METHOD [PARAMS-JSON]` (PROTOCOL E.1):
+// `pushwoosh-agentctl fleet status | metrics | call METHOD [PARAMS-JSON]` (docs/fleet.md E.1):
 // one socket method on every instance of the fleet at once (FleetCaller), answers
 // collected and printed in the instances' order.
 
@@ -223,10 +223,10 @@ public enum FleetOutput {
             case .result(let r):
                 let state = r["state"]?.stringValue ?? "?"
                 counts[state, default: 0] += 1
-                let age = r["flagsAgeSeconds"]?.numberValue.map { StatusSpan.text($0) } ?? "-"
+                let age = r["flagsAgeSeconds"]?.numberValue.map { TimeSpan.rough($0) } ?? "-"
                 var refresh = "-"
                 if let at = r["lastRefreshAt"]?.stringValue, let date = try? Date(at, strategy: .iso8601) {
-                    refresh = StatusSpan.text(now.timeIntervalSince(date)) + " ago"
+                    refresh = TimeSpan.rough(now.timeIntervalSince(date)) + " ago"
                 }
                 if let code = r["lastRefreshError"]?["code"]?.numberValue { refresh += " (failed: \(Int(code)))" }
                 let failures = r["consecutiveFailures"]?.numberValue.map { String(Int($0)) } ?? "-"
@@ -326,16 +326,6 @@ public enum FleetOutput {
     }
 }
 
-/// "45 s", "3 min", "2 h", "2 d" (as the agent's STATUS= line).
-enum StatusSpan {
-    static func text(_ seconds: Double) -> String {
-        let s = min(max(0, seconds), 1e12)
-        if s < 60 { return "\(Int(s)) s" }
-        if s < 3600 { return "\(Int(s / 60)) min" }
-        if s < 86_400 { return "\(Int(s / 3600)) h" }
-        return "\(Int(s / 86_400)) d"
-    }
-}
 
 // MARK: - Running it
 

@@ -112,7 +112,7 @@ public enum OutputFormatter {
         return aligned(lines)
     }
 
-    /// `status`: the fields in PROTOCOL B.2's order, then any others the agent sent; the age
+    /// `status`: the fields in docs/socket-api.md B.2's order, then any others the agent sent; the age
     /// and the last error read from the decoded answer.
     static func formatStatus(_ r: JSONValue, _ answer: StatusAnswer) -> String {
         let o = r.objectValue ?? [:]
@@ -148,14 +148,9 @@ public enum OutputFormatter {
         }.joined(separator: "\n")
     }
 
-    /// `42s`, `5 min`, `2 h 5 min`, `3 d 4 h`.
+    /// `42 s`, `5 min`, `2 h 5 min`, `3 d 4 h`; `?` for what is not a time.
     public static func age(seconds: Double) -> String {
-        guard seconds.isFinite, seconds >= 0 else { return "?" }
-        let s = Int(seconds.rounded(.down))
-        if s < 60 { return "\(s)s" }
-        if s < 3600 { return "\(s / 60) min" }
-        if s < 86400 { return s % 3600 / 60 == 0 ? "\(s / 3600) h" : "\(s / 3600) h \(s % 3600 / 60) min" }
-        return s % 86400 / 3600 == 0 ? "\(s / 86400) d" : "\(s / 86400) d \(s % 86400 / 3600) h"
+        seconds.isFinite && seconds >= 0 ? TimeSpan.rough(seconds, parts: 2) : "?"
     }
 
     /// `watch`: one line per notification, stamped with the local time.

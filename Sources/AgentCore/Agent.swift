@@ -35,10 +35,6 @@ public final class Agent {
 
     /// A failed save is retried after this.
     public static let saveRetryDelay = AgentMachine.saveRetryDelay
-    /// Delays before `registerDevice` retries (A.2, SDK).
-    public static let registerDeviceRetryDelays = RegistrationMachine.retryDelays
-    /// `registerDevice` and `registerUser` are not repeated within this (A.2).
-    public static let reRegistrationInterval = RegistrationMachine.reRegistrationInterval
 
     public init(
         settings: AgentSettings, clock: any AgentClock, transport: any HTTPTransport, store: any StateStore,
@@ -105,7 +101,7 @@ public final class Agent {
     public func start() { start(Self.load(store)) }
 
     /// `start()` with the state already loaded (the daemon reads the device clock's offset
-    /// from it first, PROTOCOL H).
+    /// from it first, docs/device-clock.md H).
     public func start(_ loaded: StoreLoad) { perform(machine.start(loaded, now: now)) }
 
     /// Loads the stored state; a store that cannot be read at all counts as damaged.
@@ -113,7 +109,7 @@ public final class Agent {
         do { return try store.load() } catch { return StoreLoad(state: nil, damage: "\(error)") }
     }
 
-    /// PROTOCOL H: the device clock moved; its offset is saved with the state now (`save`)
+    /// docs/device-clock.md H: the device clock moved; its offset is saved with the state now (`save`)
     /// or with the next save.
     public func clockOffsetChanged(_ offset: Seconds, save: Bool = true) {
         perform(machine.clockOffsetChanged(offset, save: save, now: now))

@@ -3,7 +3,7 @@ import FoundationEssentials
 /// Durations are seconds (`Double`): monotonic for scheduling, wall for validity.
 public typealias Seconds = Double
 
-/// The feature-flag timings of SPEC §8. Defaults are the SDK's; soak tests shorten them.
+/// The feature-flag timings of docs/rules.md §8. Defaults are the SDK's; soak tests shorten them.
 public struct FeatureFlagSettings: Sendable, Equatable {
     /// ST-1, ST-3: stored flags are served for at most this long after receipt (wall clock).
     public var storedFlagsLifetime: Seconds = 24 * 3600
@@ -42,7 +42,7 @@ public enum PermissionPromptAnswer: String, Sendable, Codable, CaseIterable {
     case allow, deny
 }
 
-/// PROTOCOL H: whose clock the device's rules run on.
+/// docs/device-clock.md H: whose clock the device's rules run on.
 public enum DeviceClockMode: String, Sendable, Codable, CaseIterable {
     /// The host's clock.
     case system
@@ -55,15 +55,15 @@ public struct DeviceSettings: Sendable, Equatable {
     public var initialAppState: AppState = .active
     public var notificationAuthorization: NotificationAuthorization = .notDetermined
     public var permissionPromptAnswer: PermissionPromptAnswer = .allow
-    /// `gateway` of `registerDevice` (PROTOCOL A.2).
+    /// `gateway` of `registerDevice` (docs/device-api.md A.2).
     public var pushGateway: String = "production"
-    /// `Clock=` (PROTOCOL H): the real clock, or one that tests move forward.
+    /// `Clock=` (docs/device-clock.md H): the real clock, or one that tests move forward.
     public var clock: DeviceClockMode = .system
 
     public init() {}
 }
 
-/// How the agent reaches the server (PROTOCOL A.1).
+/// How the agent reaches the server (docs/device-api.md A.1).
 public struct ServerSettings: Sendable, Equatable {
     public var applicationCode: String
     public var apiToken: String?

@@ -4,16 +4,16 @@ import AgentPosix
 /// Owns the core `Agent` on the event loop and is its scheduler: one loop timer, armed at
 /// the deadline the agent asks for after every call. Everything here runs on the loop thread.
 ///
-/// The agent's deadlines are in the device's time (PROTOCOL H); the loop's timers in the
-/// host's. With a controlled clock the two differ by the clock's offset, and `rearm()`
-/// moves the loop timer when the offset changes.
+/// The agent's deadlines are in the device's time (docs/device-clock.md H); the loop's timers in the
+/// host's. With a controlled clock the two differ by the clock's offset; every call into the
+/// agent ends in `schedule(at:)`, so a changed offset moves the loop timer with the next call.
 final class AgentHost: AgentScheduler {
     private(set) var agent: Agent!
     let clock: DeviceClock
     let loop: EventLoop
     private var timer: EventLoop.TimerHandle?
     private var armedAt: Double?
-    /// `clock` and `advanceClock` (PROTOCOL H); nil with `Clock=system`.
+    /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.
     var clockController: DeviceClockController?
     /// A manual refresh answered without a request (RF-6 throttle, RF-8), with its error.
     var onUnsentRefresh: ((RefreshError?) -> Void)?
@@ -42,7 +42,4 @@ final class AgentHost: AgentScheduler {
             self.agent.fireDueTimers()  // re-arms through `schedule(at:)`
         }
     }
-
-    /// The device clock moved: the same device deadline is now earlier in host time.
-    func rearm() { schedule(at: agent.nextDeadline) }
 }

@@ -1,5 +1,5 @@
-// PROTOCOL C: `pushwoosh-agentd [--config FILE] [--instance NAME] [--socket PATH] [--state-dir DIR]`
-// (--instance: PROTOCOL E, one device of several on a host).
+// docs/configuration.md C: `pushwoosh-agentd [--config FILE] [--instance NAME] [--socket PATH] [--state-dir DIR]`
+// (--instance: docs/fleet.md E, one device of several on a host).
 // A pure function of the arguments; the caller prints and exits (2 on a usage error).
 
 import AgentConfigFile
@@ -12,6 +12,8 @@ public enum DaemonCommand: Sendable, Equatable {
     /// `--list-keys`: the configuration keys, one per line (section, key, when a change
     /// applies, the fleet's environment variable).
     case listKeys
+    /// `--doctor [--json]`: one exchange with the configured server, checked, nothing written.
+    case doctor(DaemonOptions, json: Bool)
 }
 
 /// The daemon's options; those given override the configuration file.
@@ -19,7 +21,7 @@ public struct DaemonOptions: Sendable, Equatable {
     public var configFile: String = AgentConfiguration.defaultConfigFile
     public var socketPath: String?
     public var stateDirectory: String?
-    /// `--instance NAME` (PROTOCOL E): `NAME.conf` beside the configuration file
+    /// `--instance NAME` (docs/fleet.md E): `NAME.conf` beside the configuration file
     /// overrides its keys, and the default socket and state directory are the instance's.
     public var instance: String?
 
@@ -48,7 +50,7 @@ public struct DaemonOptions: Sendable, Equatable {
         return configuration
     }
 
-    /// Command-line options override the file (PROTOCOL C). Outside systemd (no
+    /// Command-line options override the file (docs/configuration.md C). Outside systemd (no
     /// RUNTIME_DIRECTORY / STATE_DIRECTORY) an instance's defaults are
     /// /run/pushwoosh-agent/NAME.sock and /var/lib/pushwoosh-agent@NAME.
     public func apply(to configuration: inout AgentConfiguration, environment: [String: String] = [:]) {
@@ -93,6 +95,10 @@ public enum DaemonCommandLine {
           --list-keys       list the configuration file's keys: section, key, when a change
                             applies (reload, restart, first-start), fleet variable
           --version         show the version
+          --doctor          check the configured server once, as the device would at start
+                            (applicationOpen, getFeatureFlags), writing nothing: each step,
+                            the answer against the contract, the flags; exit 0 usable, 1 not
+          --json            with --doctor: the report as JSON
 
         Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.
         """
@@ -101,6 +107,7 @@ public enum DaemonCommandLine {
     /// Parses `arguments` (without the program name). `--opt VALUE` and `--opt=VALUE` both work.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> DaemonCommand {
         var options = DaemonOptions()
+        var doctor = false, json = false
         var i = 0
         func value(for option: String, inline: String?) throws(CommandLineError) -> String {
             if let inline {
@@ -128,6 +135,10 @@ public enum DaemonCommandLine {
                 return .version
             case "--list-keys":
                 return .listKeys
+            case "--doctor":
+                doctor = true
+            case "--json":
+                json = true
             case "--config":
                 options.configFile = try value(for: name, inline: inline)
             case "--instance":
@@ -158,6 +169,7 @@ public enum DaemonCommandLine {
             }
             i += 1
         }
-        return .run(options)
+        if json && !doctor { throw CommandLineError("--json goes with --doctor") }
+        return doctor ? .doctor(options, json: json) : .run(options)
     }
 }

@@ -3,13 +3,13 @@ import AgentConfigFile
 import FoundationEssentials
 import Glibc
 
-// PROTOCOL C.1: the agent's configuration file, a systemd-style INI parsed by
+// docs/configuration.md C.1: the agent's configuration file, a systemd-style INI parsed by
 // libinih. Every error names the file, the line and the key; the agent then
 // refuses to start (or, on SIGHUP, keeps its running configuration).
 
 // MARK: - The configuration
 
-/// Where and how the socket API is served (PROTOCOL B.3, C).
+/// Where and how the socket API is served (docs/socket-api.md B.3, C).
 public struct SocketSettings: Sendable, Equatable {
     /// `Socket=`: default `$RUNTIME_DIRECTORY/agent.sock`, else `/run/pushwoosh-agent/agent.sock`.
     public var path: String
@@ -52,8 +52,10 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var featureFlags: FeatureFlagSettings
     /// `[Device]`.
     public var device: DeviceSettings
-    /// `[HTTP]` (PROTOCOL F).
+    /// `[HTTP]` (docs/http.md F).
     public var http = HTTPSettings()
+    /// `[Agent] CAFile=`, `Proxy=`: TLS trust and proxy.
+    public var network = NetworkSettings()
     /// The file this came from, if any (for logs).
     public var sourceFile: String?
 
@@ -104,7 +106,7 @@ extension AgentConfiguration {
     }
 
     /// `file`, then each of `overrides` that exists, whose keys override the
-    /// earlier files' (PROTOCOL E: `agent.conf`, then `NAME.conf`). Errors name
+    /// earlier files' (docs/fleet.md E: `agent.conf`, then `NAME.conf`). Errors name
     /// the file and line they are in; ApplicationCode= may come from any of them.
     public static func load(file path: String, overrides: [String],
                             environment: [String: String]) throws(ConfigurationError) -> AgentConfiguration {
@@ -143,7 +145,7 @@ extension AgentConfiguration {
         return values
     }
 
-    /// PROTOCOL E.1: what a fleet's generated drop-in sets for one instance
+    /// docs/fleet.md E.1: what a fleet's generated drop-in sets for one instance
     /// (pushwoosh-agent-fleet-generator), laid over agent.conf and under NAME.conf.
     public static var fleetEnvironment: [(variable: String, key: String)] {
         keys.compactMap { key in key.environment.map { ($0, key.name) } }

@@ -1,7 +1,7 @@
 import AgentConfigFile
 import AgentCore
 
-// PROTOCOL C.1: every key of agent.conf, one row each, as systemd's ConfigPerfItem
+// docs/configuration.md C.1: every key of agent.conf, one row each, as systemd's ConfigPerfItem
 // tables are: section, name, how its value is read, which field it sets, when a change
 // applies, the fleet variable that may set it. The file schema, the log line, the reload
 // rule, `pushwoosh-agentd --list-keys` and the man page's list all come from this table.
@@ -30,7 +30,7 @@ public struct ConfigurationKey: Sendable {
     public let section: String
     public let name: String
     public let change: Change
-    /// The variable a fleet's generated drop-in sets (PROTOCOL E.1), laid over the file.
+    /// The variable a fleet's generated drop-in sets (docs/fleet.md E.1), laid over the file.
     public let environment: String?
     /// Its name in the configuration's one-line description (`storedFlagsLifetime=24h`).
     public let logName: String
@@ -63,7 +63,7 @@ public struct ConfigurationKey: Sendable {
 }
 
 extension AgentConfiguration {
-    /// The keys of PROTOCOL C.1, in the order of the file's sections and of error lists
+    /// The keys of docs/configuration.md C.1, in the order of the file's sections and of error lists
     /// (made once: the table is read at every load and reload).
     public static let keys: [ConfigurationKey] = {
         typealias Key = ConfigurationKey
@@ -94,6 +94,10 @@ extension AgentConfiguration {
                 parse: { (s) throws(ValueError) in try ConfigValue.absolutePath(s) }, show: text),
             Key("Agent", "RequestTimeout", \.server.requestTimeout,
                 parse: { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: true) }, show: span),
+            Key("Agent", "CAFile", \.network.caFile, logName: "caFile",
+                parse: { (s) throws(ValueError) in try CAFile.load(s) }, show: { $0?.path }),
+            Key("Agent", "Proxy", \.network.proxy,
+                parse: { (s) throws(ValueError) in try ConfigValue.proxy(s) }, show: { $0.map(ConfigValue.redactedProxy) }),
             Key("FeatureFlags", "StoredFlagsLifetime", \.featureFlags.storedFlagsLifetime,
                 parse: { (s) throws(ValueError) in try ConfigValue.timeSpan(s, positive: true) }, show: span),
             Key("FeatureFlags", "SessionTimeout", \.featureFlags.sessionTimeout,

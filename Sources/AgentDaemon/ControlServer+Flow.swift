@@ -2,7 +2,7 @@ import AgentCore
 import AgentPosix
 import AgentWire
 
-/// How a socket client's bytes are taken in (PROTOCOL B.3 limits): lines handed to
+/// How a socket client's bytes are taken in (docs/socket-api.md B.3 limits): lines handed to
 /// `handleLine` for a bounded time per turn of the loop (fairness: a client that pipelines
 /// thousands of requests does not hold up the others), reading paused while a client's
 /// unsent answers pass `outputHighWater` (back-pressure: a client that does not read

@@ -4,7 +4,7 @@ import AgentWire
 import FoundationEssentials
 import Glibc
 
-/// The socket API (PROTOCOL B): line-delimited JSON-RPC 2.0 on a Unix stream socket,
+/// The socket API (docs/socket-api.md B): line-delimited JSON-RPC 2.0 on a Unix stream socket,
 /// served from the one event loop. This file is the connections: accepting them (at most
 /// `MaxConnections`), who the peer is and whether it may change state (B.3), closing, and
 /// the notifications to subscribers; a connection's requests are in SocketRequests.swift.
@@ -22,7 +22,7 @@ final class ControlServer {
     var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
     var scratch = JSONWriter(capacity: 512)
-    /// Counters for /metrics (PROTOCOL F.2) and the `metrics` method's text.
+    /// Counters for /metrics (docs/http.md F.2) and the `metrics` method's text.
     var metrics: Metrics?
     var metricsText: (() -> String)?
 
@@ -145,7 +145,7 @@ final class Client {
     var resumeScheduled = false
     /// The framer is handing out lines (it must not be read meanwhile).
     var framing = false
-    /// What a subscriber hears (PROTOCOL H `subscribe` `events`).
+    /// What a subscriber hears (docs/device-clock.md H `subscribe` `events`).
     var events: Set<SubscriptionEvent> = [.flags]
 
     init(connection: Connection, credentials: PeerCredentials?, mayChangeState: Bool) {

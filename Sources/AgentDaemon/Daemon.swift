@@ -23,13 +23,13 @@ public final class Daemon {
     private let metrics = Metrics()
     private var http: HTTPService?
     /// What the store held at start (read before the agent exists: the device clock's
-    /// offset is in it, PROTOCOL H). Handed to the agent by `run` and dropped there: kept,
+    /// offset is in it, docs/device-clock.md H). Handed to the agent by `run` and dropped there: kept,
     /// it would hold a second copy of the stored flags once a refresh replaced them.
     private var loaded: StoreLoad?
     /// The state's clock offset while `Clock=system` runs: cleared at start.
     private let abandonedOffset: Seconds?
     private var lastState: AgentStatus.State?
-    /// PROTOCOL E.1: this process's exclusive lock on its state directory, held until exit.
+    /// docs/fleet.md E.1: this process's exclusive lock on its state directory, held until exit.
     private let stateLock: StateDirectoryLock
     /// The state file, with a heap trim after each save.
     private let store: TrimmingStore
@@ -64,7 +64,9 @@ public final class Daemon {
         abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
         let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
         host = AgentHost(loop: loop, clock: clock)
-        network = DeferredTransport { [loop] in CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)") }
+        network = DeferredTransport { [loop, options = configuration.network.options] in
+            CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)", network: options)
+        }
         let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
         let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
@@ -77,7 +79,7 @@ public final class Daemon {
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
-        // PROTOCOL F: the socket named `http` is the HTTP interface's; any other is the socket API's.
+        // docs/http.md F: the socket named `http` is the HTTP interface's; any other is the socket API's.
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
             http = try makeHTTPService(inheritedFD: httpFD)
@@ -126,7 +128,7 @@ public final class Daemon {
         }
         host.agent.start(loaded.take() ?? StoreLoad(state: nil))  // stored flags; requests go out without being waited for
         if let offset = abandonedOffset {
-            // PROTOCOL H: back to the host's clock from a device clock that was ahead: a
+            // docs/device-clock.md H: back to the host's clock from a device clock that was ahead: a
             // backward clock step, treated as one (stored flags from the future are not trusted).
             log(.warning, "device clock was ahead of the host's; Clock=system goes back to the host's time",
                 ["ahead_s": Int(offset.rounded())])
@@ -189,6 +191,7 @@ public final class Daemon {
             try http?.reload(fresh.http, socket: fresh.socket)
             configuration = fresh
             server.update(settings: fresh.socket)
+            (network.opened as? CurlTransport)?.network = fresh.network.options  // CAFile=, Proxy=: the next request on
             host.agent.reload(Self.agentSettings(fresh, environment: environment))
             log(.info, "configuration reloaded", ["file": options.configFile])
             warnAboutUnrealTimings()
@@ -263,7 +266,7 @@ public final class Daemon {
         server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
     }
 
-    /// Timings no real device has (PROTOCOL H: test with the device clock instead).
+    /// Timings no real device has (docs/device-clock.md H: test with the device clock instead).
     private func warnAboutUnrealTimings() {
         let f = configuration.featureFlags
         guard f.storedFlagsLifetime < f.refreshInterval else { return }
@@ -271,7 +274,7 @@ public final class Daemon {
             ["lifetime": TimeSpan.format(f.storedFlagsLifetime), "refresh_interval": TimeSpan.format(f.refreshInterval)])
     }
 
-    // MARK: - HTTP interface and metrics (PROTOCOL F)
+    // MARK: - HTTP interface and metrics (docs/http.md F)
 
     private func makeHTTPService(inheritedFD: Int32?) throws(HTTPServiceError) -> HTTPService {
         var settings = configuration.http

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
 
-/// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (PROTOCOL C).
+/// `pushwoosh-agentd [--config FILE] [--socket PATH] [--state-dir DIR]` (docs/configuration.md C).
 public enum DaemonMain {
     public static func run(arguments: [String], environment: [String: String]) -> Int32 {
         let log = Log(minimum: environment["PUSHWOOSH_AGENT_DEBUG"].map { $0.isEmpty ? .info : .debug } ?? .info,
@@ -23,6 +23,18 @@ public enum DaemonMain {
         case .listKeys:
             print(AgentConfiguration.keyList, terminator: "")
             return 0
+        case .doctor(let options, let json):
+            let configuration: AgentConfiguration
+            do {
+                configuration = try options.loadConfiguration(environment: environment)
+            } catch {
+                writeStandardError("pushwoosh-agentd --doctor: \(error)\n")
+                return 1
+            }
+            let report = Doctor(configuration: configuration, environment: environment).run()
+            let token = configuration.server.apiToken
+            print(json ? report.json(redacting: token) : report.text(redacting: token), terminator: "")
+            return report.usable ? 0 : 1
         case .run(let options):
             do {
                 let daemon = try Daemon(options: options, environment: environment, log: log)

@@ -1,6 +1,6 @@
 import AgentCore
 
-/// The network, set up once READY=1 is out (issue 21). Creating the `CurlTransport` runs
+/// The network, set up once READY=1 is out. Creating the `CurlTransport` runs
 /// `curl_global_init`, which in libcurl 7.88 always initialises OpenSSL (reading openssl.cnf
 /// included) and the start-up requests' easy handles: 2.5 M of the 43 M instructions the agent
 /// ran until READY=1 with 1,000 stored flags (callgrind). READY=1 never waited for the network (it means: the socket listens and the stored
@@ -23,6 +23,9 @@ final class DeferredTransport: HTTPTransport {
             held.append((request, completion))
         }
     }
+
+    /// The transport once `open()` has made it.
+    var opened: (any HTTPTransport)? { base }
 
     /// Makes the transport and sends what was held. Only the first call does anything.
     func open() {

@@ -3,7 +3,7 @@ import AgentPosix
 import AgentWire
 import FoundationEssentials
 
-/// The socket methods `clock` and `advanceClock` (PROTOCOL H) on a controlled device clock.
+/// The socket methods `clock` and `advanceClock` (docs/device-clock.md H) on a controlled device clock.
 ///
 /// `advanceClock` moves the device's clock forward by exactly `seconds` of jumps, in steps:
 /// while a timer falls due within what is left, the clock jumps to that timer's deadline,
@@ -46,8 +46,6 @@ final class DeviceClockController {
         self.log = log
         transport.onIdle = { [weak self] in self?.scheduleStep() }
     }
-
-    var isAdvancing: Bool { !queue.isEmpty }
 
     /// `clock`: `{"now", "offsetSeconds", "controlled", "nextTimerAt", "requestsInFlight"}`;
     /// `nextTimerAt` is the device time of the earliest armed timer (null when none), so a
@@ -117,8 +115,7 @@ final class DeviceClockController {
                 advance.fired.append(FiredTimer(at: clock.wall, event: timer.kind.rawValue, trigger: trigger))
             }
             queue[0] = advance
-            agent.fireDueTimers()
-            host.rearm()
+            agent.fireDueTimers()  // re-arms the loop timer, as every call into the agent does
             scheduleStep()  // waits for the requests the timers sent, if any
             return
         }
@@ -144,14 +141,13 @@ final class DeviceClockController {
 
     /// Moves the device's time forward by `seconds` (nothing when ≤ 0; never back), records
     /// the offset in the device's state (saved now with `save`, else with the next save: at
-    /// the latest with what the timers bring back, ST-6), re-arms the loop timer, and says
+    /// the latest with what the timers bring back, ST-6), which re-arms the loop timer, and says
     /// how far it moved.
     @discardableResult
     private func moveClock(by seconds: Seconds, save: Bool) -> Seconds {
         let ahead = max(0, seconds)
         if ahead > 0 { clock.advance(by: ahead) }
-        host.agent.clockOffsetChanged(clock.offset, save: save)
-        host.rearm()
+        host.agent.clockOffsetChanged(clock.offset, save: save)  // re-arms at the new offset
         return ahead
     }
 }

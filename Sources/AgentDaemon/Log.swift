@@ -2,7 +2,7 @@ import FoundationEssentials
 import Glibc
 
 /// One line per event to standard error: a constant message, then the facts as
-/// key=value (STYLE rule 12). Each line is written with a single `write(2)`.
+/// key=value (docs/architecture.md §13). Each line is written with a single `write(2)`.
 ///
 /// When standard error is the journal (`JOURNAL_STREAM` names its device and
 /// inode, sd-daemon(3)), a line starts with its syslog priority (`<3>` error …

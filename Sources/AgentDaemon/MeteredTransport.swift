@@ -2,8 +2,8 @@ import AgentCore
 import AgentPosix
 
 /// The transport the agent is given: times each flags request for the refresh-duration
-/// histogram (PROTOCOL F.2), and knows how many requests are in flight, so `advanceClock`
-/// (PROTOCOL H) lets the network work a timer started finish before the device's clock
+/// histogram (docs/http.md F.2), and knows how many requests are in flight, so `advanceClock`
+/// (docs/device-clock.md H) lets the network work a timer started finish before the device's clock
 /// moves past it. Completions run on the loop thread (the transport contract), where
 /// `Metrics` lives.
 final class MeteredTransport: HTTPTransport {

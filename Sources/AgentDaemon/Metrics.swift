@@ -1,9 +1,10 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import FoundationEssentials
 import Glibc
 
-/// The agent's counters (PROTOCOL F.2), kept on the loop thread, and their Prometheus text
+/// The agent's counters (docs/http.md F.2), kept on the loop thread, and their Prometheus text
 /// exposition (version 0.0.4). Counters live as long as the process; every one is counted
 /// where the thing happens (agent events, the socket server, the metered transport), never
 /// estimated.
@@ -46,6 +47,8 @@ final class Metrics {
     private(set) var rpcErrors: [Int: Int] = [:]
     private(set) var httpRequests: [Int: Int] = [:]
     var stateSaveFailures = 0
+    /// Flags requests that got no HTTP answer, by what went wrong (`NetworkProblem`: TLS, proxy, …).
+    private(set) var networkFailures: [String: Int] = [:]
 
     /// Method labels: the known methods, everything else is `other` (no label per typo).
     static let methodLabels: Set<String> = Set(SocketMethod.allCases.map { $0.rawValue })
@@ -58,6 +61,9 @@ final class Metrics {
             refreshes[RefreshKey(trigger: trigger.rawValue, outcome: "success", code: 200), default: 0] += 1
         case .refreshFailed(let trigger, let error, _):
             refreshes[RefreshKey(trigger: trigger.rawValue, outcome: "failure", code: error.code), default: 0] += 1
+            if error.code == 0 && error.message.hasPrefix("no response") {
+                networkFailures[NetworkProblem.of(message: error.message).rawValue, default: 0] += 1
+            }
         case .callFinished(.postEvent, let error):
             // Impressions are the only events the agent posts (A.4).
             if error == nil { impressionsSent += 1 } else { impressionsFailed += 1 }
@@ -104,7 +110,7 @@ final class Metrics {
         var out = PrometheusText()
         out.family("pushwoosh_agent_build_info", "gauge", "The agent's version and application code; always 1.")
         out.sample("pushwoosh_agent_build_info", [("version", s.version), ("application_code", s.status.applicationCode)], 1)
-        out.family("pushwoosh_agent_state", "gauge", "The agent's state (PROTOCOL B.2 status.state): 1 for the current one.")
+        out.family("pushwoosh_agent_state", "gauge", "The agent's state (docs/socket-api.md B.2 status.state): 1 for the current one.")
         for state in ["notReady", "ready", "stale", "error", "fatal"] {
             out.sample("pushwoosh_agent_state", [("state", state)], s.status.state.rawValue == state ? 1 : 0)
         }
@@ -163,6 +169,11 @@ final class Metrics {
         out.family("pushwoosh_agent_state_save_failures_total", "counter",
                    "Times saving the state failed (a failure repeating the previous one counts once until a save succeeds).")
         out.sample("pushwoosh_agent_state_save_failures_total", [], Double(stateSaveFailures))
+        out.family("pushwoosh_agent_refresh_network_failures_total", "counter",
+                   "Flags requests without an HTTP answer (code 0), by problem: tls_untrusted, tls_expired, tls_not_yet_valid, tls_wrong_host, tls, proxy, name_resolution, connection, timeout, other.")
+        for (problem, n) in networkFailures.sorted(by: { $0.key < $1.key }) {
+            out.sample("pushwoosh_agent_refresh_network_failures_total", [("problem", problem)], Double(n))
+        }
         ProcessMetrics.read().write(into: &out)
         return out.text
     }

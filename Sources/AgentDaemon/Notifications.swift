@@ -2,7 +2,7 @@ import AgentPosix
 import AgentSystemd
 import Glibc
 
-/// The daemon's notifications to systemd (PROTOCOL C: `READY=1`, `STATUS=`, `WATCHDOG=1`,
+/// The daemon's notifications to systemd (docs/configuration.md C: `READY=1`, `STATUS=`, `WATCHDOG=1`,
 /// `RELOADING=1`, `STOPPING=1`), sent from the event loop without ever blocking it.
 ///
 /// When the manager's notify socket is full (`.wouldBlock`), what is left to say waits in
@@ -11,7 +11,7 @@ import Glibc
 /// one info line when it is delivered.
 final class Notifications {
     static let retryInterval = 0.05
-    /// At exit, how long the undelivered rest may still take (PROTOCOL C: a clean exit
+    /// At exit, how long the undelivered rest may still take (docs/configuration.md C: a clean exit
     /// within a second of SIGTERM).
     static let exitGrace = 0.25
 

@@ -107,7 +107,7 @@ extension ControlServer {
         }
     }
 
-    /// The socket methods of PROTOCOL B.1, B.2 and H: the connection's own (`subscribe`,
+    /// The socket methods of docs/socket-api.md B.1, B.2 and H: the connection's own (`subscribe`,
     /// `unsubscribe`, `metrics`) here, the rest on the core `Agent`. A throw comes before
     /// `done` is called.
     private func perform(_ call: SocketCall, for client: Client, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
@@ -123,7 +123,7 @@ extension ControlServer {
             done(.success(FlagAnswers.property(e.value, e.provenance)))
         case .refresh:
             // A refresh answered at once never went to the server: the throttle window
-            // (RF-6) or no flags URL (RF-8). `sent` says which kind it was (PROTOCOL H).
+            // (RF-6) or no flags URL (RF-8). `sent` says which kind it was (docs/device-clock.md H).
             var returned = false
             agent.refresh { [weak host] error in
                 let sent = returned

@@ -2,19 +2,12 @@ import AgentCore
 import AgentWire
 import FoundationEssentials
 
-/// How the agent describes itself: the `status` method's result (PROTOCOL B.2) and the
-/// `STATUS=` line for systemd (PROTOCOL C).
+/// How the agent describes itself: the `status` method's result (docs/socket-api.md B.2) and the
+/// `STATUS=` line for systemd (docs/configuration.md C).
 public enum StatusReport {
     public static let version = "0.1.0"
 
-    /// A human span: "45 s", "3 min", "2 h", "2 d".
-    public static func span(_ seconds: Seconds) -> String {
-        let s = min(max(0, seconds), 1e12)  // bounded, so the Int conversions below cannot trap
-        if s < 60 { return "\(Int(s)) s" }
-        if s < 3600 { return "\(Int(s / 60)) min" }
-        if s < 86_400 { return "\(Int(s / 3600)) h" }
-        return "\(Int(s / 86_400)) d"
-    }
+    static func span(_ seconds: Seconds) -> String { TimeSpan.rough(seconds) }
 
     static func describe(_ error: RefreshError) -> String {
         switch error.code {

@@ -1,7 +1,7 @@
 import AgentCore
 import AgentPosix
 
-/// The state store, followed by a heap trim after each save (issue 21). A save of 1,000
+/// The state store, followed by a heap trim after each save. A save of 1,000
 /// flags, and the refresh answer parsed before it, leave ~750 KiB of free but dirty heap
 /// pages that glibc keeps; `Heap.trim()` on the loop's next turn (when what the event freed
 /// is free) gives them back. Measured on idle agents with 1,000 stored flags: private pages

@@ -1,7 +1,7 @@
 import AgentConfigFile
 import AgentCore
 
-// PROTOCOL E.1: the systemd generator's logic (systemd.generator(7)), pure: a manifest in,
+// docs/fleet.md E.1: the systemd generator's logic (systemd.generator(7)), pure: a manifest in,
 // the files to write into the generator's normal output directory out.
 //
 // For each instance NAME:

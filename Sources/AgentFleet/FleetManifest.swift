@@ -1,7 +1,7 @@
 import AgentConfigFile
 import AgentCore
 
-// PROTOCOL E.1: /etc/pushwoosh-agent/fleet.conf, the manifest of a fleet of devices.
+// docs/fleet.md E.1: /etc/pushwoosh-agent/fleet.conf, the manifest of a fleet of devices.
 //
 //   [Fleet]
 //   Devices=500                         # device-001 … device-500 (the width follows the count)

@@ -30,15 +30,15 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 /// no leading zeros, no NaN/Infinity, no raw control characters in strings,
 /// valid UTF-8 only, lone surrogate escapes refused, numbers that overflow a
 /// Double refused, nesting at most `maximumDepth`. A duplicate object key:
-/// the last one wins (as JSONSerialization and PROTOCOL A.3; JSONDecoder keeps the first).
+/// the last one wins (as JSONSerialization and docs/device-api.md A.3; JSONDecoder keeps the first).
 public enum JSONReader {
     public static let maximumDepth = 512
 
     /// What a key that appears twice in one object means.
     public enum DuplicateKeys: Sendable {
-        /// The last one wins (PROTOCOL A.3).
+        /// The last one wins (docs/device-api.md A.3).
         case lastWins
-        /// An error naming the object's path (the emulator's definitions, PROTOCOL D.1).
+        /// An error naming the object's path (the emulator's definitions, docs/emulator.md D.1).
         case reject
     }
 

@@ -2,7 +2,7 @@ import FoundationEssentials
 
 /// A JSON value whose kind is decided from the parsed structure, never by
 /// casting: a Boolean is never a Number and a Number never a Boolean
-/// (FF-5, PROTOCOL A.3), on Linux Foundation too.
+/// (FF-5, docs/device-api.md A.3), on Linux Foundation too.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)

@@ -9,11 +9,11 @@ import Glibc
 /// (`CURLMOPT_TIMERFUNCTION`); readiness and the timer call `curl_multi_socket_action`.
 /// No thread of its own: every callback, and every completion, runs on the loop thread.
 ///
-/// What each request gets: TLS with the system's CA store (libcurl's default), connection
+/// What each request gets: TLS always verified, with the system's CA store plus
+/// `NetworkOptions.caCertificates`, the proxy of `NetworkOptions` or the environment, connection
 /// reuse across requests (the multi handle's connection cache), `RequestTimeout=` as a hard
 /// bound on the whole request (`CURLOPT_TIMEOUT_MS`), every encoding libcurl was built
-/// with (gzip among them), proxies from `http_proxy`/`https_proxy`/`no_proxy` as libcurl
-/// reads them, `http`/`https` only, no redirects, and a response body of at most
+/// with (gzip among them), `http`/`https` only, no redirects, and a response body of at most
 /// `maximumBodyBytes`.
 ///
 /// A request is sent once. libcurl would send it again, at once, when a reused keep-alive
@@ -36,18 +36,25 @@ public final class CurlTransport: HTTPTransport {
     /// handler that points here) once this transport is gone.
     private var watched: Set<Int32> = []
     private var timer: EventLoop.TimerHandle?
+    /// CAs and proxy for the requests sent from now on (a reload changes them).
+    public var network: NetworkOptions
 
     /// `curl_global_init` once per process, before the first handle (it is not
     /// thread-safe in libcurl 7.88; Swift runs a global's initialiser exactly once).
     private static let globalInit: Int32 = Int32(curl_global_init(Int(CURL_GLOBAL_DEFAULT)).rawValue)
 
-    public init(loop: EventLoop, userAgent: String? = nil, maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) {
+    /// `curl_global_init` for other users of libcurl in this process (`CurlProbe`).
+    static let initialiseLibrary: Void = { precondition(globalInit == 0, "curl_global_init failed (\(globalInit))") }()
+
+    public init(loop: EventLoop, userAgent: String? = nil, network: NetworkOptions = NetworkOptions(),
+                maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) {
         precondition(Self.globalInit == 0, "curl_global_init failed (\(Self.globalInit))")
         guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         self.loop = loop
         self.multi = multi
         self.userAgent = userAgent
         self.maximumBodyBytes = maximumBodyBytes
+        self.network = network
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = pw_curl_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
         _ = pw_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
@@ -96,6 +103,7 @@ public final class CurlTransport: HTTPTransport {
         set(pw_curl_easy_setopt_string(easy, CURLOPT_URL, request.url))
         set(pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
         set(pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        set(network.apply(to: easy))
         set(pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
         set(pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""))  // all built in: gzip, deflate, br
         if let userAgent { set(pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent)) }
@@ -230,7 +238,7 @@ public final class CurlTransport: HTTPTransport {
             return .noResponse(reason: "the server closed the connection without an answer (not sent twice)")
         }
         guard result == CURLE_OK else {
-            return .noResponse(reason: Self.describe(result, detail: transfer.errorDetail))
+            return .noResponse(reason: NetworkProblem.describe(result, easy: transfer.easy, detail: transfer.errorDetail))
         }
         var status = 0
         _ = pw_curl_easy_getinfo_long(transfer.easy, CURLINFO_RESPONSE_CODE, &status)

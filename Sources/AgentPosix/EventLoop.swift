@@ -86,7 +86,7 @@ public final class EventLoop: @unchecked Sendable {
     private var nextTimerID: UInt64 = 0
     private var deferred: [() -> Void] = []
     private var cachedNow: Double
-    /// Where `now` comes from (STYLE 4); never changes.
+    /// Where `now` comes from (docs/architecture.md §4); never changes.
     public let clock: any LoopClock
 
     // Cross-thread state.

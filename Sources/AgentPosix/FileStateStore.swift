@@ -2,7 +2,7 @@ import AgentCore
 import FoundationEssentials
 import Glibc
 
-/// `PersistentState` in one file, written transactionally (ST-6, STYLE rule 8): a
+/// `PersistentState` in one file, written transactionally (ST-6, docs/architecture.md §8): a
 /// temporary file is written, fsynced and renamed over the old one, then the directory is
 /// fsynced. The file carries a version and a CRC-32 of its body; a file that fails either
 /// check is moved aside, reported, and treated as absent. Files are 0600 in a 0700 directory.

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The event loop's time, in monotonic seconds (STYLE 4: the loop takes a clock too).
+/// The event loop's time, in monotonic seconds (docs/architecture.md §4: the loop takes a clock too).
 /// `SystemLoopClock` (the default) reads `CLOCK_MONOTONIC` and time passes by itself: the
 /// loop sleeps in `epoll_wait` until the next deadline. `ManualLoopClock` moves only when
 /// told: the loop then waits for I/O alone, and each `advance` wakes it to run the timers

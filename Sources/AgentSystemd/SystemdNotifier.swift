@@ -23,7 +23,7 @@ public enum NotifyOutcome: Sendable, Equatable {
 /// datagram socket whose receiver's queue is full (`net.unix.max_dgram_qlen`, 10 on
 /// Debian; measured: the 12th unread datagram blocks) blocks the sender until the
 /// receiver reads: a single-threaded daemon would stop serving its socket, its timers
-/// and even `SIGTERM` (issue 17: a soak runner that stopped reading its notify sockets
+/// and even `SIGTERM` (a soak runner that stopped reading its notify sockets
 /// hung an agent). This sender uses a non-blocking socket and reports `.wouldBlock`
 /// instead; `NotificationBacklog` keeps what must still be said.
 public final class SystemdNotifier {

@@ -104,7 +104,7 @@ public final class ScriptedTransport: HTTPTransport {
 
     // MARK: - Canned answers
 
-    /// A PROTOCOL A.1 success envelope around `response`.
+    /// A docs/device-api.md A.1 success envelope around `response`.
     public static func ok(_ response: JSONValue = [:], status: Int = 200) -> HTTPOutcome {
         envelope(["status_code": 200, "status_message": "OK", "response": response], status: status)
     }

@@ -1,7 +1,7 @@
 import AgentCore
 import FoundationEssentials
 
-// The answers of `clock` and `advanceClock` (PROTOCOL H) as values, both ways, like the
+// The answers of `clock` and `advanceClock` (docs/device-clock.md H) as values, both ways, like the
 // answers of SocketAnswers.swift: the daemon encodes them, agentctl and the soak's clock
 // driver decode them.
 

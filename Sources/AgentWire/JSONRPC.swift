@@ -1,12 +1,12 @@
 import AgentCore
 
-// JSON-RPC 2.0 over the agent's socket (PROTOCOL B): parsing one line into a
+// JSON-RPC 2.0 over the agent's socket (docs/socket-api.md B): parsing one line into a
 // request, a batch or an error answer, typed parameter access with precise
 // -32602 messages, and encoding answers and notifications as lines.
 
 // MARK: - Identifiers and errors
 
-/// A request id: a string, a number or null (PROTOCOL B). Echoed exactly.
+/// A request id: a string, a number or null (docs/socket-api.md B). Echoed exactly.
 public enum RPCID: Sendable, Hashable, CustomStringConvertible {
     case string(String)
     case number(Double)
@@ -41,7 +41,7 @@ public enum RPCID: Sendable, Hashable, CustomStringConvertible {
     public var description: String { JSONWriter.string(json) }
 }
 
-/// A JSON-RPC error object (STYLE rule 6: a stable code, a message, data).
+/// A JSON-RPC error object (docs/architecture.md §6: a stable code, a message, data).
 public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: Int
     public var message: String
@@ -60,7 +60,7 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let internalErrorCode = -32603
     /// B.3: a state-changing method called by a client that may not.
     public static let permissionDeniedCode = -32001
-    /// PROTOCOL H: `clock` or `advanceClock` with `Clock=system`.
+    /// docs/device-clock.md H: `clock` or `advanceClock` with `Clock=system`.
     public static let clockNotControlledCode = -32004
 
     /// -32700: the line is not valid UTF-8 JSON.
@@ -73,7 +73,7 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
         RPCError(code: invalidRequestCode, message: "invalid request: \(detail)")
     }
 
-    /// -32600 for a line over the framer's limit (PROTOCOL B: then the connection is closed).
+    /// -32600 for a line over the framer's limit (docs/socket-api.md B: then the connection is closed).
     public static func lineTooLong(maximum: Int) -> RPCError {
         invalidRequest("line longer than \(maximum) bytes")
     }
@@ -101,7 +101,7 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
                  data: ["method": .string(method)])
     }
 
-    /// -32004 (PROTOCOL H).
+    /// -32004 (docs/device-clock.md H).
     public static func clockNotControlled(method: String) -> RPCError {
         RPCError(code: clockNotControlledCode, message: "the device clock is not controlled: '\(method)' needs [Device] Clock=controlled",
                  data: ["method": .string(method)])

@@ -1,6 +1,6 @@
 import AgentCore
 
-// JSON-RPC 2.0 requests (PROTOCOL B): one line parsed into a request, a batch or an
+// JSON-RPC 2.0 requests (docs/socket-api.md B): one line parsed into a request, a batch or an
 // error answer, and typed parameter access with precise -32602 messages.
 
 // MARK: - Requests

@@ -4,9 +4,9 @@ import Glibc
 import Darwin
 #endif
 
-/// Splits a byte stream into lines (PROTOCOL B: one JSON value per line, `\n`
+/// Splits a byte stream into lines (docs/socket-api.md B: one JSON value per line, `\n`
 /// terminated, a trailing `\r` ignored). Framing only: it knows bytes, `\n`
-/// and a maximum length, nothing about JSON (STYLE rule 9).
+/// and a maximum length, nothing about JSON (docs/architecture.md §9).
 ///
 /// The hot path is `process(_:_:)`: complete lines inside a chunk are handed
 /// to the caller as pointers into that chunk, without copying; only a partial
@@ -17,7 +17,7 @@ import Darwin
 /// it reports nothing more and the caller answers -32600 and closes the
 /// connection. At most `maximumLineLength + 1` bytes are ever buffered.
 public struct LineFramer: Sendable {
-    /// PROTOCOL B: a line over 1 MiB is refused.
+    /// docs/socket-api.md B: a line over 1 MiB is refused.
     public static let defaultMaximumLineLength = 1 << 20
 
     /// One framing event, borrowed: the pointer is valid only during the callback.

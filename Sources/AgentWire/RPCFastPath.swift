@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The hot path of the socket API (ISSUE 3 "Speed"): `isEnabled` and `get` requests of
+/// The hot path of the socket API (docs/performance.md): `isEnabled` and `get` requests of
 /// the ordinary shape, scanned straight from the line's bytes without building a JSON
 /// tree, and their answers written straight into a byte buffer.
 ///

@@ -1,7 +1,7 @@
 import AgentCore
 import FoundationEssentials
 
-// The answers of `get`, `refresh` and `status` (PROTOCOL B.1, B.2) as values, both ways: the
+// The answers of `get`, `refresh` and `status` (docs/socket-api.md B.1, B.2) as values, both ways: the
 // daemon encodes them here, and clients (agentctl, the soak runner, the fault tool) decode them
 // with the same types, so a field renamed on one side fails the other's tests instead of reading as "?".
 
@@ -62,7 +62,7 @@ extension RefreshError {
     public var summary: String { "\(message) (\(RefreshError.domain) code \(code))" }
 }
 
-/// `refresh`'s result (B.1, PROTOCOL H): the error (nil on success) and whether a request
+/// `refresh`'s result (B.1, docs/device-clock.md H): the error (nil on success) and whether a request
 /// went to the server (false: answered from the throttle window, RF-6, or no flags URL, RF-8).
 public struct RefreshAnswer: Sendable, Equatable {
     public var error: RefreshError?
@@ -136,7 +136,7 @@ public struct StatusAnswer: Sendable, Equatable {
         self.status = status
     }
 
-    /// The fields in PROTOCOL B.2's order (the order the CLI prints them in).
+    /// The fields in docs/socket-api.md B.2's order (the order the CLI prints them in).
     public static let fields = [
         "state", "version", "applicationCode", "hwid", "userId", "appState", "sessionStartedAt", "pushRegistered",
         "pushToken", "notificationAuthorization", "flagsCount", "flagsSource", "flagsAgeSeconds", "flagsExpireAt",

@@ -1,7 +1,7 @@
 import AgentCore
 import FoundationEssentials
 
-/// A socket request decoded: the method with its parameters as values (PROTOCOL B.1, B.2,
+/// A socket request decoded: the method with its parameters as values (docs/socket-api.md B.1, B.2,
 /// H). `decode` is the one place the socket's parameters are read and checked; the server
 /// routes on the case, and nothing after it reads a raw parameter. Every error is `-32602`
 /// naming the parameter (`data.parameter`), with nothing changed.
@@ -59,7 +59,7 @@ public enum SocketCall: Sendable, Equatable {
     }
 
     /// Reads `method`'s parameters. The required ones are checked first, in the order of
-    /// PROTOCOL B, then unknown names are refused (`SocketMethod.parameters`).
+    /// docs/socket-api.md B, then unknown names are refused (`SocketMethod.parameters`).
     public static func decode(_ method: SocketMethod, _ p: RPCParams) throws(RPCError) -> SocketCall {
         let call: SocketCall
         switch method {
@@ -107,7 +107,7 @@ public enum SocketCall: Sendable, Equatable {
         return call
     }
 
-    /// `subscribe`'s `events` (PROTOCOL H): default `["flags"]`; unknown names are -32602.
+    /// `subscribe`'s `events` (docs/device-clock.md H): default `["flags"]`; unknown names are -32602.
     static func subscriptionEvents(_ params: RPCParams) throws(RPCError) -> Set<SubscriptionEvent> {
         guard let value = params["events"], !value.isNull else { return [.flags] }
         let names = SubscriptionEvent.allCases.map(\.rawValue).joined(separator: ", ")

@@ -1,6 +1,6 @@
 import AgentCore
 
-/// The socket methods (PROTOCOL B.1, B.2), defined once: the name on the wire, who may
+/// The socket methods (docs/socket-api.md B.1, B.2), defined once: the name on the wire, who may
 /// call it (B.3) and the parameters it accepts. The server dispatches on it, rejects
 /// unknown parameters with it and checks permissions with it; `pushwoosh-agentctl`, the
 /// soak runner and the benchmarks name methods with it instead of strings.
@@ -10,7 +10,7 @@ public enum SocketMethod: String, Sendable, CaseIterable {
     // B.2 The headless device
     case setUserId, setAppState, registerForPushNotifications, unregisterForPushNotifications
     case setNotificationAuthorization, presentPushPrimer, status
-    /// The Prometheus text of the HTTP interface's /metrics (PROTOCOL F.2), for agentctl.
+    /// The Prometheus text of the HTTP interface's /metrics (docs/http.md F.2), for agentctl.
     case metrics
     // H The device clock
     case clock, advanceClock
@@ -50,13 +50,13 @@ public enum SocketMethod: String, Sendable, CaseIterable {
 
     /// The notification a subscriber receives (B.1 `subscribe`).
     public static let flagsDidUpdate = "featureFlagsDidUpdate"
-    /// PROTOCOL H: after every refresh, changed or not (`subscribe` with `"refresh"`).
+    /// docs/device-clock.md H: after every refresh, changed or not (`subscribe` with `"refresh"`).
     public static let refreshCompleted = "refreshCompleted"
-    /// PROTOCOL H: `status.state` changed (`subscribe` with `"state"`).
+    /// docs/device-clock.md H: `status.state` changed (`subscribe` with `"state"`).
     public static let stateChanged = "stateChanged"
 }
 
-/// What a subscriber asks to hear (PROTOCOL H `subscribe` `events`; default `["flags"]`).
+/// What a subscriber asks to hear (docs/device-clock.md H `subscribe` `events`; default `["flags"]`).
 public enum SubscriptionEvent: String, Sendable, CaseIterable {
     /// `featureFlagsDidUpdate` (B.1).
     case flags

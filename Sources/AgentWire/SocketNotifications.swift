@@ -1,7 +1,7 @@
 import AgentCore
 import FoundationEssentials
 
-/// The notifications a subscriber hears (B.1 `featureFlagsDidUpdate`, PROTOCOL H
+/// The notifications a subscriber hears (B.1 `featureFlagsDidUpdate`, docs/device-clock.md H
 /// `refreshCompleted` and `stateChanged`) as values, both ways: the daemon sends them with
 /// `method` and `params`, agentctl's `watch` reads them back with `init(method:params:)`.
 public enum SocketNotification: Sendable, Equatable {

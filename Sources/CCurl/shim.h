@@ -43,3 +43,25 @@ typedef int (*pw_curl_seek_callback)(void *user, curl_off_t offset, int origin);
 static inline CURLcode pw_curl_easy_setopt_seek_callback(CURL *easy, pw_curl_seek_callback value) {
     return curl_easy_setopt(easy, CURLOPT_SEEKFUNCTION, value);
 }
+/* CURLOPT_CAINFO_BLOB / CURLOPT_PROXY_CAINFO_BLOB take a struct curl_blob; libcurl copies it. */
+static inline CURLcode pw_curl_easy_setopt_blob(CURL *easy, CURLoption option, const void *data, size_t length) {
+    struct curl_blob blob = { (void *)data, length, CURL_BLOB_COPY };
+    return curl_easy_setopt(easy, option, &blob);
+}
+/* CURLINFO_CERTINFO: the server's chain, each certificate a list of "Name:value" lines. */
+static inline int pw_curl_certinfo_count(CURL *easy) {
+    struct curl_certinfo *info = NULL;
+    if (curl_easy_getinfo(easy, CURLINFO_CERTINFO, &info) != CURLE_OK || info == NULL) return 0;
+    return info->num_of_certs;
+}
+static inline struct curl_slist *pw_curl_certinfo_at(CURL *easy, int index) {
+    struct curl_certinfo *info = NULL;
+    if (curl_easy_getinfo(easy, CURLINFO_CERTINFO, &info) != CURLE_OK || info == NULL || index >= info->num_of_certs) return NULL;
+    return info->certinfo[index];
+}
+static inline CURLcode pw_curl_easy_getinfo_double(CURL *easy, CURLINFO info, double *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
+static inline CURLcode pw_curl_easy_getinfo_offset(CURL *easy, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}

@@ -4,7 +4,7 @@ import Glibc
 import MicroHTTPD
 import Synchronization
 
-/// How an answer goes out (PROTOCOL D.3's body faults): whole, truncated after N
+/// How an answer goes out (docs/emulator.md D.3's body faults): whole, truncated after N
 /// bytes of body, stalled after the headers, or not at all with a TCP reset.
 extension EmulatorServer {
     /// A stalled connection is closed after this long if the client has not given up.

@@ -9,9 +9,12 @@ public enum EmulatorCommand {
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
                                   [--require-token TOKEN] [--threads N] [--record-limit N]
                                   [--max-connections N] [--verbose]
+                                  [--tls-cert FILE --tls-key FILE]
+                                  [--upstream URL [--record FILE.har] | --replay FILE.har]
+               pushwoosh-emulator --apps-from-har FILE.har
 
         A fake Pushwoosh server: the device API at /json/1.3/{method} and an admin API
-        under /admin/ (PROTOCOL.md sections A and D).
+        under /admin/ (docs/device-api.md A and D).
 
           --listen HOST:PORT     IPv4 address and port (default 127.0.0.1:8080; port 0 picks a
                                  free port). Prints "listening on HOST:PORT" once bound.
@@ -23,6 +26,17 @@ public enum EmulatorCommand {
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
           --max-connections N    connections at once, parked waits included (default 4096; the
                                  open-files limit is raised to fit)
+          --tls-cert FILE        serve HTTPS with this certificate (PEM; the chain, leaf first)
+          --tls-key FILE         and this private key (PEM); both or neither
+          --upstream URL         forward the device API to URL (e.g. the real server's
+                                 https://CODE.api.pushwoosh.com/json/1.3/); faults, waits and
+                                 the admin API keep working on top
+          --record FILE.har      with --upstream: append each exchange to a HAR 1.2 file, with
+                                 Authorization, hwid, userId, push_token and the API token
+                                 replaced by stable placeholders (HWID-1, API-TOKEN-1, ...)
+          --replay FILE.har      answer the device API from a recording: per method, in order,
+                                 the last answer repeated; faults and waits on top
+          --apps-from-har FILE   print an --apps definition serving the recorded flags, and exit
           --verbose              log every request to standard error
           --help                 show this help
 
@@ -40,6 +54,12 @@ public enum EmulatorCommand {
         public var recordLimit = 20_000
         public var verbose = false
         public var help = false
+        public var tlsCertificate: String?
+        public var tlsKey: String?
+        public var upstream: String?
+        public var recordFile: String?
+        public var replayFile: String?
+        public var appsFromHAR: String?
 
         public init() {}
     }
@@ -82,6 +102,17 @@ public enum EmulatorCommand {
                 o.requireToken = t
             case "--threads": o.threads = try number(1...256)
             case "--record-limit": o.recordLimit = try number(1...10_000_000)
+            case "--tls-cert": o.tlsCertificate = try value()
+            case "--tls-key": o.tlsKey = try value()
+            case "--upstream":
+                let text = try value()
+                guard let url = PushwooshAPI.normalizedServerURL(text) else {
+                    throw UsageError(description: "--upstream: expected an http:// or https:// URL with a host, found \"\(text)\"")
+                }
+                o.upstream = url
+            case "--record": o.recordFile = try value()
+            case "--replay": o.replayFile = try value()
+            case "--apps-from-har": o.appsFromHAR = try value()
             case "--verbose", "-v":
                 if inline != nil { throw UsageError(description: "\(arg) takes no value") }
                 o.verbose = true
@@ -89,6 +120,11 @@ public enum EmulatorCommand {
             default: throw UsageError(description: "unknown argument \"\(args[k])\"")
             }
             k += 1
+        }
+        if o.recordFile != nil && o.upstream == nil { throw UsageError(description: "--record needs --upstream URL") }
+        if o.replayFile != nil && o.upstream != nil { throw UsageError(description: "--replay and --upstream exclude each other") }
+        if (o.tlsCertificate == nil) != (o.tlsKey == nil) {
+            throw UsageError(description: o.tlsKey == nil ? "--tls-cert needs --tls-key" : "--tls-key needs --tls-cert")
         }
         do {
             _ = try EmulatorServer.parseListen(o.listen)
@@ -120,6 +156,29 @@ public enum EmulatorCommand {
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
         }
+    }
+
+    /// Reads a HAR file for `--replay`; errors name the file and the entry.
+    public static func loadRecording(path: String) throws(EmulatorServerError) -> Recording {
+        do throws(DefinitionError) {
+            return try Recording(har: try readJSON(path, option: "--replay"))
+        } catch {
+            throw EmulatorServerError(description: "--replay: \(path): \(error.description)")
+        }
+    }
+
+    /// `--apps-from-har`: the definition reproducing a recording's flags.
+    public static func appsFromHAR(path: String) throws(EmulatorServerError) -> JSONValue {
+        do throws(DefinitionError) {
+            return try AppsFromHAR.definitions(try readJSON(path, option: "--apps-from-har"))
+        } catch {
+            throw EmulatorServerError(description: "--apps-from-har: \(path): \(error.description)")
+        }
+    }
+
+    private static func readJSON(_ path: String, option: String) throws(DefinitionError) -> JSONValue {
+        guard let data = FileManager.default.contents(atPath: path) else { throw DefinitionError([], "cannot read the file") }
+        return try StrictJSONParser.parse([UInt8](data))
     }
 
     /// Raises the soft open-files limit towards the hard one so that `connections` fit; returns the soft limit.
@@ -155,6 +214,15 @@ public enum EmulatorCommand {
             print(usage)
             return 0
         }
+        if let file = options.appsFromHAR {
+            do throws(EmulatorServerError) {
+                print(JSONWriter.string(try appsFromHAR(path: file)))
+                return 0
+            } catch {
+                FileHandle.standardError.write(Data("pushwoosh-emulator: \(error.description)\n".utf8))
+                return 1
+            }
+        }
         // Block the stop signals in every thread (the server's threads inherit
         // the mask) and take them synchronously below with sigwait.
         var stopSignals = sigset_t()
@@ -179,12 +247,28 @@ public enum EmulatorCommand {
                 logLine("state loaded apps=\(doc.apps.count) devices=\(doc.devices.count) clockOffsetSeconds=\(doc.clockOffset) file=\(file)")
                 saved = doc
             }
+            var tls: TLSIdentity?
+            if let certificate = options.tlsCertificate, let key = options.tlsKey {
+                tls = try TLSIdentity.load(certificate: certificate, key: key)
+            }
+            var replay: Recording?
+            if let file = options.replayFile {
+                replay = try loadRecording(path: file)
+                logLine("replay loaded methods=\(replay!.answers.keys.sorted().joined(separator: ",")) file=\(file)")
+            }
+            var upstream: Upstream?
+            if let url = options.upstream {
+                let recorder = try options.recordFile.map { (path) throws(EmulatorServerError) in try HARRecorder(path: path) }
+                upstream = Upstream(baseURL: url, recorder: recorder, log: logLine)
+                logLine("upstream url=\(url) record=\(options.recordFile ?? "-")")
+            }
             let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
                 listen: options.listen,
-                configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit),
+                configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit,
+                                                     upstream: options.upstream, replay: replay),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
-                connectionLimit: min(options.maxConnections, max(16, files - 64)))
+                connectionLimit: min(options.maxConnections, max(16, files - 64)), tls: tls, upstream: upstream)
             let port = try server.start()
             print("listening on \(server.host):\(port)")
             fflush(nil)

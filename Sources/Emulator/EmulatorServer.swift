@@ -11,7 +11,7 @@ public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equ
     public init(description: String) { self.description = description }
 }
 
-/// The Pushwoosh emulator's HTTP server (PROTOCOL D) on libmicrohttpd.
+/// The Pushwoosh emulator's HTTP server (docs/emulator.md D) on libmicrohttpd.
 ///
 /// ```swift
 /// let server = try EmulatorServer(listen: "127.0.0.1:0", apps: apps)
@@ -40,6 +40,10 @@ public final class EmulatorServer: Sendable {
     let clock: any EmulatorClock
     let connectionLimit: Int
     let log: (@Sendable (String) -> Void)?
+    /// HTTPS instead of HTTP (`--tls-cert`, `--tls-key`): libmicrohttpd's own TLS (GnuTLS).
+    public let tls: TLSIdentity?
+    /// `--upstream URL [--record FILE]`: where forwarded device API calls go.
+    public let upstream: Upstream?
 
     struct Runtime {
         var daemon: Handle?
@@ -74,8 +78,10 @@ public final class EmulatorServer: Sendable {
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
                 clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
-                connectionLimit: Int = 4096) throws(EmulatorServerError) {
+                connectionLimit: Int = 4096, tls: TLSIdentity? = nil, upstream: Upstream? = nil) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
+        self.tls = tls
+        self.upstream = upstream
         self.host = host
         requestedPort = port
         self.threads = max(1, threads)
@@ -128,7 +134,19 @@ public final class EmulatorServer: Sendable {
         }
         var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
-        let options: [CVarArg] = [
+        var options: [CVarArg] = []
+        if let tls {
+            guard MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == MHD_Result.YES else {
+                close(fd)
+                Unmanaged<EmulatorServer>.fromOpaque(me).release()
+                throw EmulatorServerError(description: "this libmicrohttpd has no TLS support")
+            }
+            flags |= MHD_USE_TLS.rawValue
+            // libmicrohttpd reads both at start (gnutls_certificate_set_x509_key_mem); they live as long as `tls`.
+            options += [Int32(MHD_OPTION.HTTPS_MEM_CERT.rawValue), tls.certificate.pointer,
+                        Int32(MHD_OPTION.HTTPS_MEM_KEY.rawValue), tls.key.pointer]
+        }
+        options += [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
             Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
             Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
@@ -147,7 +165,8 @@ public final class EmulatorServer: Sendable {
         guard let daemon = daemon.map(Handle.init) else {
             close(fd)
             Unmanaged<EmulatorServer>.fromOpaque(me).release()
-            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)")
+            let why = tls == nil ? "" : " (with TLS: is the key the certificate's, both PEM?)"
+            throw EmulatorServerError(description: "libmicrohttpd could not start on \(host):\(port)\(why)")
         }
         runtime.withLock {
             $0.daemon = daemon
@@ -155,7 +174,7 @@ public final class EmulatorServer: Sendable {
             $0.stopping = false
         }
         let (apps, flagCount) = state.withLock { s in (s.apps.count, s.apps.values.reduce(0) { $0 + $1.flags.count }) }
-        log?("emulator started listen=\(host):\(port) apps=\(apps) flags=\(flagCount) threads=\(threads)")
+        log?("emulator started listen=\(host):\(port) tls=\(tls == nil ? "no" : "yes") apps=\(apps) flags=\(flagCount) threads=\(threads)")
         return port
     }
 
@@ -256,7 +275,12 @@ public final class EmulatorServer: Sendable {
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
-        let response = outcome.render()          // serializing: outside the lock
+        var response = outcome.render()          // serializing: outside the lock
+        if outcome.forward, let upstream {  // the network: outside the lock too
+            let answer = upstream.forward(request)
+            if let call = outcome.forwardedCall { state.withLock { $0.forwardAnswered(call: call, status: answer.status) } }
+            response = answer
+        }
         for (ticket, answer) in outcome.woken {
             if let r = answer.render() { deliver(ticket, r) }
         }

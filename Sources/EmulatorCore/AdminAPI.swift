@@ -2,7 +2,7 @@ import AgentCore
 import Foundation
 
 extension EmulatorState {
-    // MARK: - Admin API (PROTOCOL D.2)
+    // MARK: - Admin API (docs/emulator.md D.2)
 
     mutating func admin(_ p: PreparedRequest, now: Date) -> Outcome {
         let verb = p.request.method

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 
-/// Where the emulator reads the host's wall time (PROTOCOL D.3). The emulator's own
+/// Where the emulator reads the host's wall time (docs/emulator.md D.3). The emulator's own
 /// time is this plus the state's clock offset (`POST /admin/clock`); tests inject a
 /// `ManualClock` and run in virtual time.
 public protocol EmulatorClock: Sendable {

@@ -1,6 +1,6 @@
 import AgentCore
 
-/// An application as the emulator knows it (PROTOCOL D.1).
+/// An application as the emulator knows it (docs/emulator.md D.1).
 public struct Application: Sendable, Equatable {
     public var code: String
     /// `false`: `getFeatureFlags` answers without `flags` (a plan without feature flags).

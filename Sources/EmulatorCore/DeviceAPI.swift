@@ -2,10 +2,17 @@ import AgentCore
 import Foundation
 
 extension EmulatorState {
-    // MARK: - Device API (PROTOCOL A)
+    // MARK: - Device API (docs/device-api.md A)
 
     static func envelope(_ code: Int, _ message: String, _ response: JSONValue = .null) -> JSONValue {
         .object(["status_code": .number(Double(code)), "status_message": .string(message), "response": response])
+    }
+
+    /// A refused device call (HTTP 400): the envelope plus `path`, where in the body the problem is.
+    static func refused(_ e: DefinitionError) -> Outcome {
+        guard case .object(var o) = envelope(400, e.description) else { return .json(400, .null) }
+        o["path"] = .string(e.path)
+        return .json(400, .object(o))
     }
 
     mutating func device(_ method: String, _ p: PreparedRequest, now: Date) -> Outcome {
@@ -21,12 +28,16 @@ extension EmulatorState {
                                    status: outcome.drop ? nil : outcome.status, fault: fault?.kind.name, hwid: hwid, userId: userId)
         requestLog.append(call)
         var answered = outcome
+        if outcome.forward { answered.forwardedCall = requestLog.appended - 1 }
         answered.woken = wakeParkedWaits(for: call)
         return answered
     }
 
     /// The answer to a device API call and the fault that fired for it, if any.
     mutating func deviceOutcome(_ method: String, _ p: PreparedRequest, now: Date) -> (Outcome, Fault?) {
+        guard DeviceMethods.isKnown(method) else {  // recorded, so a tester sees what was called
+            return (.json(404, Self.envelope(404, DeviceMethods.unknownMessage(method))), nil)
+        }
         if let token = configuration.requireToken, p.request.header("Authorization") != "Token \(token)" {
             return (.json(401, Self.envelope(401, "Unauthorized: expected Authorization: Token <token>")), nil)
         }
@@ -74,7 +85,8 @@ extension EmulatorState {
                 return (failed, fired)
             }
         }
-        var outcome = answer(method, p, partial: partial, now: now)
+        var outcome = configuration.upstream != nil ? Outcome.forwarded
+            : configuration.replay != nil ? replayAnswer(method) : answer(method, p, partial: partial, now: now)
         outcome.delayMs = delayMs
         outcome.events = events
         outcome.delivery = delivery
@@ -89,15 +101,18 @@ extension EmulatorState {
     }
 
     mutating func answer(_ method: String, _ p: PreparedRequest, partial: Bool, now: Date) -> Outcome {
-        func bad(_ e: DefinitionError) -> Outcome { .json(400, Self.envelope(400, e.description)) }
+        func bad(_ e: DefinitionError) -> Outcome { Self.refused(e) }
         let root: JSONValue
         switch p.json {
         case .success(let v)?: root = v
         case .failure(let e)?: return bad(e)
         case nil: return bad(DefinitionError([], "empty body (expected {\"request\": {…}})"))
         }
-        guard case .object(let top) = root, let request = top["request"] else {
-            return bad(DefinitionError([], "expected {\"request\": {…}}"))
+        guard case .object(let top) = root else {
+            return bad(DefinitionError([], "expected {\"request\": {…}}, found \(root.kindName)"))
+        }
+        guard let request = top["request"] else {
+            return bad(DefinitionError([.key("request")], "missing (expected {\"request\": {…}})"))
         }
         let fields: [String: JSONValue]
         let hwid: String?
@@ -118,7 +133,7 @@ extension EmulatorState {
                 return s
             }
             _ = try string("application", required: true)
-            hwid = try string("hwid", required: PushwooshAPI.Method(rawValue: method) != nil)
+            hwid = try string("hwid", required: true)
             userId = try string("userId", required: false)
             _ = try string("v", required: false)
             if let t = o["device_type"], t.numberValue == nil {
@@ -130,7 +145,9 @@ extension EmulatorState {
         guard let app = apps[fields["application"]!.stringValue!] else {
             return .json(200, Self.envelope(Self.applicationNotFoundCode, "Application not found"))
         }
-        guard let known = PushwooshAPI.Method(rawValue: method), let hwid else { return .json(200, Self.envelope(200, "OK", .object([:]))) }
+        guard let known = PushwooshAPI.Method(rawValue: method), let hwid else {  // deviceOutcome answered the others
+            return .json(404, Self.envelope(404, DeviceMethods.unknownMessage(method)))
+        }
 
         var record = devices[hwid] ?? DeviceRecord(hwid: hwid)
         if let userId { record.userId = userId }

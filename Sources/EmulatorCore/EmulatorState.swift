@@ -6,10 +6,17 @@ public struct EmulatorConfiguration: Sendable {
     public var requireToken: String?
     /// How many device API calls `GET /admin/requests` keeps (the oldest are dropped).
     public var recordLimit: Int
+    /// `--upstream URL`: device API calls are forwarded there (the server does it; the
+    /// state answers them with `Outcome.forward`), faults and waits still apply.
+    public var upstream: String?
+    /// `--replay FILE.har`: device API calls are answered from this recording.
+    public var replay: Recording?
 
-    public init(requireToken: String? = nil, recordLimit: Int = 20_000) {
+    public init(requireToken: String? = nil, recordLimit: Int = 20_000, upstream: String? = nil, replay: Recording? = nil) {
         self.requireToken = requireToken
         self.recordLimit = recordLimit
+        self.upstream = upstream
+        self.replay = replay
     }
 }
 
@@ -31,6 +38,8 @@ public struct EmulatorState: Sendable {
     public internal(set) var requestLog: RequestLog
     /// Seconds the emulator's time is ahead of the host's (`POST /admin/clock`); never negative.
     public internal(set) var clockOffset: TimeInterval = 0
+    /// `--replay`: how many answers of each method were given (the next is the next recorded one).
+    var replayed: [String: Int] = [:]
     /// Parked `GET /admin/requests/wait` calls (not part of the saved state).
     public internal(set) var waits = WaitRoom()
 
@@ -64,6 +73,7 @@ public struct EmulatorState: Sendable {
         requestLog.clear()
         recountParkedWaits()
         clockOffset = 0
+        replayed.removeAll()
     }
 
     /// Routes, parses and handles a request at the injected clock's time.
@@ -99,7 +109,7 @@ public struct EmulatorState: Sendable {
                 let unknown = o.keys.sorted()[0]
                 return .error(400, "\(unknown): unknown field (\(verb) \(p.request.path) takes no body)", path: unknown)
             case .success(let other):
-                return .error(400, "\(verb) \(p.request.path) takes no body, found \(other.kindName)")
+                return .error(400, "\(verb) \(p.request.path) takes no body, found \(other.kindName)", path: "")
             case .failure(let e):
                 return .invalid(e)
             }

@@ -45,7 +45,7 @@ public struct DeviceContext: Sendable {
     }
 }
 
-/// One flag as `getFeatureFlags` returns it (PROTOCOL A.3).
+/// One flag as `getFeatureFlags` returns it (docs/device-api.md A.3).
 public struct EvaluatedFlag: Sendable, Equatable {
     public var key: String
     public var enabled: Bool

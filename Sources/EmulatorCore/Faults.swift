@@ -1,7 +1,7 @@
 import AgentCore
 import Foundation
 
-/// A fault armed with `POST /admin/faults` (PROTOCOL D.2, D.3): calls of `method`
+/// A fault armed with `POST /admin/faults` (docs/emulator.md D.2, D.3): calls of `method`
 /// (only those of `hwid` / `userId` when set) fail as described, `times` times and/or
 /// for `forSeconds` of emulator time, each with `probability` (drawn from `seed`).
 public struct Fault: Sendable, Equatable {
@@ -76,15 +76,25 @@ public struct Fault: Sendable, Equatable {
     public static let fields: Set<String> = ["method", "times", "http", "retryAfter", "statusCode", "body", "drop", "delayMs",
                                              "partial", "hwid", "userId", "forSeconds", "probability", "seed",
                                              "truncateAfterBytes", "stallAfterHeaders", "reset"]
-    static let kindList = "http, statusCode, body, drop, partial, truncateAfterBytes, stallAfterHeaders, reset"
+    /// Every kind a fault can have, as its field is spelled (`delayMs` may also accompany any other).
+    public static let kindFields = ["http", "statusCode", "body", "drop", "partial", "delayMs",
+                                    "truncateAfterBytes", "stallAfterHeaders", "reset"]
+    static let kindList = kindFields.joined(separator: ", ")
 
     /// Decodes `{"method": "getFeatureFlags", "times": 3, "http": 503, "retryAfter": 10}`
     /// and the D.3 fields. Exactly one kind (`http`, `statusCode`, `body`, `drop`,
     /// `partial`, `truncateAfterBytes`, `stallAfterHeaders`, `reset`), or only `delayMs`;
     /// `delayMs` and the scope fields may accompany any of them.
     public init(json: JSONValue) throws(DefinitionError) {
+        if case .object(let o) = json, let unknown = o.keys.filter({ !Self.fields.contains($0) }).sorted().first {
+            // `GET /admin/faults` shows a `kind`; arming takes the kind's own field.
+            let why = unknown == "kind" ? "a fault's kind is its own field" : "a fault has method, one kind"
+            throw DefinitionError([.key(unknown)], "unknown field (\(why); kinds: \(Self.kindList); "
+                                  + "besides: \(Self.fields.subtracting(Self.kindFields).sorted().joined(separator: ", ")))")
+        }
         let r = try ObjectReader(json, at: [], allowed: Self.fields)
         method = try r.string("method", required: true)!
+        guard DeviceMethods.isKnown(method) else { throw DefinitionError([.key("method")], DeviceMethods.unknownMessage(method)) }
         delayMs = Int(try r.number("delayMs", expectation: "an integer 0-\(Self.maxDelayMs)",
                                    range: 0...Double(Self.maxDelayMs), integer: true) ?? 0)
         var kinds: [Kind] = []
@@ -117,14 +127,12 @@ public struct Fault: Sendable, Equatable {
             kinds.append(.truncate(afterBytes: Int(n)))
         }
         if kinds.count > 1 {
-            if kinds.count == 2, kinds.allSatisfy({ ["http", "statusCode", "garbage", "drop", "partial"].contains($0.name) }) {
-                throw DefinitionError([], "expected only one of http, statusCode, body, drop, partial (delayMs may accompany any)")
-            }
             let names = kinds.map { $0.name == "garbage" ? "body" : $0.name }
-            throw DefinitionError([.key(names[1])], "cannot be combined with \(names[0]) (expected only one of \(Self.kindList))")
+            throw DefinitionError([.key(names[1])], "cannot be combined with \(names[0]) "
+                                  + "(expected only one kind of: \(Self.kindList); delayMs may accompany any)")
         }
         if kinds.isEmpty, r.members["delayMs"] == nil {
-            throw DefinitionError([], "expected one of http, statusCode, body, drop, partial, delayMs")
+            throw DefinitionError([], "no fault kind (expected one of: \(Self.kindList))")
         }
         kind = kinds.first ?? .delayOnly
         hwid = try r.string("hwid")

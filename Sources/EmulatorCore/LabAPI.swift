@@ -1,7 +1,7 @@
 import AgentCore
 import Foundation
 
-/// PROTOCOL D.3's calls: waiting for and counting requests, the emulator's clock,
+/// docs/emulator.md D.3's calls: waiting for and counting requests, the emulator's clock,
 /// reset, and the whole state.
 extension EmulatorState {
     /// Ten years: the furthest the emulator's clock may run ahead of the host's.

@@ -3,7 +3,7 @@ import Foundation
 
 /// One device API call as `GET /admin/requests` shows it.
 public struct RecordedRequest: Sendable {
-    /// Emulator time (PROTOCOL D.3) when it was received.
+    /// Emulator time (docs/emulator.md D.3) when it was received.
     public var time: Date
     /// The device API method (`getFeatureFlags`).
     public var method: String
@@ -135,16 +135,26 @@ public struct RequestWait: Sendable, Hashable {
 public struct RequestLog: Sendable {
     public let limit: Int
     private var entries: [RecordedRequest] = []
+    /// Calls appended since the start (the serial number of the next one).
+    public private(set) var appended = 0
 
     public init(limit: Int) { self.limit = max(1, limit) }
 
     public mutating func append(_ r: RecordedRequest) {
         entries.append(r)
+        appended += 1
         // Trim in chunks so appending stays amortized O(1).
         if entries.count >= limit + max(1, limit / 4) { entries.removeFirst(entries.count - limit) }
     }
 
     public mutating func clear() { entries.removeAll() }
+
+    /// Sets the status of call number `serial` (a forwarded call, answered after it was logged),
+    /// if it is still kept.
+    public mutating func setStatus(ofCall serial: Int, _ status: Int?) {
+        let index = serial - (appended - entries.count)
+        if entries.indices.contains(index) { entries[index].status = status }
+    }
 
     /// Calls of `method` (all when nil) received at or after `since`.
     public func select(method: String?, since: Date?) -> [RecordedRequest] {

@@ -5,7 +5,7 @@ public enum FlagAction: String, Sendable, CaseIterable {
     case kill, unkill, archive, unarchive
 }
 
-/// Where a request goes (PROTOCOL A, D.2 and D.3).
+/// Where a request goes (docs/device-api.md A, D.2 and D.3).
 public enum Route: Sendable, Equatable {
     case device(method: String)        // /json/1.3/{method}
     case apps                          // /admin/apps
@@ -108,7 +108,7 @@ public struct Outcome: Sendable {
         case raw([UInt8], contentType: String)
     }
 
-    /// How the answer goes out (PROTOCOL D.3 body faults).
+    /// How the answer goes out (docs/emulator.md D.3 body faults).
     public enum Delivery: Sendable, Equatable {
         case normal
         /// Headers and the first N bytes of the body, then close.
@@ -135,6 +135,17 @@ public struct Outcome: Sendable {
     public var ticket: Int?
     /// Parked waits this call completed (a device call that grew the request log).
     public var woken: [(ticket: Int, outcome: Outcome)] = []
+    /// `--upstream`: the server forwards the call and answers with what comes back.
+    public var forward = false
+    /// The forwarded call's number in the request log (`EmulatorState.forwardAnswered`).
+    public var forwardedCall: Int?
+
+    /// A device API call to forward upstream (its status is the upstream's; 0 until then).
+    static var forwarded: Outcome {
+        var o = Outcome(status: 0, body: .json(.null))
+        o.forward = true
+        return o
+    }
 
     init(status: Int, headers: [HeaderField] = [], body: Body, drop: Bool = false, delayMs: Int = 0,
          events: [String] = []) {
@@ -152,7 +163,7 @@ public struct Outcome: Sendable {
 
     static func error(_ status: Int, _ message: String, path: String? = nil, headers: [HeaderField] = []) -> Outcome {
         var o: [String: JSONValue] = ["error": .string(message)]
-        if let path, !path.isEmpty { o["path"] = .string(path) }
+        if let path { o["path"] = .string(path) }  // every 400 has one; "" is the body itself
         return Outcome(status: status, headers: headers, body: .json(.object(o)))
     }
 
@@ -168,7 +179,7 @@ public struct Outcome: Sendable {
     /// The bytes to send, or nil when the connection is to be dropped (or parked).
     /// Serializing is done outside the state's lock.
     public func render() -> EmulatorResponse? {
-        if drop || wait != nil { return nil }
+        if drop || wait != nil || forward { return nil }
         switch body {
         case .json(let v):
             return EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,

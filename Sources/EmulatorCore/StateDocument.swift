@@ -24,14 +24,19 @@ public struct StateDocument: Sendable, Equatable {
         self.clockOffset = clockOffset
     }
 
-    /// Decodes the document strictly: unknown fields, wrong types and duplicate
-    /// application codes or HWIDs are errors that name the path.
+    /// Its sections, every one required: a document missing one is refused rather than
+    /// read as "no apps" or "no devices" (which would wipe them).
+    public static let sections = ["version", "clockOffsetSeconds", "apps", "devices"]
+
+    /// Decodes the document strictly: a missing section, unknown fields, wrong types and
+    /// duplicate application codes or HWIDs are errors that name the path.
     public init(json: JSONValue) throws(DefinitionError) {
-        let r = try ObjectReader(json, at: [], allowed: ["version", "clockOffsetSeconds", "apps", "devices"])
-        guard let version = try r.number("version", expectation: "\(Self.version)", range: 1...1, integer: true) else {
-            throw DefinitionError([.key("version")], "missing (expected \(Self.version))")
+        let r = try ObjectReader(json, at: [], allowed: Set(Self.sections))
+        _ = try r.number("version", expectation: "\(Self.version)", range: 1...1, integer: true)
+        if let missing = Self.sections.first(where: { r.members[$0] == nil }) {
+            throw DefinitionError([.key(missing)], "missing (a state document has every section: \(Self.sections.joined(separator: ", "))"
+                                  + "; GET /admin/state gives one)")
         }
-        _ = version
         clockOffset = try r.number("clockOffsetSeconds", expectation: "a number of seconds 0-\(Int(EmulatorState.maxClockOffset))",
                                    range: 0...EmulatorState.maxClockOffset) ?? 0
         apps = []

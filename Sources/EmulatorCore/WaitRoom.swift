@@ -1,7 +1,7 @@
 import AgentCore
 import Foundation
 
-/// The parked `GET /admin/requests/wait` calls (PROTOCOL D.3), by ticket. Each keeps a
+/// The parked `GET /admin/requests/wait` calls (docs/emulator.md D.3), by ticket. Each keeps a
 /// running count of the matching calls, and waits are indexed by the HWID they ask
 /// for, so a device call costs a check of only the waits it could complete, however
 /// many others are parked.

@@ -44,7 +44,7 @@ public final class AgentDriver: @unchecked Sendable {
     /// starting while the runner winds down.
     var runEnding: Bool { ctx.recorder.stopping || now() >= ctx.deadline }
 
-    /// Writes the agent's configuration (PROTOCOL C.1) with the shortened timings.
+    /// Writes the agent's configuration (docs/configuration.md C.1) with the shortened timings.
     public func prepare() throws(HTTPError) {
         do {
             try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
@@ -58,10 +58,10 @@ public final class AgentDriver: @unchecked Sendable {
             RequestTimeout=8s
 
             [FeatureFlags]
-            StoredFlagsLifetime=\(formatSpan(t.lifetime))
-            SessionTimeout=\(formatSpan(t.sessionGap))
-            RefreshInterval=\(formatSpan(t.refresh))
-            ThrottleWindow=\(formatSpan(t.throttle))
+            StoredFlagsLifetime=\(TimeSpan.format(t.lifetime))
+            SessionTimeout=\(TimeSpan.format(t.sessionGap))
+            RefreshInterval=\(TimeSpan.format(t.refresh))
+            ThrottleWindow=\(TimeSpan.format(t.throttle))
             \(ctx.options.realTimings ? "\n[Device]\nClock=controlled\n" : "")
             """
             try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
@@ -305,7 +305,7 @@ public final class AgentDriver: @unchecked Sendable {
             } else if let e = exit, e != .exited(0) {
                 violation("stop", "\(e) after SIGTERM (expected exit code 0)", evidence: tail(logPath, lines: 15))
             } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
-                violation("stop", String(format: "took %.2f s to exit after SIGTERM (PROTOCOL C: within a second)", at - t0))
+                violation("stop", String(format: "took %.2f s to exit after SIGTERM (docs/configuration.md C: within a second)", at - t0))
             }
             usleep(20_000)
             ctx.notify.pump(timeout: 0)
@@ -318,7 +318,7 @@ public final class AgentDriver: @unchecked Sendable {
         // Down for a moment (sometimes long enough to let flags age on disk).
         usleep(UInt32(rng.unit() * 2_000_000))
         ctx.recorder.count(agent: index, sig == SIGTERM ? "sigterm" : "sigkill")
-        // The run may have ended meanwhile (issue 17: a start after the deadline raced the
+        // The run may have ended meanwhile (seed 864767728: a start after the deadline raced the
         // runner's wind-down); then the agent stays down and the driver finishes.
         guard !runEnding else { return }
         if start() { observeStatus() }

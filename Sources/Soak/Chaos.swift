@@ -6,7 +6,7 @@ import HarnessSupport
 #endif
 
 /// The server side of the soak: flag changes and faults through the emulator's admin API
-/// (PROTOCOL D.2), from its own thread. One fault is armed at a time, so each faulted
+/// (docs/emulator.md D.2), from its own thread. One fault is armed at a time, so each faulted
 /// request in the log belongs to the fault armed last.
 public final class Chaos: @unchecked Sendable {
     let http: LoopbackHTTP
@@ -91,7 +91,7 @@ public final class Chaos: @unchecked Sendable {
         ctx.recorder.fault(ArmedFault(method: f["method"]!.stringValue!, start: t0, end: now(), json: .object(f)))
     }
 
-    /// PROTOCOL D.3: one device's network goes away for a while (a fault scoped to its
+    /// docs/emulator.md D.3: one device's network goes away for a while (a fault scoped to its
     /// HWID, for a window of emulator time) while the others keep refreshing. The
     /// `outage` check then holds the log to it: inside the window every flags request of
     /// that device is dropped, and nobody else's is.

@@ -7,7 +7,7 @@ import Glibc
 import HarnessSupport
 #endif
 
-/// The real-timings run's clock (PROTOCOL H): steps every agent's controlled clock and the
+/// The real-timings run's clock (docs/device-clock.md H): steps every agent's controlled clock and the
 /// emulator's forward together, from its own thread, while no driver acts (`WorldGate`).
 /// Each step ends at the earliest timer any agent has armed (or `maxStep` ahead), so every
 /// timer runs with all clocks at its own time and each request is logged at the device time

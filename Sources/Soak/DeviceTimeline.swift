@@ -2,7 +2,7 @@ import AgentCore
 import Foundation
 import Synchronization
 
-/// The device clocks of a real-timings run (PROTOCOL H): every agent's controlled clock and
+/// The device clocks of a real-timings run (docs/device-clock.md H): every agent's controlled clock and
 /// the emulator's stand `offset` ahead of the runner's real clock, all by the same amount,
 /// because the runner moves them together (`ClockDriver`). The checkers judge in device
 /// time, so what the runner saw (real times) is converted with the offset that held then.

@@ -7,7 +7,7 @@ public typealias Time = Double
 
 public func now() -> Time { Date().timeIntervalSince1970 }
 
-/// The timings the agents run with (PROTOCOL C.1 [FeatureFlags]).
+/// The timings the agents run with (docs/configuration.md C.1 [FeatureFlags]).
 public struct Timings: Sendable, Equatable {
     public var lifetime: Double
     public var sessionGap: Double
@@ -266,7 +266,7 @@ public struct ArmedFault: Sendable {
     public var start: Time
     public var end: Time
     public var json: JSONValue
-    /// The one agent a fault scoped to its HWID hits (PROTOCOL D.3); nil: whoever calls.
+    /// The one agent a fault scoped to its HWID hits (docs/emulator.md D.3); nil: whoever calls.
     public var agent: Int?
 
     public init(method: String, start: Time, end: Time, json: JSONValue, agent: Int? = nil) {

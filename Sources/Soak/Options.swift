@@ -15,6 +15,8 @@ public struct SoakOptions: Sendable {
     public var seed: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000) & 0xFFFF_FFFF
     public var binDirectory: String?
     public var reportDirectory = "soak-report"
+    /// `--junit FILE`: also write the run as JUnit XML there.
+    public var junitFile: String?
     public var apps: String?
     public var timings = Timings()
     /// Mean seconds between one agent's actions.
@@ -45,7 +47,7 @@ public struct SoakOptions: Sendable {
     public init() {}
 
     public static let usage = """
-    usage: pushwoosh-soak [--duration 10m] [--agents N] [--seed S] [--bin DIR] [--report DIR]
+    usage: pushwoosh-soak [--duration 10m] [--agents N] [--seed S] [--bin DIR] [--report DIR] [--junit FILE]
                           [--lifetime 60s] [--session-gap 10s] [--refresh 15s] [--throttle 5s]
                           [--pace 1s] [--restart-every 60s] [--chaos-every 5s] [--no-faults]
                           [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet]
@@ -54,7 +56,9 @@ public struct SoakOptions: Sendable {
     Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened
     timings, drives random actions, flag changes, server faults and restarts, and checks
     the agent's invariants continuously. Exits 1 on the first violation (0 when none,
-    2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg.
+    2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg;
+    --junit FILE also writes the run as JUnit XML (a test case per invariant and per agent).
+    The last lines printed say how many times each invariant was checked and which never were.
 
     --real-timings runs the SDK's own timings instead (24 h lifetime, 30 min sessions, 1 h
     refresh, 5 min throttle) on controlled device clocks: the runner steps every agent's
@@ -73,7 +77,7 @@ public struct SoakOptions: Sendable {
         }
         func span(_ name: String) throws(HTTPError) -> Double {
             let text = try value(name)
-            guard let s = parseSpan(text) else { throw HTTPError("\(name): expected a time span like 90s, 10m, 1h, 500ms; found \"\(text)\"") }
+            guard let s = TimeSpan.parse(text) else { throw HTTPError("\(name): expected a time span like 90s, 10m, 1h, 500ms; found \"\(text)\"") }
             return s
         }
         while i < args.count {
@@ -90,6 +94,10 @@ public struct SoakOptions: Sendable {
                 o.seed = n
             case "--bin": o.binDirectory = try value(a)
             case "--report": o.reportDirectory = try value(a)
+            case "--junit":
+                let file = try value(a)
+                guard !file.isEmpty, !file.hasSuffix("/") else { throw HTTPError("--junit: expected a file name, found \"\(file)\"") }
+                o.junitFile = file
             case "--apps": o.apps = try value(a)
             case "--lifetime": o.timings.lifetime = try span(a)
             case "--session-gap": o.timings.sessionGap = try span(a)
@@ -129,30 +137,4 @@ public struct SoakOptions: Sendable {
         }
         return o
     }
-}
-
-/// systemd-style spans: `90s`, `10m`, `10min`, `1h`, `500ms`, `1h30m`; a bare number is seconds.
-public func parseSpan(_ text: String) -> Double? {
-    let units: [(String, Double)] = [("ms", 0.001), ("min", 60), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
-    var rest = Substring(text.trimmingCharacters(in: .whitespaces))
-    if let plain = Double(rest), plain >= 0 { return plain }
-    var total = 0.0
-    var any = false
-    while !rest.isEmpty {
-        let number = rest.prefix { $0.isNumber || $0 == "." }
-        guard !number.isEmpty, let n = Double(number) else { return nil }
-        rest = rest.dropFirst(number.count)
-        guard let (unit, size) = units.first(where: { rest.hasPrefix($0.0) }) else { return nil }
-        rest = rest.dropFirst(unit.count)
-        total += n * size
-        any = true
-        rest = rest.drop { $0 == " " }
-    }
-    return any ? total : nil
-}
-
-/// `90` → `90s`, `0.5` → `500ms` (what the agent's configuration accepts).
-public func formatSpan(_ seconds: Double) -> String {
-    let ms = Int((seconds * 1000).rounded())
-    return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
 }

@@ -8,11 +8,51 @@ import HarnessSupport
 
 // MARK: - The timeline (hand-written SVG)
 
+/// One `getFeatureFlags` request as the emulator logged it.
+public struct RefreshMark: Sendable, Equatable {
+    public var time: Time
+    public var succeeded: Bool
+    /// HTTP status answered; nil: dropped.
+    public var status: Int?
+    /// The fault kind that fired, if any.
+    public var fault: String?
+
+    public init(time: Time, succeeded: Bool, status: Int? = 200, fault: String? = nil) {
+        self.time = time
+        self.succeeded = succeeded
+        self.status = status
+        self.fault = fault
+    }
+
+    /// `getFeatureFlags at 2027-01-15T08:00:00.000Z (device time): failed, HTTP 503 (fault http)`.
+    public func tooltip(clock: String) -> String {
+        let answer = status.map { "HTTP \($0)" } ?? "dropped"
+        return "getFeatureFlags at \(iso8601(time)) (\(clock)): \(succeeded ? "ok" : "failed"), \(answer)" + (fault.map { " (fault \($0))" } ?? "")
+    }
+}
+
+/// A span the timeline shades: a fault that was armed (from arming to its end), with what it was.
+public struct TimelineSpan: Sendable, Equatable {
+    public var start: Time
+    public var end: Time
+    public var label: String
+
+    public init(start: Time, end: Time, label: String) {
+        self.start = start
+        self.end = end
+        self.label = label
+    }
+}
+
 /// What the timeline shows for one agent.
 public struct TimelineLane: Sendable {
     public var title: String
-    /// getFeatureFlags: time, succeeded, fault kind.
-    public var refreshes: [(Time, Bool, String?)] = []
+    /// Every getFeatureFlags request of this agent.
+    public var refreshes: [RefreshMark] = []
+    /// User switches: time and the new User ID.
+    public var users: [(Time, String)] = []
+    /// Faults scoped to this agent (an outage of its device).
+    public var faults: [TimelineSpan] = []
     /// Restarts: time and signal (SIGTERM / SIGKILL).
     public var restarts: [(Time, Int32)] = []
     public var readies: [Time] = []
@@ -33,8 +73,15 @@ public struct TimelineData: Sendable {
     public var refreshInterval: Double
     public var trackedFlag: String
     public var lanes: [TimelineLane]
+    /// What the axis measures: "device time" (--real-timings) or "real time".
+    public var clock: String
+    /// Faults that hit every device, drawn across every lane.
+    public var faults: [TimelineSpan]
+    /// Flag changes through the admin API: time and what (`kill new_checkout`).
+    public var flagChanges: [(Time, String)]
 
-    public init(title: String, start: Time, end: Time, lifetime: Double, refreshInterval: Double, trackedFlag: String, lanes: [TimelineLane]) {
+    public init(title: String, start: Time, end: Time, lifetime: Double, refreshInterval: Double, trackedFlag: String, lanes: [TimelineLane],
+                clock: String = "real time", faults: [TimelineSpan] = [], flagChanges: [(Time, String)] = []) {
         self.title = title
         self.start = start
         self.end = end
@@ -42,6 +89,9 @@ public struct TimelineData: Sendable {
         self.refreshInterval = refreshInterval
         self.trackedFlag = trackedFlag
         self.lanes = lanes
+        self.clock = clock
+        self.faults = faults
+        self.flagChanges = flagChanges
     }
 }
 
@@ -66,6 +116,12 @@ public enum TimelineSVG {
 
     static func f(_ x: Double) -> String { String(format: "%.1f", x) }
 
+    static let faultColor = "#ff922b", changeColor = "#0b7285", userColor = "#862e9c"
+
+    static func spanTitle(_ span: TimelineSpan, _ clock: String) -> String {
+        "\(span.label) from \(iso8601(span.start)) to \(iso8601(span.end)) (\(clock))"
+    }
+
     static func stateColor(_ s: TrackedState) -> String {
         switch s {
         case .on: "#2e9d4f"
@@ -77,7 +133,7 @@ public enum TimelineSVG {
     }
 
     public static func render(_ d: TimelineData) -> String {
-        let width = 1400.0, left = 120.0, right = 24.0, top = 96.0, laneHeight = 96.0
+        let width = 1400.0, left = 120.0, right = 24.0, top = 112.0, laneHeight = 96.0
         let lanes = Array(d.lanes.prefix(maxLanes))
         let height = top + Double(lanes.count) * laneHeight + 40
         let span = max(1, d.end - d.start)
@@ -92,30 +148,34 @@ public enum TimelineSVG {
         // Legend.
         var lx = 12.0
         let legend: [(String, String)] = [("#2e9d4f", "refresh ok"), ("#d64545", "refresh failed"), ("#e8eaed", "background"),
-                                          ("#f08c00", "SIGTERM"), ("#7048e8", "SIGKILL"), ("#1c7ed6", "READY=1")]
+                                          ("#f08c00", "SIGTERM"), ("#7048e8", "SIGKILL"), ("#1c7ed6", "READY=1"),
+                                          (faultColor, "fault armed"), (changeColor, "flag change"), (userColor, "user switch")]
         for (color, label) in legend {
             s += "<rect x=\"\(f(lx))\" y=\"34\" width=\"12\" height=\"12\" fill=\"\(color)\" stroke=\"#555\" stroke-width=\"0.5\"/>"
             s += "<text x=\"\(f(lx + 16))\" y=\"44\">\(esc(label))</text>\n"
             lx += 20 + Double(label.count) * 6.5 + 14
         }
-        s += "<text x=\"\(f(lx))\" y=\"44\">\(esc(d.trackedFlag)):</text>\n"
+        lx = 12  // second row: the tracked flag, the cache age, violations
+        s += "<text x=\"\(f(lx))\" y=\"64\">\(esc(d.trackedFlag)):</text>\n"
         lx += Double(d.trackedFlag.count + 1) * 6.5 + 8
         for st in [TrackedState.on, .off, .killed, .absent, .none] {
-            s += "<rect x=\"\(f(lx))\" y=\"34\" width=\"12\" height=\"12\" fill=\"\(stateColor(st))\" stroke=\"#555\" stroke-width=\"0.5\"/>"
-            s += "<text x=\"\(f(lx + 16))\" y=\"44\">\(st == .none ? "no flags" : st.rawValue)</text>\n"
+            s += "<rect x=\"\(f(lx))\" y=\"54\" width=\"12\" height=\"12\" fill=\"\(stateColor(st))\" stroke=\"#555\" stroke-width=\"0.5\"/>"
+            s += "<text x=\"\(f(lx + 16))\" y=\"64\">\(st == .none ? "no flags" : st.rawValue)</text>\n"
             lx += 20 + Double(st.rawValue.count) * 6.5 + 18
         }
-        s += "<line x1=\"\(f(lx))\" y1=\"40\" x2=\"\(f(lx + 20))\" y2=\"40\" stroke=\"#1c7ed6\" stroke-width=\"1.5\"/><text x=\"\(f(lx + 24))\" y=\"44\">cache age (0…lifetime \(Int(d.lifetime)) s)</text>\n"
-        lx += 200
-        s += "<line x1=\"\(f(lx))\" y1=\"34\" x2=\"\(f(lx))\" y2=\"48\" stroke=\"#e03131\" stroke-width=\"2\"/><text x=\"\(f(lx + 5))\" y=\"44\">violation</text>\n"
+        s += "<line x1=\"\(f(lx))\" y1=\"60\" x2=\"\(f(lx + 20))\" y2=\"60\" stroke=\"#1c7ed6\" stroke-width=\"1.5\"/><text x=\"\(f(lx + 24))\" y=\"64\">cache age (0…lifetime \(Int(d.lifetime)) s)</text>\n"
+        lx += 24 + Double("cache age (0…lifetime \(Int(d.lifetime)) s)".count) * 6.5 + 14
+        s += "<line x1=\"\(f(lx))\" y1=\"54\" x2=\"\(f(lx))\" y2=\"68\" stroke=\"#e03131\" stroke-width=\"2\"/><text x=\"\(f(lx + 5))\" y=\"64\">violation</text>\n"
 
-        // Time axis.
-        let steps: [Double] = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400]
-        let step = steps.first { span / $0 <= 14 } ?? 28800
+        // Time axis, from the start, in the run's clock.
+        s += "<text x=\"\(f(left))\" y=\"\(f(top - 32))\" fill=\"#555\">time axis: \(esc(d.clock)), from \(esc(iso8601(d.start)))</text>\n"
+        let steps: [Double] = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400]
+        let step = steps.first { span / $0 <= 14 } ?? 172_800
         var tick = 0.0
         while tick <= span + 0.001 {
             let tx = x(d.start + tick)
-            let label = tick >= 3600 ? String(format: "%dh%02dm", Int(tick) / 3600, Int(tick) % 3600 / 60)
+            let label = tick >= 86400 ? String(format: "%dd%02dh", Int(tick) / 86400, Int(tick) % 86400 / 3600)
+                : tick >= 3600 ? String(format: "%dh%02dm", Int(tick) / 3600, Int(tick) % 3600 / 60)
                 : tick >= 60 ? String(format: "%dm%02ds", Int(tick) / 60, Int(tick) % 60) : "\(Int(tick))s"
             s += "<line x1=\"\(f(tx))\" y1=\"\(f(top - 12))\" x2=\"\(f(tx))\" y2=\"\(f(height - 40))\" stroke=\"#eceff1\" stroke-width=\"1\"/>"
             s += "<text x=\"\(f(tx))\" y=\"\(f(top - 16))\" text-anchor=\"middle\" fill=\"#555\">\(label)</text>\n"
@@ -130,10 +190,18 @@ public enum TimelineSVG {
             for (b, e) in lane.background {
                 s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(e ?? d.end) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"#e8eaed\" opacity=\"0.8\"><title>background \(esc(iso8601(b)))</title></rect>\n"
             }
-            for (t, ok, fault) in lane.refreshes where t >= d.start && t <= d.end {
-                let color = ok ? "#2e9d4f" : "#d64545"
-                let tip = "getFeatureFlags \(iso8601(t)) \(ok ? "ok" : "failed")" + (fault.map { " (fault \($0))" } ?? "")
-                s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y + 20))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + 36))\" stroke=\"\(color)\" stroke-width=\"\(ok ? 1.5 : 2.5)\"><title>\(esc(tip))</title></line>\n"
+            for span in lane.faults {
+                s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(y))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(laneHeight - 8))\" "
+                    + "fill=\"\(faultColor)\" opacity=\"0.3\"><title>\(esc(spanTitle(span, d.clock)))</title></rect>\n"
+            }
+            // Every request, each with its tooltip (a run's requests stay in the thousands).
+            for mark in lane.refreshes {
+                let color = mark.succeeded ? "#2e9d4f" : "#d64545"
+                s += "<line x1=\"\(f(x(mark.time)))\" y1=\"\(f(y + 20))\" x2=\"\(f(x(mark.time)))\" y2=\"\(f(y + 36))\" stroke=\"\(color)\" "
+                    + "stroke-width=\"\(mark.succeeded ? 1.5 : 2.5)\"><title>\(esc(mark.tooltip(clock: d.clock)))</title></line>\n"
+            }
+            for (t, user) in lane.users {
+                s += "<path d=\"M\(f(x(t))),\(f(y + 3)) l4,5 l-4,5 l-4,-5 z\" fill=\"\(userColor)\"><title>user switch to \(esc(user)) at \(esc(iso8601(t))) (\(esc(d.clock)))</title></path>\n"
             }
             // Tracked flag state band.
             for (k, (t, st)) in lane.tracked.enumerated() {
@@ -186,6 +254,16 @@ public enum TimelineSVG {
             }
             s += "</g>\n"
         }
+        // What hit every device: faults armed for everyone, flag changes, across all lanes.
+        let bottom = top + Double(lanes.count) * laneHeight - 8
+        for span in d.faults {
+            s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(top - 10))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(bottom - top + 10))\" "
+                + "fill=\"\(faultColor)\" opacity=\"0.22\"><title>\(esc(spanTitle(span, d.clock)))</title></rect>\n"
+        }
+        for (t, what) in d.flagChanges {
+            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(top - 10))\" x2=\"\(f(x(t)))\" y2=\"\(f(bottom))\" stroke=\"\(changeColor)\" stroke-width=\"1\" "
+                + "stroke-dasharray=\"3 2\" opacity=\"0.7\"><title>flag change: \(esc(what)) at \(esc(iso8601(t))) (\(esc(d.clock)))</title></line>\n"
+        }
         if d.lanes.count > lanes.count {
             s += "<text x=\"\(f(left))\" y=\"\(f(height - 16))\" fill=\"#555\">\(d.lanes.count - lanes.count) more agents not drawn (see summary.json)</text>\n"
         }
@@ -210,94 +288,5 @@ public func prettyJSON(_ v: JSONValue, indent: String = "") -> String {
             .joined(separator: ",\n") + "\n" + indent + "}"
     default:
         return JSONWriter.string(v)
-    }
-}
-
-extension SoakRunner {
-    func writeReport(_ r: Recorder.State, outcome: String) throws(HTTPError) {
-        let end = now()
-        let elapsed = end - started
-        let dir = options.reportDirectory
-        do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        } catch {
-            throw HTTPError("cannot create \(dir): \(error)")
-        }
-        func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
-        func n(_ x: Int) -> JSONValue { .number(Double(x)) }
-        var perAgent: [JSONValue] = []
-        var lanes: [TimelineLane] = []
-        for (i, t) in r.tracks.enumerated() {
-            let calls = flagCalls[t.hwid] ?? []
-            let ok = calls.filter(\.succeeded).count
-            perAgent.append([
-                "agent": n(i), "hwid": .string(t.hwid), "pids": .array(t.pids.map { n(Int($0)) }),
-                "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
-                "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
-                "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),
-                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.lane.violations.count),
-            ])
-            var lane = t.lane
-            lane.title = "agent \(i) " + String(t.hwid.prefix(8))
-            lane.refreshes = calls.map { ($0.time, $0.succeeded, $0.fault) }
-            lanes.append(lane)
-        }
-        let agentCPU = processes.cpuSeconds(prefix: "agent"), emulatorCPU = processes.cpuSeconds(prefix: "emulator")
-        let runnerCPU = ChildProcesses.selfCPU()
-        let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
-        let summary: JSONValue = [
-            "result": .string(outcome),
-            "seed": .number(Double(options.seed)),
-            "startedAt": .string(iso8601(started)), "endedAt": .string(iso8601(end)),
-            "durationSeconds": n(options.duration), "elapsedSeconds": n(elapsed),
-            "agents": n(options.agents),
-            "timings": ["lifetimeSeconds": n(options.timings.lifetime), "sessionGapSeconds": n(options.timings.sessionGap),
-                        "refreshIntervalSeconds": n(options.timings.refresh), "throttleWindowSeconds": n(options.timings.throttle),
-                        "retryFloorSeconds": n(options.timings.retryFloor)],
-            "settings": ["paceSeconds": n(options.pace), "restartEverySeconds": n(options.restartEvery),
-                         "chaosEverySeconds": n(options.chaosEvery), "faults": .bool(options.faults),
-                         "slackSeconds": n(options.slack), "watchdogSeconds": n(options.watchdog)],
-            "counts": [
-                "requestsByMethod": .object(methodCounts.mapValues { n($0) }),
-                "refreshesOk": n(flagsOK), "refreshesFailed": n(flagsFailed),
-                "faultsArmed": n(r.faults.count), "faultsByKind": .object(r.faultCounts.mapValues { n($0) }),
-                "faultedRequests": n(faultedCalls),
-                "flagChanges": .object(r.flagChangeCounts.mapValues { n($0) }),
-                "restarts": ["SIGTERM": n(r.restartsBySignal[SIGTERM] ?? 0), "SIGKILL": n(r.restartsBySignal[SIGKILL] ?? 0)],
-                "observations": n(r.tracks.map(\.observations).reduce(0, +)),
-                "primerAvailable": r.primerAvailable.map(JSONValue.bool) ?? .null,
-            ],
-            "checks": [
-                "lifetime": n(lifetime.checks), "status": n(status.checks), "provenance": n(provenance.checks),
-                "killedArchivedLive": n(provenance.killedChecks), "cadence": n(schedule.cadenceChecks),
-                "storm": n(schedule.stormChecks), "retryAfter": n(schedule.retryAfterChecks),
-                "impressions": n(impressions.checks), "watchdog": n(watchdogChecks), "outage": n(outages.checks),
-                "restartsWithReady": n(r.tracks.map(\.lane.readies.count).reduce(0, +)),
-            ],
-            "resources": [
-                "cores": n(cores),
-                "cpuSeconds": ["agents": n(agentCPU), "emulator": n(emulatorCPU), "runner": n(runnerCPU)],
-                "cpuPercentOfOneCore": ["agentsTotal": n(agentCPU / elapsed * 100), "perAgent": n(agentCPU / elapsed * 100 / Double(options.agents)),
-                                        "emulator": n(emulatorCPU / elapsed * 100), "runner": n(runnerCPU / elapsed * 100)],
-                "hostCPUPercent": n((agentCPU + emulatorCPU + runnerCPU) / elapsed / cores * 100),
-                "peakRSSKiB": ["agent": n(processes.peakRSS(prefix: "agent")), "emulator": n(processes.peakRSS(prefix: "emulator"))],
-            ],
-            "violations": .array(r.violations.map(\.json)),
-            "perAgent": .array(perAgent),
-            "realTimings": clockDriver.map { d in
-                ["deviceDays": n(d.deviceSecondsCovered / 86_400), "clockSteps": n(d.steps), "speed": n(options.speed)]
-            } ?? .null,
-        ]
-        let svg = TimelineSVG.render(TimelineData(
-            title: "pushwoosh-soak \(outcome.uppercased()) · \(options.agents) agent(s) · \(Int(elapsed)) s · seed \(options.seed) · "
-                + "lifetime \(Int(options.timings.lifetime)) s, refresh \(Int(options.timings.refresh)) s, session gap \(Int(options.timings.sessionGap)) s",
-            start: started, end: end, lifetime: options.timings.lifetime, refreshInterval: options.timings.refresh,
-            trackedFlag: RunContext.trackedFlag, lanes: lanes))
-        do {
-            try (prettyJSON(summary) + "\n").write(toFile: dir + "/summary.json", atomically: true, encoding: .utf8)
-            try svg.write(toFile: dir + "/timeline.svg", atomically: true, encoding: .utf8)
-        } catch {
-            throw HTTPError("cannot write the report to \(dir): \(error)")
-        }
     }
 }

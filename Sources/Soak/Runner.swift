@@ -169,13 +169,14 @@ public final class SoakRunner: @unchecked Sendable {
         let ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
                              processes: processes, notify: notify, recorder: recorder, root: root, deadline: deadline,
                              environment: env)
-        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(formatSpan(options.duration)), emulator on 127.0.0.1:\(port), "
-            + "lifetime \(formatSpan(options.timings.lifetime)), session gap \(formatSpan(options.timings.sessionGap)), "
-            + "refresh \(formatSpan(options.timings.refresh)), throttle \(formatSpan(options.timings.throttle)); work dir \(root)")
+        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(TimeSpan.format(options.duration)), emulator on 127.0.0.1:\(port), "
+            + "lifetime \(TimeSpan.format(options.timings.lifetime)), session gap \(TimeSpan.format(options.timings.sessionGap)), "
+            + "refresh \(TimeSpan.format(options.timings.refresh)), throttle \(TimeSpan.format(options.timings.throttle)); work dir \(root)")
 
         // The notify sockets are read until every driver has finished: a driver still starts,
         // restarts and stops agents after the checker loop ends, and an agent whose notify
-        // socket nobody reads would have its READY=1 and STOPPING=1 go unseen (issue 17).
+        // socket nobody reads would have its READY=1 and STOPPING=1 go unseen (seed 864767728
+        // of Tests/soak/seeds.txt).
         let pumping = Atomic<Bool>(true)
         let notifyThread = Thread {
             while pumping.load(ordering: .relaxed) { notify.pump(timeout: 0.2) }
@@ -264,8 +265,10 @@ public final class SoakRunner: @unchecked Sendable {
             for i in 0..<options.agents { try? FileManager.default.copyItem(atPath: root + "/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log") }
             try? FileManager.default.copyItem(atPath: emulatorLog, toPath: logs + "/emulator.log")
         }
-        try writeReport(result, outcome: outcome)
+        let covered = coverage(result)
+        try writeReport(result, outcome: outcome, coverage: covered)
         say(summaryLine)
+        for line in covered.lines { say(line) }
         if let first = result.violations.first {
             say("\n" + first.description)
             if result.violations.count > 1 { say("(\(result.violations.count - 1) more in \(options.reportDirectory)/summary.json)") }
@@ -380,8 +383,11 @@ public final class SoakRunner: @unchecked Sendable {
         let elapsed = Int(now() - started)
         let requests = methodCounts.values.reduce(0, +)
         let checks = lifetime.checks + provenance.checks + schedule.cadenceChecks + schedule.stormChecks + impressions.checks + status.checks
-        let device = clockDriver.map { String(format: "device day %.2f of %g · ", $0.deviceSecondsCovered / 86_400, options.deviceDays) } ?? ""
-        return "[\(elapsed)s/\(Int(options.duration))s] \(device)agents \(processes.runningCount - 1)/\(options.agents) · requests \(requests) · "
+        // With --real-timings the line leads with the device time (the request log's and the checks' clock).
+        let at = clockDriver.map { String(format: "[device %@ · day %.2f of %g · real %ds] ", iso8601(timeline.deviceNow()),
+                                          $0.deviceSecondsCovered / 86_400, options.deviceDays, elapsed) }
+            ?? "[\(elapsed)s/\(Int(options.duration))s] "
+        return "\(at)agents \(processes.runningCount - 1)/\(options.agents) · requests \(requests) · "
             + "refreshes \(flagsOK) ok / \(flagsFailed) failed · faults armed \(s.1), fired \(faultedCalls) · flag changes \(s.2) · "
             + "restarts \(s.0[SIGTERM] ?? 0) TERM + \(s.0[SIGKILL] ?? 0) KILL · observations \(s.4) · checks \(checks) · violations \(s.3)"
     }

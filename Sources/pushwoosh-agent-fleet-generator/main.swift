@@ -1,5 +1,5 @@
 // pushwoosh-agent-fleet-generator NORMAL_DIR [EARLY_DIR LATE_DIR]: the systemd generator
-// (systemd.generator(7)) of PROTOCOL E.1. systemd runs it at boot and at every
+// (systemd.generator(7)) of docs/fleet.md E.1. systemd runs it at boot and at every
 // `systemctl daemon-reload`; it turns /etc/pushwoosh-agent/fleet.conf into instances
 // wanted by pushwoosh-agent-fleet.target (AgentFleet's FleetGenerator), written into
 // NORMAL_DIR. No fleet.conf: nothing is written. A bad one: one line naming file, line and

@@ -1,4 +1,4 @@
-// `pushwoosh-fault`, the fault suite's helper (issue 6), run by scripts/fault-kill9 and
+// `pushwoosh-fault`, the fault suite's helper (docs/testing.md), run by scripts/fault-kill9 and
 // scripts/fault-disk. A package target: the NOTIFY_SOCKET receiver, the line client, child
 // processes and the state-file reader are HarnessSupport's. Subcommands:
 //

@@ -179,7 +179,7 @@ private func usageError(_ args: [String]) -> String? {
         #expect(try requestJSON(["watch"]) == p + #""subscribe","params":{}}"#)
     }
 
-    // MARK: --instance NAME (PROTOCOL E) and the default socket
+    // MARK: --instance NAME (docs/fleet.md E) and the default socket
 
     @Test func instanceResolvesItsSocket() throws {
         guard case .run(let invocation) = try ControlArguments.parse(["--instance", "qa1", "status"], environment: env) else {
@@ -211,7 +211,7 @@ private func usageError(_ args: [String]) -> String? {
     }
 }
 
-/// PROTOCOL H from the command line.
+/// docs/device-clock.md H from the command line.
 @Suite struct ClockArgumentsTests {
     @Test func clockAndAdvanceClock() throws {
         #expect(try command(["clock"]) == .clock)

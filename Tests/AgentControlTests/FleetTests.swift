@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// PROTOCOL E.1 `fleet`: arguments, the merged Prometheus text, the table, and the caller
+/// docs/fleet.md E.1 `fleet`: arguments, the merged Prometheus text, the table, and the caller
 /// against real sockets (a canned agent, a dead socket, one that never answers).
 @Suite struct FleetTests {
     func invocation(_ args: [String]) throws -> FleetInvocation {

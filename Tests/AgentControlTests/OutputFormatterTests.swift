@@ -180,7 +180,7 @@ import Testing
     }
 
     @Test func ages() {
-        #expect(OutputFormatter.age(seconds: 42) == "42s")
+        #expect(OutputFormatter.age(seconds: 42) == "42 s")
         #expect(OutputFormatter.age(seconds: 300) == "5 min")
         #expect(OutputFormatter.age(seconds: 3600) == "1 h")
         #expect(OutputFormatter.age(seconds: 7500) == "2 h 5 min")

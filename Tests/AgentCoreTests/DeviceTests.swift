@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// SPEC §6 and PROTOCOL A: the device towards the server.
+/// docs/rules.md §6 and docs/device-api.md A: the device towards the server.
 @Suite struct DeviceTests {
     @Test("SE-1: starts active unless configured; clients move it; 30-minute sessions")
     func appStateMachine() {
@@ -121,7 +121,7 @@ import Testing
     }
 }
 
-/// PROTOCOL A: envelope, headers, base URL.
+/// docs/device-api.md A: envelope, headers, base URL.
 @Suite struct ServerAPITests {
     @Test func requestShape() {
         let loop = VirtualLoop.serving([checkout], settings: settings { $0.server.apiToken = "s3cret" })

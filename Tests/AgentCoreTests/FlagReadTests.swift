@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// SPEC §1: reading flags.
+/// docs/rules.md §1: reading flags.
 @Suite struct FlagReadTests {
     @Test("FF-1: the agent serves the server's result as is, never evaluating rules itself")
     func servesTheServersResultVerbatim() {

@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// SPEC §4 (listeners) and §5 (impressions).
+/// docs/rules.md §4 (listeners) and §5 (impressions).
 @Suite struct ListenerTests {
     @Test("LS-1: notified after a refresh that changed anything; not after one that changed nothing")
     func notifiesOnChangeOnly() {

@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// The state machines on their own (STYLE rule 2): events at a given `now`, and the actions
+/// The state machines on their own (docs/architecture.md §2): events at a given `now`, and the actions
 /// they return, with no interpreter, transport, store or loop.
 struct MachineHarness {
     var machine: AgentMachine

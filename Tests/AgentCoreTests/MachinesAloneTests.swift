@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// `RefreshMachine` alone (SPEC §3): events given a `RefreshWorld`, and the outputs they return.
+/// `RefreshMachine` alone (docs/rules.md §3): events given a `RefreshWorld`, and the outputs they return.
 @Suite struct RefreshMachineAloneTests {
     var machine = RefreshMachine(flags: FeatureFlagSettings())
     var world = RefreshWorld(now: Now(monotonic: 1_000, wall: Date(timeIntervalSince1970: 1_800_000_000)),

@@ -48,7 +48,7 @@ struct PrimerRow: Sendable, CustomTestStringConvertible {
     }
 }
 
-/// SPEC §7: the push primer, headless.
+/// docs/rules.md §7: the push primer, headless.
 @Suite struct PrimerTests {
     // MARK: PR-1, PR-3: every status × answer × fallbackToSettings, through the agent
 

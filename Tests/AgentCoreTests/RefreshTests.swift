@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// SPEC §3: when flags are refreshed.
+/// docs/rules.md §3: when flags are refreshed.
 @Suite struct RefreshTests {
     @Test("RF-1: the first activation and a return after 30 minutes start a session and a refresh")
     func sessionStartRefreshes() {

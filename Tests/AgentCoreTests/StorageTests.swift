@@ -3,7 +3,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// SPEC §2: storage and validity.
+/// docs/rules.md §2: storage and validity.
 @Suite struct StorageTests {
     @Test("ST-1: the last complete response is stored and survives a restart")
     func storedFlagsSurviveRestart() {

@@ -22,7 +22,7 @@ private func error(_ text: String) -> String? {
     }
 }
 
-/// The example file of PROTOCOL C.1, verbatim.
+/// The example file of docs/configuration.md C.1, verbatim.
 private let protocolExample = """
     [Agent]
     ApplicationCode=ABCDE-12345   # required
@@ -319,6 +319,13 @@ private let protocolExample = """
         #expect(throws: CommandLineError(message)) { try DaemonCommandLine.parse(arguments) }
     }
 
+    @Test func doctorOptions() throws {
+        #expect(try DaemonCommandLine.parse(["--doctor"]) == .doctor(DaemonOptions(), json: false))
+        #expect(try DaemonCommandLine.parse(["--config", "/x.conf", "--doctor", "--json"])
+            == .doctor(DaemonOptions(configFile: "/x.conf"), json: true))
+        #expect(throws: CommandLineError("--json goes with --doctor")) { try DaemonCommandLine.parse(["--json"]) }
+    }
+
     @Test func errorDescriptionPointsToHelp() {
         #expect(CommandLineError("unknown option -x").description == "unknown option -x\nTry 'pushwoosh-agentd --help'.")
     }
@@ -345,7 +352,7 @@ private let protocolExample = """
         #expect(c.stateDirectory == "/srv/state")
     }
 
-    // MARK: PROTOCOL E: --instance NAME and NAME.conf
+    // MARK: docs/fleet.md E: --instance NAME and NAME.conf
 
     private func scratch(_ files: [String: String]) throws -> URL {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inst-\(UUID().uuidString)")
@@ -373,7 +380,7 @@ private let protocolExample = """
         #expect(s.socket.path == "/run/pushwoosh-agentd@qa1/agent.sock")
     }
 
-    // PROTOCOL E.1: a fleet instance's generated drop-in sets these variables; they lay over
+    // docs/fleet.md E.1: a fleet instance's generated drop-in sets these variables; they lay over
     // agent.conf, and NAME.conf (the operator's file for one device) still wins.
     @Test func fleetEnvironmentLaysBetweenAgentConfAndNAMEConf() throws {
         let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n",
@@ -444,7 +451,7 @@ private let protocolExample = """
     }
 }
 
-/// PROTOCOL H: `[Device] Clock=`.
+/// docs/device-clock.md H: `[Device] Clock=`.
 @Suite struct DeviceClockConfigurationTests {
     @Test func clockIsSystemUnlessControlled() throws {
         #expect(try parse("[Agent]\nApplicationCode=A\n").device.clock == .system)

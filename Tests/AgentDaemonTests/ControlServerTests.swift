@@ -8,7 +8,7 @@ import HarnessSupport
 import Testing
 @testable import AgentDaemon
 
-/// The socket server in-process (PROTOCOL B): the real event loop, `ControlServer` and the
+/// The socket server in-process (docs/socket-api.md B): the real event loop, `ControlServer` and the
 /// agent on one thread of this process, each client on a socketpair, the server reached
 /// through its own `accept` with the peer credentials a test chooses. No daemon process and
 /// no sleeps: every read below waits for bytes with a time-out.

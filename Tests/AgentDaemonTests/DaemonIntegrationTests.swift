@@ -8,7 +8,7 @@ import Testing
 import HarnessSupport
 
 /// The real `pushwoosh-agentd` binary against the real emulator, a real socket and a
-/// real NOTIFY_SOCKET receiver (PROTOCOL B and C).
+/// real NOTIFY_SOCKET receiver (docs/socket-api.md B and C).
 @Suite(.serialized) struct DaemonIntegrationTests {
     /// Starts the emulator and an agent; waits for READY=1 and the first flags.
     func start(extra: String = "", socketMode: String = "0660", environment: [String: String] = [:])

@@ -6,7 +6,7 @@ import Glibc
 import HarnessSupport
 import Testing
 
-/// PROTOCOL H: the SDK's timed rules with their real, default timings (24 h lifetime, 1 h
+/// docs/device-clock.md H: the SDK's timed rules with their real, default timings (24 h lifetime, 1 h
 /// refresh, 30 min session, 5 min throttle), against the real daemon and emulator, in
 /// device time: `[Device] Clock=controlled` and `advanceClock`. None of these waits for a
 /// timer in real time.
@@ -155,7 +155,7 @@ import Testing
         #expect(d.flagRequests == requests)
         #expect(d.call("setAppState", #"{"state":"background"}"#)["sessionStarted"] == false)
         let away = d.call("clock")["now"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) }
-        let ended = d.fired(d.advance(31 * 60), "sessionEnd")  // PROTOCOL H: reported at its device time
+        let ended = d.fired(d.advance(31 * 60), "sessionEnd")  // docs/device-clock.md H: reported at its device time
         #expect(ended.count == 1)
         if let away, let at = ended.first?["at"]?.stringValue.flatMap({ try? Date($0, strategy: .iso8601) }) {
             #expect(abs(at.timeIntervalSince(away) - 30 * 60) <= 1, "session ended at \(at), background since \(away)")

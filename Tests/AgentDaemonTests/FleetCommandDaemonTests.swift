@@ -5,7 +5,7 @@ import Glibc
 import HarnessSupport
 import Testing
 
-/// PROTOCOL E.1: `pushwoosh-agentctl fleet` against real `pushwoosh-agentd` children on one
+/// docs/fleet.md E.1: `pushwoosh-agentctl fleet` against real `pushwoosh-agentd` children on one
 /// socket directory (no systemd): every one listed, a killed one shown as down, metrics
 /// merged, `call` on all of them.
 @Suite(.serialized) struct FleetCommandDaemonTests {

@@ -8,7 +8,7 @@ import Glibc
 import Testing
 import HarnessSupport
 
-/// PROTOCOL F against the real `pushwoosh-agentd` and `pushwoosh-emulator`: OFREP, the
+/// docs/http.md F against the real `pushwoosh-agentd` and `pushwoosh-emulator`: OFREP, the
 /// operations endpoints, the token, every bad-input case, the limits, the loop (no thread
 /// of its own), and the exactness of the counters.
 @Suite(.serialized) struct HTTPInterfaceTests {
@@ -38,7 +38,7 @@ import HarnessSupport
     @Test func ofrepAndOperations() throws {
         let (emulator, agent, endpoint) = try start()
         let h = try HTTPClient(endpoint)
-        var r = h.request("POST", Self.single + "new_checkout", body: "{}")
+        var r = h.request("POST", Self.single + "new_checkout", body: #"{"context":{}}"#)
         #expect(r.status == 200)
         #expect(r.json["value"] == true)
         #expect(r.json["reason"] == "TARGETING_MATCH")
@@ -49,23 +49,23 @@ import HarnessSupport
         r = h.request("POST", Self.single + "new_checkout.max_items", body: #"{"context":{"targetingKey":"alice","plan":"x"}}"#)
         #expect(r.json["value"] == 10)
         #expect(r.json["key"] == "new_checkout.max_items")
-        r = h.request("POST", Self.single + "promo_banner", body: "{}")
+        r = h.request("POST", Self.single + "promo_banner", body: #"{"context":{}}"#)
         #expect(r.json["value"] == false)
         #expect(r.json["reason"] == "DISABLED")
         #expect(r.json["variant"] == "killed")
-        r = h.request("POST", Self.single + "home_layout.layout", body: "{}")
+        r = h.request("POST", Self.single + "home_layout.layout", body: #"{"context":{}}"#)
         #expect(r.json["reason"] == "DEFAULT")
         #expect(r.json["value"]?["columns"] == 1)
         // The same answer as the socket's reads: one evaluation.
         let c = try LineClient(path: agent.socketPath)
         let socketValue = c.call("property", #"{"key":"new_checkout","property":"button_color","type":"string","default":"x"}"#)["result"]?["value"]
-        #expect(h.request("POST", Self.single + "new_checkout.button_color", body: "{}").json["value"] == socketValue)
+        #expect(h.request("POST", Self.single + "new_checkout.button_color", body: #"{"context":{}}"#).json["value"] == socketValue)
 
-        r = h.request("POST", Self.single + "nope", body: "{}")
+        r = h.request("POST", Self.single + "nope", body: #"{"context":{}}"#)
         #expect(r.status == 404)
         #expect(r.json["errorCode"] == "FLAG_NOT_FOUND")
         #expect(r.json["key"] == "nope")
-        #expect(h.request("POST", Self.single + "new_checkout.nope", body: "{}").json["errorCode"] == "FLAG_NOT_FOUND")
+        #expect(h.request("POST", Self.single + "new_checkout.nope", body: #"{"context":{}}"#).json["errorCode"] == "FLAG_NOT_FOUND")
 
         // Bulk: strong ETag, 304 with no body, a new ETag exactly when the flags change.
         r = h.request("POST", "/ofrep/v1/evaluate/flags", body: #"{"context":{"targetingKey":"alice"}}"#)
@@ -74,17 +74,17 @@ import HarnessSupport
         #expect(etag.hasPrefix("\"") && !etag.hasPrefix("W/"))
         let keys = r.json["flags"]?.arrayValue?.compactMap { $0["key"]?.stringValue } ?? []
         #expect(keys.contains("new_checkout") && keys.contains("new_checkout.button_color") && keys.contains("promo_banner.text"))
-        #expect(h.request("POST", "/ofrep/v1/evaluate/flags", body: "{}").headers["etag"] == etag)
-        r = h.request("POST", "/ofrep/v1/evaluate/flags", headers: ["If-None-Match": etag], body: "{}")
+        #expect(h.request("POST", "/ofrep/v1/evaluate/flags", body: #"{"context":{}}"#).headers["etag"] == etag)
+        r = h.request("POST", "/ofrep/v1/evaluate/flags", headers: ["If-None-Match": etag], body: #"{"context":{}}"#)
         #expect(r.status == 304)
         #expect(r.body.isEmpty)
         #expect(r.headers["etag"] == etag)
         emulator.admin("POST", "/admin/apps/ABCDE-12345/flags/new_checkout/kill")
         #expect(c.call("refresh")["result"]?["error"] == .null)
-        r = h.request("POST", "/ofrep/v1/evaluate/flags", headers: ["If-None-Match": etag], body: "{}")
+        r = h.request("POST", "/ofrep/v1/evaluate/flags", headers: ["If-None-Match": etag], body: #"{"context":{}}"#)
         #expect(r.status == 200)
         #expect(r.headers["etag"] != etag)
-        #expect(h.request("POST", Self.single + "new_checkout", body: "{}").json["variant"] == "killed")
+        #expect(h.request("POST", Self.single + "new_checkout", body: #"{"context":{}}"#).json["variant"] == "killed")
 
         // F.2
         r = h.request("GET", "/healthz")
@@ -118,11 +118,11 @@ import HarnessSupport
         #expect(r.status == 405)
         #expect(r.headers["allow"] == "GET, HEAD")
         for method in ["PUT", "DELETE", "PATCH"] {
-            #expect(h.request(method, "/ofrep/v1/evaluate/flags", body: "{}").status == 405)
+            #expect(h.request(method, "/ofrep/v1/evaluate/flags", body: #"{"context":{}}"#).status == 405)
         }
         r = h.request("GET", "/refresh")
         #expect(r.status == 404)
-        #expect(h.request("POST", "/ofrep/v2/evaluate/flags/x", body: "{}").status == 404)
+        #expect(h.request("POST", "/ofrep/v2/evaluate/flags/x", body: #"{"context":{}}"#).status == 404)
         r = h.request("POST", Self.single + "new_checkout", body: "{not json")
         #expect(r.status == 400)
         #expect(r.json["errorCode"] == "PARSE_ERROR")
@@ -138,7 +138,12 @@ import HarnessSupport
         r = h.request("POST", Self.single + "new_checkout", body: big)
         #expect(r.status == 413)
         let fresh = try HTTPClient(endpoint)
-        #expect(fresh.request("POST", Self.single + "new_checkout", body: String(repeating: " ", count: HTTPSettings.maximumBodyBytes)).status == 200)
+        let context = #"{"context":{}}"#
+        let largest = context + String(repeating: " ", count: HTTPSettings.maximumBodyBytes - context.utf8.count)
+        #expect(fresh.request("POST", Self.single + "new_checkout", body: largest).status == 200)
+        // No body, or a body without a context: the schema's 400s.
+        #expect(fresh.request("POST", Self.single + "new_checkout").json["errorCode"] == "PARSE_ERROR")
+        #expect(fresh.request("POST", "/ofrep/v1/evaluate/flags", body: "{}").json["errorCode"] == "INVALID_CONTEXT")
         // Reading never changes state nor reaches the network (FF-3).
         for path in ["/ofrep/v1/evaluate/flags", Self.single + "new_checkout", "/readyz", "/metrics", "/healthz"] {
             for method in ["GET", "POST"] { _ = fresh.request(method, path, body: "{}") }
@@ -159,10 +164,10 @@ import HarnessSupport
         let (_, agent, endpoint) = try start(http: "TokenFile=\(tokenDir.path)/token")
         let h = try HTTPClient(endpoint)
         #expect(h.request("GET", "/healthz").status == 401)
-        #expect(h.request("POST", Self.single + "new_checkout", body: "{}").headers["www-authenticate"] == "Bearer")
+        #expect(h.request("POST", Self.single + "new_checkout", body: #"{"context":{}}"#).headers["www-authenticate"] == "Bearer")
         #expect(h.request("GET", "/metrics", headers: ["Authorization": "Bearer wrong"]).status == 401)
         #expect(h.request("GET", "/metrics", headers: ["Authorization": "Bearer " + secret]).status == 200)
-        #expect(h.request("POST", Self.single + "new_checkout", headers: ["X-API-Key": secret], body: "{}").json["value"] == true)
+        #expect(h.request("POST", Self.single + "new_checkout", headers: ["X-API-Key": secret], body: #"{"context":{}}"#).json["value"] == true)
         #expect(agent.stop().status == 0)
         #expect(!agent.stderrText.contains(secret))
     }
@@ -171,10 +176,10 @@ import HarnessSupport
     @Test func notReady() throws {
         let (_, agent, endpoint) = try start(server: "http://127.0.0.1:\(try freePort())/json/1.3/", waitReady: false)
         let h = try HTTPClient(endpoint)
-        var r = h.request("POST", Self.single + "new_checkout", body: "{}")
+        var r = h.request("POST", Self.single + "new_checkout", body: #"{"context":{}}"#)
         #expect(r.status == 400)
         #expect(r.json["errorCode"] == "PROVIDER_NOT_READY")
-        #expect(h.request("POST", "/ofrep/v1/evaluate/flags", body: "{}").json["errorCode"] == "PROVIDER_NOT_READY")
+        #expect(h.request("POST", "/ofrep/v1/evaluate/flags", body: #"{"context":{}}"#).json["errorCode"] == "PROVIDER_NOT_READY")
         r = h.request("GET", "/readyz")
         #expect(r.status == 503)
         #expect(r.json["state"] == "notReady" || r.json["state"] == "error")
@@ -192,7 +197,7 @@ import HarnessSupport
         for i in 0..<4 {
             slow.sendBytes([request[i]])  // one byte a second, never finished within the test
             let started = Date()
-            #expect(h.request("POST", Self.single + "new_checkout", body: "{}").status == 200)
+            #expect(h.request("POST", Self.single + "new_checkout", body: #"{"context":{}}"#).status == 200)
             slowest = max(slowest, Date().timeIntervalSince(started))
             usleep(1_000_000)  // real time on purpose: a client that sends a byte a second
         }
@@ -241,7 +246,7 @@ import HarnessSupport
         let before = threads()
         #expect(before.filter { !$0.contains("qos") } == ["pushwoosh-agent"], "\(before)")
         let h = try HTTPClient(endpoint)
-        for _ in 0..<100 { #expect(h.request("POST", Self.single + "new_checkout", body: "{}").status == 200) }
+        for _ in 0..<100 { #expect(h.request("POST", Self.single + "new_checkout", body: #"{"context":{}}"#).status == 200) }
         let others = try (0..<8).map { _ in try HTTPClient(endpoint) }
         for o in others { #expect(o.request("GET", "/metrics").status == 200) }
         let after = threads()
@@ -292,7 +297,7 @@ import HarnessSupport
         c.send("{not json\n")
         _ = c.readLine()
         let h = try HTTPClient(endpoint)
-        #expect(h.request("POST", Self.single + "nope", body: "{}").status == 404)
+        #expect(h.request("POST", Self.single + "nope", body: #"{"context":{}}"#).status == 404)
         t = text()
         func delta(_ name: String) -> Double { (metric(t, name) ?? 0) - (metric(before, name) ?? 0) }
         #expect(delta("pushwoosh_agent_rpc_requests_total{method=\"isEnabled\"}") == 6)

@@ -1,7 +1,7 @@
 @testable import AgentDaemon
 import Testing
 
-/// The pure pieces of PROTOCOL F: ETags and If-None-Match, tokens, the Prometheus text.
+/// The pure pieces of docs/http.md F: ETags and If-None-Match, tokens, the Prometheus text.
 @Suite struct HTTPPiecesTests {
     @Test func etagIsStrongAndFollowsTheBytes() {
         let a = HTTPInterface.etag(Array(#"{"flags":[]}"#.utf8))

@@ -2,7 +2,7 @@ import AgentTestSupport
 import Foundation
 import Testing
 
-/// Issue 11: the daemon links no Foundation and no FoundationNetworking (FoundationEssentials
+/// The daemon links no Foundation and no FoundationNetworking (FoundationEssentials
 /// is all it needs), so it starts small and no libdispatch thread comes with URLSession.
 @Suite struct LinkageTests {
     /// The shared libraries `pushwoosh-agentd` asks for (its ELF `DT_NEEDED` entries).

@@ -2,7 +2,7 @@ import Glibc
 import Testing
 @testable import AgentDaemon
 
-// Issue 9: under journald each line carries its syslog priority and no identifier
+// Under journald each line carries its syslog priority and no identifier
 // (sd-daemon(3)); elsewhere lines stay as readable as before.
 @Suite struct LogTests {
     @Test func journalLinesCarryThePriority() {

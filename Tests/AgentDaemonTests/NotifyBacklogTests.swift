@@ -6,7 +6,7 @@ import Glibc
 import HarnessSupport
 import Testing
 
-/// Issue 17: a service manager (or harness) that stops reading its notify socket must not
+/// A service manager (or harness) that stops reading its notify socket must not
 /// stop the agent. With `net.unix.max_dgram_qlen` at Debian's 10, libsystemd's blocking
 /// `sd_notify` hung the whole event loop at the 12th unread datagram: no answers on the
 /// socket, no SIGTERM handling. The watchdog at 20 ms makes the agent send a datagram
@@ -54,13 +54,13 @@ import Testing
         expectCleanStop(agent, logging: ["systemd notify socket full", "systemd notifications delivered again"])
     }
 
-    /// Nobody ever reads: SIGTERM still stops the agent cleanly, within PROTOCOL C's second.
+    /// Nobody ever reads: SIGTERM still stops the agent cleanly, within docs/configuration.md C's second.
     @Test func sigtermIsHandledWhileTheNotifySocketIsFull() throws {
         let (_, agent) = try startUnread()
         expectCleanStop(agent, logging: ["stopping signal=SIGTERM", "exiting with systemd notifications undelivered"])
     }
 
-    /// SIGTERM: exit 0 within PROTOCOL C's second (1.5 s with slack), and these lines in the log.
+    /// SIGTERM: exit 0 within docs/configuration.md C's second (1.5 s with slack), and these lines in the log.
     func expectCleanStop(_ agent: AgentProcess, logging lines: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         let stop = stop(agent)
         #expect(stop.status == 0, sourceLocation: sourceLocation)

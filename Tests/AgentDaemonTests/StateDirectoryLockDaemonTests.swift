@@ -5,7 +5,7 @@ import Glibc
 import HarnessSupport
 import Testing
 
-/// PROTOCOL E.1: two real `pushwoosh-agentd` processes on one state directory. The second
+/// docs/fleet.md E.1: two real `pushwoosh-agentd` processes on one state directory. The second
 /// exits non-zero before it binds its socket or touches the state, with one error line
 /// naming the directory and the first one's pid; the first keeps serving.
 @Suite(.serialized) struct StateDirectoryLockDaemonTests {

@@ -4,7 +4,7 @@ import AgentFleet
 import Foundation
 import Testing
 
-/// PROTOCOL E.1: fleet.conf in, instances and generated unit files out, errors naming
+/// docs/fleet.md E.1: fleet.conf in, instances and generated unit files out, errors naming
 /// file, line and key.
 @Suite struct FleetManifestTests {
     static let example = """

@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// PROTOCOL E.1: one agent per state directory. flock(2) locks belong to open file
+/// docs/fleet.md E.1: one agent per state directory. flock(2) locks belong to open file
 /// descriptions, so two locks taken in this one process conflict like two processes'.
 @Suite struct StateDirectoryLockTests {
     func tempDir() -> String {

@@ -80,9 +80,19 @@ extension Outcome {
         let notJSON = h.state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/getFeatureFlags", body: Array("{".utf8)), now: t0)
         #expect(notJSON.status == 400)
         #expect(h.call("getFeatureFlags", ["hwid": 5]).json?["status_message"] == "request.hwid: expected a string, found number")
-        // Unknown methods: recorded and answered OK.
-        #expect(h.call("setTags", ["tags": ["a": 1]]).json?["status_code"] == 200)
+        // Unknown methods: recorded and answered 404, naming the known ones.
+        let unknown = h.call("setTags", ["tags": ["a": 1]])
+        #expect(unknown.status == 404)
+        #expect(unknown.json?["status_code"] == 404)
+        #expect(unknown.json?["status_message"] == .string("unknown device API method \"setTags\" (known: \(allMethods))"))
         #expect(h.state.requestLog.select(method: "setTags", since: nil).count == 1)
+        #expect(h.call("getFeatureFlag").json?["status_message"]?.stringValue?.contains("did you mean getFeatureFlags?") == true)
+        // A refused call names where in the body ("" for the body itself).
+        #expect(h.call("getFeatureFlags", ["hwid": 5]).json?["path"] == "request.hwid")
+        let noRequest = h.state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/getFeatureFlags", body: Array(#"{"req": {}}"#.utf8)), now: t0)
+        #expect(noRequest.status == 400 && noRequest.json?["path"] == "request")
+        let array = h.state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/getFeatureFlags", body: Array("[]".utf8)), now: t0)
+        #expect(array.status == 400 && array.json?["path"] == "" && array.json?["status_message"] == #"expected {"request": {…}}, found array"#)
     }
 
     @Test func requireToken() throws {

@@ -98,14 +98,37 @@ extension Client.Reply {
         }
     }
 
-    @Test func unknownMethodIsRecordedAndAnsweredOK() async throws {
+    @Test func unknownMethodIsRecordedAndAnswered404() async throws {
         try await withServer { (_, client) async throws in
             let reply = try await client.device("setTags", ["tags": ["plan": "gold"]])
-            #expect(reply.status == 200)
-            #expect(reply.json == ["status_code": 200, "status_message": "OK", "response": [:]])
+            #expect(reply.status == 404)
+            #expect(reply.json?["status_code"] == 404)
+            #expect(reply.json?["status_message"]?.stringValue?.hasPrefix("unknown device API method \"setTags\" (known: applicationOpen, ") == true)
             let recorded = try await client.send("GET", "/admin/requests?method=setTags").json
             #expect(recorded?["count"] == 1)
+            #expect(recorded?["requests"]?.arrayValue?.first?["status"] == 404)
             #expect(recorded?["requests"]?.arrayValue?.first?["body"]?["request"]?["tags"] == ["plan": "gold"])
+        }
+    }
+
+    /// What the emulator cannot honour is refused: a fault for a method the device API does
+    /// not have (it would never fire), a state document missing a section (it would wipe it).
+    @Test func refusesFaultsForUnknownMethodsAndPartialStateDocuments() async throws {
+        try await withServer { (_, client) async throws in
+            let typo = try await client.send("POST", "/admin/faults", json: ["method": "getFeatureFlag", "http": 503])
+            #expect(typo.status == 400)
+            #expect(typo.json?["path"] == "method")
+            #expect(typo.json?["error"]?.stringValue?.contains("did you mean getFeatureFlags? known: applicationOpen, getFeatureFlags, postEvent") == true)
+            #expect(try await client.send("GET", "/admin/faults").json?["faults"] == [])
+            let noKind = try await client.send("POST", "/admin/faults", json: ["method": "getFeatureFlags"])
+            #expect(noKind.status == 400 && noKind.json?["path"] == "")
+            #expect(noKind.json?["error"]?.stringValue?.contains("truncateAfterBytes, stallAfterHeaders, reset") == true)
+
+            let before = try #require(try await client.send("GET", "/admin/state").json)
+            let partial = try await client.send("PUT", "/admin/state", json: ["version": 1, "clockOffsetSeconds": 0, "apps": []])
+            #expect(partial.status == 400)
+            #expect(partial.json?["path"] == "devices")
+            #expect(try await client.send("GET", "/admin/state").json == before)
         }
     }
 

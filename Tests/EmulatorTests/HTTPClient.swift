@@ -47,7 +47,7 @@ struct Client {
         try await send(verb, path, body: Data(JSONWriter.encode(json)), headers: headers)
     }
 
-    /// A device API call with the common fields of PROTOCOL A.1.
+    /// A device API call with the common fields of docs/device-api.md A.1.
     func device(_ method: String, _ fields: [String: JSONValue] = [:], hwid: String = "hw-1",
                 app: String = "ABCDE-12345", headers: [String: String] = [:]) async throws -> Reply {
         var request: [String: JSONValue] = ["application": .string(app), "hwid": .string(hwid), "userId": .string(hwid),

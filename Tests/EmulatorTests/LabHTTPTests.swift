@@ -114,7 +114,7 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
             #expect(try await client.send("GET", "/admin/devices").json?["devices"] == [])
             #expect(try await client.send("PUT", "/admin/state", json: saved).status == 200)
             #expect(try await client.send("GET", "/admin/devices").json?["devices"]?.arrayValue?.count == 2)
-            let bad = try await client.send("PUT", "/admin/state", json: ["version": 1, "devices": "none"])
+            let bad = try await client.send("PUT", "/admin/state", json: ["version": 1, "clockOffsetSeconds": 0, "apps": [], "devices": "none"])
             #expect(bad.status == 400 && bad.json?["path"] == "devices")
         }
     }
@@ -232,9 +232,16 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
         #expect(server.withState { $0.clockOffset } == 60)
 
         let bad = dir.appendingPathComponent("bad.json").path
-        try Data(#"{"version": 1, "devices": [{"hwid": "h1", "events": [{"event": "e"}]}]}"#.utf8).write(to: URL(fileURLWithPath: bad))
+        try Data(#"{"version": 1, "clockOffsetSeconds": 0, "apps": [], "devices": [{"hwid": "h1", "events": [{"event": "e"}]}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: bad))
         #expect(throws: EmulatorServerError(description: "\(bad): devices[0].events[0].time: missing (expected an ISO 8601 time)")) {
             try EmulatorCommand.loadState(path: bad)
+        }
+        let partial = dir.appendingPathComponent("partial.json").path
+        try Data(#"{"version": 1, "apps": [{"code": "A"}]}"#.utf8).write(to: URL(fileURLWithPath: partial))
+        #expect(throws: EmulatorServerError(description: "\(partial): clockOffsetSeconds: missing (a state document has every section: "
+                                                  + "version, clockOffsetSeconds, apps, devices; GET /admin/state gives one)")) {
+            try EmulatorCommand.loadState(path: partial)
         }
         #expect(throws: EmulatorServerError(description: "\(bad).missing: cannot read the file")) {
             try EmulatorCommand.loadState(path: bad + ".missing")

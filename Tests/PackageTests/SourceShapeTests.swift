@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The shape issue 18 left the sources in, held by tests: no file too long to read in one
+/// The shape of the sources, held by tests: no file too long to read in one
 /// sitting, and the socket's method names spelled in one module.
 @Suite struct SourceShapeTests {
     static let root = DependencyTests.root
@@ -54,9 +54,11 @@ import Testing
         "Sources/AgentControl/FleetCommand.swift \"metrics\"",  // `fleet metrics`
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
         "Sources/EmulatorCore/RequestLog.swift \"status\"",  // a logged request's HTTP status
+        "Sources/EmulatorCore/HAR.swift \"status\"",  // a HAR entry's HTTP status
         "Sources/EmulatorCore/Router.swift \"clock\"",  // the emulator's /admin/clock
         "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
-        "Sources/Soak/Report.swift \"status\"",  // a checker's name in the report
+        "Sources/Soak/SoakRunner+Report.swift \"status\"",  // a checker's name in the report
+        "Sources/Soak/Coverage.swift \"status\"",  // an invariant's name
         "Sources/Soak/ClockDriver.swift \"clock\"",  // a violation's kind
         "Sources/AgentDaemon/Metrics.swift \"isEnabled\"",  // in a comment
         "Sources/AgentDaemon/Metrics.swift \"get\"",  // in a comment

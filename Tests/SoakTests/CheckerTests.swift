@@ -253,15 +253,15 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
 
 @Suite struct ParsingTests {
     @Test func spans() {
-        #expect(parseSpan("10m") == 600)
-        #expect(parseSpan("10min") == 600)
-        #expect(parseSpan("90s") == 90)
-        #expect(parseSpan("500ms") == 0.5)
-        #expect(parseSpan("1h30m") == 5400)
-        #expect(parseSpan("15") == 15)
-        #expect(parseSpan("ten") == nil)
-        #expect(formatSpan(60) == "60s")
-        #expect(formatSpan(0.25) == "250ms")
+        #expect(TimeSpan.parse("10m") == 600)
+        #expect(TimeSpan.parse("10min") == 600)
+        #expect(TimeSpan.parse("90s") == 90)
+        #expect(TimeSpan.parse("500ms") == 0.5)
+        #expect(TimeSpan.parse("1h30m") == 5400)
+        #expect(TimeSpan.parse("15") == 15)
+        #expect(TimeSpan.parse("ten") == nil)
+        #expect(TimeSpan.format(60) == "1min")
+        #expect(TimeSpan.format(0.25) == "250ms")
     }
 
     @Test func options() throws {
@@ -269,6 +269,14 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
         #expect(o.duration == 20 && o.agents == 3 && o.seed == 7 && o.timings.refresh == 10 && o.keepGoing)
         #expect(throws: HTTPError.self) { try SoakOptions.parse(["--agents", "0"]) }
         #expect(throws: HTTPError.self) { try SoakOptions.parse(["--bogus"]) }
+        #expect(try SoakOptions.parse(["--junit", "out/soak.xml"]).junitFile == "out/soak.xml")
+        #expect(try SoakOptions.parse([]).junitFile == nil)
+        func refusal(_ arguments: [String]) -> String? {
+            do { _ = try SoakOptions.parse(arguments); return nil } catch { return error.description }
+        }
+        #expect(refusal(["--junit"]) == "--junit needs a value")
+        #expect(refusal(["--junit", ""]) == "--junit: expected a file name, found \"\"")
+        #expect(refusal(["--junit", "reports/"]) == "--junit: expected a file name, found \"reports/\"")
     }
 
     @Test func requestLogEntries() {

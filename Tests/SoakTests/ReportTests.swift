@@ -11,11 +11,24 @@ import Testing
 final class ElementCounter: NSObject, XMLParserDelegate {
     var counts: [String: Int] = [:]
     var texts: [String] = []
+    /// Each element's attributes, in document order.
+    var elements: [(name: String, attributes: [String: String])] = []
+    /// The text of every `<title>`.
+    var titles: [String] = []
+    private var inTitle = false
     func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
                 attributes: [String: String] = [:]) {
         counts[name, default: 0] += 1
+        elements.append((name, attributes))
+        if name == "title" { inTitle = true; titles.append("") }
     }
-    func parser(_ parser: XMLParser, foundCharacters string: String) { texts.append(string) }
+    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+        if name == "title" { inTitle = false }
+    }
+    func parser(_ parser: XMLParser, foundCharacters string: String) {
+        texts.append(string)
+        if inTitle { titles[titles.count - 1] += string }
+    }
 }
 
 func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String?) {
@@ -29,7 +42,10 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
 @Suite struct TimelineSVGTests {
     @Test func theTimelineIsWellFormedSVG() {
         var lane = TimelineLane(title: "agent 0 <A&B> \"x\"")
-        lane.refreshes = [(10, true, nil), (25, false, "http"), (40, true, "partial")]
+        lane.refreshes = [RefreshMark(time: 10, succeeded: true), RefreshMark(time: 25, succeeded: false, status: 503, fault: "http"),
+                          RefreshMark(time: 40, succeeded: true, fault: "partial"), RefreshMark(time: 42, succeeded: false, status: nil, fault: "drop")]
+        lane.users = [(15, "bob <b>")]
+        lane.faults = [TimelineSpan(start: 20, end: 28, label: "fault getFeatureFlags: drop, agent 0 only")]
         lane.restarts = [(30, SIGTERM), (50, SIGKILL)]
         lane.readies = [31, 51]
         lane.background = [(12, 18), (55, nil)]
@@ -37,10 +53,24 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         lane.ages = [(5, nil), (11, 1), (20, 10), (26, 0.5), (30, nil), (31, 6), (59, 34)]
         lane.violations = [44]
         let data = TimelineData(title: "soak & <test>", start: 0, end: 60, lifetime: 60, refreshInterval: 15,
-                                trackedFlag: "new_checkout", lanes: [lane, TimelineLane(title: "agent 1")])
+                                trackedFlag: "new_checkout", lanes: [lane, TimelineLane(title: "agent 1")], clock: "device time",
+                                faults: [TimelineSpan(start: 30, end: 45, label: "fault getFeatureFlags: http 503, Retry-After 10 s")],
+                                flagChanges: [(33, "kill new_checkout")])
         let svg = TimelineSVG.render(data)
         let (ok, counter, error) = parseXML(Data(svg.utf8))
         #expect(ok, "\(error ?? "")")
+        // Every request is drawn with its tooltip; faults, flag changes and user switches are marked.
+        let titles = counter.titles
+        #expect(titles.filter { $0.hasPrefix("getFeatureFlags at ") }.count == 4)
+        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:25.000Z (device time): failed, HTTP 503 (fault http)"))
+        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:42.000Z (device time): failed, dropped (fault drop)"))
+        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:10.000Z (device time): ok, HTTP 200"))
+        #expect(titles.contains { $0.hasPrefix("fault getFeatureFlags: http 503, Retry-After 10 s from 1970-01-01T00:00:30.000Z") })
+        #expect(titles.contains { $0.hasPrefix("fault getFeatureFlags: drop, agent 0 only from") })
+        #expect(titles.contains("flag change: kill new_checkout at 1970-01-01T00:00:33.000Z (device time)"))
+        #expect(titles.contains("user switch to bob <b> at 1970-01-01T00:00:15.000Z (device time)"))
+        #expect(titles.contains { $0.hasPrefix("SIGKILL at") })
+        #expect(counter.texts.joined().contains("time axis: device time"))
         #expect(counter.counts["svg"] == 1)
         #expect(counter.counts["g"] == 2)
         #expect((counter.counts["polyline"] ?? 0) >= 1)
@@ -88,8 +118,9 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    /// Runs the real soak runner; its exit status, standard error and summary.json.
-    static func soak(_ arguments: [String]) throws -> (status: Int32, output: String, summary: JSONValue, svg: Data)? {
+    /// Runs the real soak runner; its exit status, standard error, summary.json, timeline.svg
+    /// and its JUnit XML (`--junit`).
+    static func soak(_ arguments: [String]) throws -> (status: Int32, output: String, summary: JSONValue, svg: Data, junit: Data)? {
         guard let bin = Self.binDirectory else {
             Issue.record("pushwoosh-soak, pushwoosh-agentd and pushwoosh-emulator not found next to the test bundle (\(CommandLine.arguments[0])); set SOAK_BIN")
             return nil
@@ -98,7 +129,8 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         defer { try? FileManager.default.removeItem(atPath: report) }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: bin + "/pushwoosh-soak")
-        p.arguments = arguments + ["--bin", bin, "--report", report, "--apps", Self.repository + "/config/flags.example.json", "--quiet"]
+        p.arguments = arguments + ["--bin", bin, "--report", report, "--apps", Self.repository + "/config/flags.example.json", "--quiet",
+                                   "--junit", report + "/junit.xml"]
         let err = Pipe()
         p.standardError = err
         try p.run()
@@ -106,10 +138,11 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         p.waitUntilExit()
         let summary = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))
         let svg = try Data(contentsOf: URL(fileURLWithPath: report + "/timeline.svg"))
-        return (p.terminationStatus, output, summary, svg)
+        let junit = try Data(contentsOf: URL(fileURLWithPath: report + "/junit.xml"))
+        return (p.terminationStatus, output, summary, svg, junit)
     }
 
-    /// Issue 17, seed 864767728: the run ended while a driver was restarting its agent; the
+    /// Seed 864767728: the run ended while a driver was restarting its agent; the
     /// runner stopped reading the notify sockets, so the new process's READY=1 went unseen
     /// ("no READY=1 within 10 s") and, its notify queue full, the agent hung in a blocking
     /// sd_notify ("still running 5 s after SIGTERM"). With a restart every second on six
@@ -131,7 +164,7 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         }
     }
 
-    /// PROTOCOL H: the SDK's real timings (24 h, 30 min, 1 h, 5 min) on controlled device
+    /// docs/device-clock.md H: the SDK's real timings (24 h, 30 min, 1 h, 5 min) on controlled device
     /// clocks, stepped together with the emulator's: half a device day in seconds. (It failed
     /// one run in four when the clock's first step came before an agent's first start: that
     /// agent then ran 600 s behind the others' device time. The first step now waits.)
@@ -145,7 +178,33 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         #expect((run.summary["realTimings"]?["deviceDays"]?.numberValue ?? 0) >= 0.5)
         #expect((run.summary["realTimings"]?["clockSteps"]?.numberValue ?? 0) > 50)
         #expect((run.summary["checks"]?["cadence"]?.numberValue ?? 0) > 0)
-        #expect((run.summary["counts"]?["requestsByMethod"]?["getFeatureFlags"]?.numberValue ?? 0) >= 2 * 10)
+        let requests = run.summary["counts"]?["requestsByMethod"]?["getFeatureFlags"]?.numberValue ?? 0
+        #expect(requests >= 2 * 10)
+
+        // The report shows the run: the axis is device time and every flags request is drawn
+        // with its tooltip, spread over the half day (not piled up at the real run's end).
+        let svg = parseXML(run.svg)
+        #expect(svg.ok)
+        #expect(svg.counter.texts.joined().contains("time axis: device time"))
+        let marks = svg.counter.titles.filter { $0.hasPrefix("getFeatureFlags at ") }
+        #expect(Double(marks.count) == requests, "\(marks.count) drawn of \(requests)")
+        #expect(marks.allSatisfy { $0.contains("(device time): ok, HTTP 200") || $0.contains("(device time): failed, ") })
+        let xs = svg.counter.elements.filter { $0.name == "line" && $0.attributes["y1"] == "132.0" }.compactMap { Double($0.attributes["x1"] ?? "") }
+        #expect(Set(xs).count >= 10, "\(xs)")
+        // What was checked, and what never was, in summary.json, the last lines and the JUnit report.
+        let coverage = try #require(run.summary["coverage"]?.objectValue)
+        #expect(Set(coverage.keys) == Set(SoakCoverage.catalogue.map(\.name)))
+        #expect((coverage["cadence"]?.numberValue ?? 0) > 0)
+        let zero = SoakCoverage.catalogue.map(\.name).filter { coverage[$0]?.numberValue == 0 }
+        #expect(run.summary["notExercised"]?.arrayValue?.compactMap(\.stringValue) == zero)
+        let last = run.output.split(separator: "\n").suffix(4).joined(separator: "\n")
+        #expect(last.contains("coverage (checks per invariant): lifetime "), "\(last)")
+        #expect(last.contains("not exercised: " + (zero.isEmpty ? "none" : zero.joined(separator: ", "))), "\(last)")
+        let (root, cases, order) = try JUnitReportTests.cases(String(decoding: run.junit, as: UTF8.self))
+        #expect(order == SoakCoverage.catalogue.map(\.name) + ["harness"] + order.suffix(2))
+        #expect(order.suffix(2).allSatisfy { $0.hasPrefix("agent ") })
+        #expect(root["failures"] == "0" && root["skipped"] == "\(zero.count)")
+        #expect(zero.allSatisfy { cases[$0]?.skipped != nil })
     }
 
     @Test(.timeLimit(.minutes(2)))

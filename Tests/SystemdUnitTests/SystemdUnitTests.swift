@@ -53,7 +53,7 @@ import Testing
         #expect(Analyzer.exposure(in: "no such line") == nil)
     }
 
-    /// The contract with the daemon and with `make install` (PROTOCOL C).
+    /// The contract with the daemon and with `make install` (docs/configuration.md C).
     @Test func unitsMatchTheDaemonsContract() throws {
         let service = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent.service"), encoding: .utf8)
         let socket = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent.socket"), encoding: .utf8)
@@ -69,7 +69,7 @@ import Testing
         ] {
             #expect(serviceKeys.contains(line), "pushwoosh-agent.service lacks \(line)")
         }
-        // Issue 11: no libdispatch thread calls setpriority(2) any more, so a filtered call
+        // No libdispatch thread calls setpriority(2) any more, so a filtered call
         // kills the agent instead of failing quietly with EPERM (the VM test runs it so).
         #expect(!service.contains("SystemCallErrorNumber="))
         // Wants=, not Requires=: the service must also start without the socket unit.
@@ -80,7 +80,7 @@ import Testing
                      "RemoveOnStop=yes", "WantedBy=sockets.target"] {
             #expect(socketKeys.contains(line), "pushwoosh-agent.socket lacks \(line)")
         }
-        // PROTOCOL F: the optional HTTP socket, told apart by its name, loopback only.
+        // docs/http.md F: the optional HTTP socket, told apart by its name, loopback only.
         let http = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent-http.socket"), encoding: .utf8)
         let httpKeys = Set(http.split(separator: "\n").map(String.init))
         for line in ["FileDescriptorName=http", "ListenStream=127.0.0.1:8016", "Service=pushwoosh-agent.service"] {
@@ -89,7 +89,7 @@ import Testing
         #expect(!socket.contains("FileDescriptorName=http"))
     }
 
-    /// Issue 9: under systemd 252, a preserved RuntimeDirectory of a DynamicUser=
+    /// Under systemd 252, a preserved RuntimeDirectory of a DynamicUser=
     /// service moves to /run/private (0700), and a removed one unlinks a socket
     /// inside it. So no unit preserves it and no socket unit listens inside one.
     @Test func socketsLiveOutsideEveryRuntimeDirectory() throws {
@@ -127,7 +127,7 @@ import Testing
         #expect(exposure <= 2.0 && exposure > 0, "exposure \(exposure):\n\(result.stdout)")
     }
 
-    /// PROTOCOL E: instance NAME is its own device, socket and configuration override.
+    /// docs/fleet.md E: instance NAME is its own device, socket and configuration override.
     @Test func templateUnitsMatchProtocolE() throws {
         let service = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent@.service"), encoding: .utf8)
         let socket = try String(contentsOfFile: UnitCopy.source("pushwoosh-agent@.socket"), encoding: .utf8)
@@ -144,7 +144,7 @@ import Testing
         }
     }
 
-    /// PROTOCOL E.1: every agent, plain or instance, runs in pushwoosh-agent.slice, whose
+    /// docs/fleet.md E.1: every agent, plain or instance, runs in pushwoosh-agent.slice, whose
     /// limits are set (and documented as overridable).
     @Test func everyServiceRunsInTheSliceWithLimits() throws {
         for name in ["pushwoosh-agent.service", "pushwoosh-agent@.service"] {
@@ -164,7 +164,7 @@ import Testing
         #expect(slice.contains("systemctl set-property pushwoosh-agent.slice"), "the slice does not say how to override it")
     }
 
-    /// PROTOCOL E.1: the fleet's target wants a timer per device (the generator's symlinks);
+    /// docs/fleet.md E.1: the fleet's target wants a timer per device (the generator's symlinks);
     /// the timer starts the device and is part of the target; the device is part of its timer.
     @Test func fleetUnitsChainTargetTimerAndDevice() throws {
         func lines(_ name: String) throws -> Set<String> {

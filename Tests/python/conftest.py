@@ -49,9 +49,16 @@ class Emulator:
 class Agent:
     """pushwoosh-agentd with [HTTP] Listen= (a loopback port, or a Unix socket path)."""
 
-    def __init__(self, server_url, unix=False, application=APPLICATION):
+    def __init__(self, server_url, unix=False, application=APPLICATION, token=None):
         self.dir = tempfile.TemporaryDirectory(prefix="pwagent-ofrep-")
         d = self.dir.name
+        self.token = token
+        http_extra = ""
+        if token is not None:
+            with open(os.path.join(d, "token"), "w") as f:
+                f.write(token + "\n")
+            os.chmod(os.path.join(d, "token"), 0o600)
+            http_extra = f"TokenFile={d}/token\n"
         if unix:
             self.listen = os.path.join(d, "http.sock")
         else:
@@ -60,7 +67,7 @@ class Agent:
         with open(os.path.join(d, "agent.conf"), "w") as f:
             f.write(f"[Agent]\nApplicationCode={application}\nServerURL={server_url}\nUserId={USER}\n"
                     f"Socket={d}/agent.sock\nStateDirectory={d}/state\nRequestTimeout=5s\n"
-                    f"[HTTP]\nListen={self.listen}\n")
+                    f"[HTTP]\nListen={self.listen}\n{http_extra}")
         self.stderr = open(os.path.join(d, "stderr.log"), "w")
         self.process = subprocess.Popen([binary("pushwoosh-agentd"), "--config", os.path.join(d, "agent.conf")],
                                         stdout=subprocess.DEVNULL, stderr=self.stderr, env={"PATH": "/usr/bin:/bin"})
@@ -72,8 +79,11 @@ class Agent:
 
     def get(self, path):
         """(status, body) of a GET over plain sockets (TCP only)."""
+        request = urllib.request.Request(self.base_url + path)
+        if self.token is not None:
+            request.add_header("Authorization", "Bearer " + self.token)
         try:
-            with urllib.request.urlopen(self.base_url + path, timeout=5) as response:
+            with urllib.request.urlopen(request, timeout=5) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()

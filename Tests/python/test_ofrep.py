@@ -1,4 +1,4 @@
-"""PROTOCOL F with clients nobody here wrote: OpenFeature's Python SDK and OFREP provider
+"""docs/http.md F with clients nobody here wrote: OpenFeature's Python SDK and OFREP provider
 (unmodified, from PyPI), prometheus-client's parser and promtool, against the real agent
 and emulator (the flags are Tests/python/apps.json, the User ID alice)."""
 import contextlib

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// PROTOCOL H: the device's clock. With `Clock=system` it is the host's; with
+/// docs/device-clock.md H: the device's clock. With `Clock=system` it is the host's; with
 /// `Clock=controlled` it is the host's plus `offset`, which only moves forward
 /// (`advance(by:)`), in both kinds of time at once: scheduling (monotonic) and the wall
 /// time that ages stored flags (ST-1, ST-3). What belongs to the host (request timeouts,

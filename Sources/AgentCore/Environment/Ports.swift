@@ -1,10 +1,10 @@
 import FoundationEssentials
 
 // The small protocols through which time, disk, randomness and events reach the core
-// (STYLE rule 1). Real implementations live in AgentPosix; deterministic doubles in
+// (docs/architecture.md §3). Real implementations live in AgentPosix; deterministic doubles in
 // AgentTestSupport. The network's protocol is `HTTPTransport`.
 
-/// Two kinds of time (STYLE rule 3): monotonic seconds for scheduling, wall time for
+/// Two kinds of time (docs/architecture.md §4): monotonic seconds for scheduling, wall time for
 /// the 24-hour validity that must survive reboots (ST-1, ST-3).
 public protocol AgentClock: AnyObject {
     var monotonic: Seconds { get }
@@ -20,7 +20,8 @@ public protocol AgentScheduler: AnyObject {
     func schedule(at deadline: Seconds?)
 }
 
-/// Everything the agent persists, in one record (issue 2, "Persistent state").
+/// Everything the agent persists, in one record: the device's identity, its user, its
+/// flags with their receipt time, and what the rules must remember across restarts.
 public struct PersistentState: Sendable, Equatable, Codable {
     /// SE-2: created once, uppercase UUID.
     public var hwid: String
@@ -37,7 +38,7 @@ public struct PersistentState: Sendable, Equatable, Codable {
     public var primerLastShownAt: Date?
     /// A `base_url` the server handed out (A.1), used when no server URL is configured.
     public var baseURL: String?
-    /// PROTOCOL H: how far the controlled device clock is ahead of the real one (seconds,
+    /// docs/device-clock.md H: how far the controlled device clock is ahead of the real one (seconds,
     /// only ever growing); nil while the clock was never advanced.
     public var clockOffset: Seconds?
 

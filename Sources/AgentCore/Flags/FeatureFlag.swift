@@ -16,7 +16,7 @@ public struct FeatureFlag: Sendable, Equatable, Codable {
         self.properties = properties
     }
 
-    /// OpenFeature's reason for this flag's value (PROTOCOL B.1 provenance).
+    /// OpenFeature's reason for this flag's value (docs/socket-api.md B.1 provenance).
     public var reason: EvaluationReason {
         switch ruleId {
         case "": .disabled
@@ -48,7 +48,7 @@ public enum PropertyType: String, Sendable, CaseIterable {
     }
 }
 
-/// OpenFeature's evaluation reasons, as PROTOCOL B.1 names them.
+/// OpenFeature's evaluation reasons, as docs/socket-api.md B.1 names them.
 public enum EvaluationReason: String, Sendable {
     case targetingMatch = "TARGETING_MATCH"
     case `default` = "DEFAULT"
@@ -71,7 +71,7 @@ public enum FlagSource: String, Sendable, Codable {
     case network, cache, none
 }
 
-/// How a read was answered: PROTOCOL B.1's provenance fields.
+/// How a read was answered: docs/socket-api.md B.1's provenance fields.
 public struct Provenance: Sendable, Equatable {
     public var reason: EvaluationReason
     public var errorCode: EvaluationErrorCode?

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The time of an event, in both kinds (STYLE rule 4): monotonic seconds to schedule by,
+/// The time of an event, in both kinds (docs/architecture.md §4): monotonic seconds to schedule by,
 /// wall time for the 24-hour validity (ST-1, ST-3).
 public struct Now: Sendable, Equatable {
     public var monotonic: Seconds
@@ -31,7 +31,7 @@ public enum Call: Sendable, Equatable {
 }
 
 /// What the machine asks its interpreter to do, in order. Notifications and completions
-/// are delivered once the sends and the save are done (STYLE rule 2).
+/// are delivered once the sends and the save are done (docs/architecture.md §2).
 public enum AgentAction: Sendable, Equatable {
     case send(HTTPRequest, Call)
     /// ST-6: one save per event, of the state at the end of the event.
@@ -40,7 +40,7 @@ public enum AgentAction: Sendable, Equatable {
     case complete(Waiter, RefreshError?)
 }
 
-/// The Pushwoosh iOS SDK core, headless, as a value (SPEC §1–6): each event is a
+/// The Pushwoosh iOS SDK core, headless, as a value (docs/rules.md §1–6): each event is a
 /// `mutating func` given `now` that returns the actions to perform; reads are pure.
 /// It composes one value per state machine, each in its file with its rules:
 /// `RefreshMachine` (Refresh.swift, with its wiring into the agent), `RegistrationMachine`
@@ -165,7 +165,7 @@ public struct AgentMachine {
 
     // MARK: - Timers
 
-    /// What a timer does when it fires (PROTOCOL H: `advanceClock` lists them).
+    /// What a timer does when it fires (docs/device-clock.md H: `advanceClock` lists them).
     public enum TimerKind: String, Sendable, Equatable, CaseIterable {
         /// RF-2: the hourly refresh (while active).
         case refresh
@@ -196,7 +196,7 @@ public struct AgentMachine {
     /// The earliest monotonic time at which `fireDueTimers` has work, derived from the state.
     public var nextDeadline: Seconds? { timers.first?.deadline }
 
-    /// PROTOCOL H: the controlled device clock is now `offset` ahead of the real one; the
+    /// docs/device-clock.md H: the controlled device clock is now `offset` ahead of the real one; the
     /// offset is part of the device's state (ST-6). With `save` false it rides along with
     /// the next save, which is never later than the save of anything received at the new
     /// time (flags stored with a later offset than the one on disk would look as if they
@@ -225,7 +225,7 @@ public struct AgentMachine {
     // MARK: - Identifiers
 
     /// SE-2: an uppercase RFC 4122 version-4 UUID.
-    static func makeHWID(using random: inout some RandomNumberGenerator) -> String {
+    public static func makeHWID(using random: inout some RandomNumberGenerator) -> String {
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80

@@ -43,7 +43,7 @@ extension AgentMachine {
     }
 
     /// The keys of the flags served at `now`, sorted; nil when none are valid (B.1
-    /// PROVIDER_NOT_READY). For bulk reads (PROTOCOL F.1), each key then read with `get`.
+    /// PROVIDER_NOT_READY). For bulk reads (docs/http.md F.1), each key then read with `get`.
     public func servedFlagKeys(now: Now) -> [String]? {
         servedFlags(at: now).map { $0.snapshot.flags.keys.sorted() }
     }
@@ -57,7 +57,7 @@ extension AgentMachine {
     /// When the flags served at `now` were received; nil when none are valid.
     public func servedFlagsReceivedAt(now: Now) -> Date? { servedFlags(at: now)?.snapshot.receivedAt }
 
-    /// PROTOCOL B.2 `status`.
+    /// docs/socket-api.md B.2 `status`.
     public func status(now: Now) -> AgentStatus {
         let current = servedFlags(at: now)
         let stateName: AgentStatus.State
@@ -80,7 +80,7 @@ extension AgentMachine {
     }
 }
 
-/// PROTOCOL B.2 `status`.
+/// docs/socket-api.md B.2 `status`.
 public struct AgentStatus: Sendable, Equatable {
     public enum State: String, Sendable {
         case notReady, ready, stale, error, fatal

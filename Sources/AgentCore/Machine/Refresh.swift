@@ -23,7 +23,7 @@ enum RefreshOutput: Sendable, Equatable {
     case complete(Waiter, RefreshError?)
 }
 
-/// The refresh state machine (SPEC §3): triggers, the request in flight and its generation,
+/// The refresh state machine (docs/rules.md §3): triggers, the request in flight and its generation,
 /// the throttle, the backoff and Retry-After, the RF-11 stop, and its two timers.
 struct RefreshMachine: Sendable {
     /// RF-4: bumped when the User ID or the application changes; an answer for an older one is dropped.

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The device API requests the machine sends (PROTOCOL A), built from the settings and the state.
+/// The device API requests the machine sends (docs/device-api.md A), built from the settings and the state.
 extension AgentMachine {
     /// A.1: the configured server URL, else the one the server handed out, else the default.
     var baseURL: String {
@@ -16,12 +16,16 @@ extension AgentMachine {
     }
 
     var deviceFields: [String: JSONValue] {
-        let info = settings.deviceInfo
-        return [
+        Self.deviceFields(settings.deviceInfo, authorization: notificationAuthorization)
+    }
+
+    /// The `applicationOpen` fields (A.2) of a device described by `info`.
+    public static func deviceFields(_ info: DeviceInfo, authorization: NotificationAuthorization) -> [String: JSONValue] {
+        [
             "package": .string(info.package), "timezone": .string(String(info.timezoneOffset)),
             "app_version": .string(info.appVersion), "os_version": .string(info.osVersion),
             "device_model": .string(info.deviceModel), "language": .string(info.language),
-            "notificationTypes": .number(Double(notificationAuthorization.allowsNotifications ? 7 : 0)),
+            "notificationTypes": .number(Double(authorization.allowsNotifications ? 7 : 0)),
         ]
     }
 

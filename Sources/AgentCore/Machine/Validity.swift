@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// Validity and expiry of the flags served (SPEC §2): what is served, from where, and until when.
+/// Validity and expiry of the flags served (docs/rules.md §2): what is served, from where, and until when.
 struct Validity: Sendable {
     /// The flags served now; may be past their lifetime between events (reads check, ST-3).
     private(set) var served: ServedFlags?

@@ -25,7 +25,7 @@ public struct PrimerConfiguration: Sendable, Equatable {
         self.declineButton = declineButton
     }
 
-    /// Every parameter `presentPushPrimer` takes (PROTOCOL B.2); others are refused.
+    /// Every parameter `presentPushPrimer` takes (docs/socket-api.md B.2); others are refused.
     public static let parameterNames: Set<String> = [
         "title", "message", "acceptButton", "declineButton", "style", "position", "fallbackToSettings",
         "minInterval", "answer", "image", "imageURL", "backgroundColor", "backgroundGradient", "titleColor",
@@ -35,7 +35,7 @@ public struct PrimerConfiguration: Sendable, Equatable {
 
     /// Parses the JSON-RPC params object. As elsewhere in the socket API, `null` counts as
     /// absent. Errors name one parameter: unknown ones first (the first in sorted order),
-    /// then the others in the order of PROTOCOL B.2.
+    /// then the others in the order of docs/socket-api.md B.2.
     public init(params: [String: JSONValue]) throws(PrimerConfigurationError) {
         if let unknown = params.keys.filter({ !Self.parameterNames.contains($0) }).sorted().first {
             throw PrimerConfigurationError(parameter: unknown, message: "unknown parameter '\(unknown)'")

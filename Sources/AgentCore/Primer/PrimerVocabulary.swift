@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-// The push primer's vocabulary (SPEC §7, PR-1..PR-5): styles, positions, answers,
+// The push primer's vocabulary (docs/rules.md §7, PR-1..PR-5): styles, positions, answers,
 // outcomes, colours and visuals. The configuration is in PrimerConfiguration.swift, the
 // decision and the presentation in PushPrimer.swift.
 
@@ -23,7 +23,7 @@ public enum PrimerPosition: String, Sendable, CaseIterable {
     case bottom, top, center
 }
 
-/// The simulated user's tap (PROTOCOL B.2 `answer`).
+/// The simulated user's tap (docs/socket-api.md B.2 `answer`).
 ///
 /// **Interpretation:** the default is `decline`, the answer with no side effects: a
 /// primer nobody accepts is a primer dismissed, and a CLI call that forgets `answer` never
@@ -57,12 +57,12 @@ public enum PrimerSuppression: String, Sendable, CaseIterable {
 }
 
 /// A colour: `#RRGGBB`, `#RRGGBBAA`, or the name of an iOS semantic colour used as a
-/// default (PROTOCOL B.2). Hex colours are kept in upper case, so the resolved
+/// default (docs/socket-api.md B.2). Hex colours are kept in upper case, so the resolved
 /// presentation is stable whatever case the caller used.
 public struct PrimerColor: Sendable, Hashable, CustomStringConvertible {
     public let value: String
 
-    /// The semantic colour names the agent knows (PROTOCOL B.2), case-sensitive.
+    /// The semantic colour names the agent knows (docs/socket-api.md B.2), case-sensitive.
     public static let semanticNames: [String] = [
         "systemBackground", "label", "secondaryLabel", "systemBlue", "white", "clear", "separator",
     ]
@@ -120,9 +120,9 @@ public struct PrimerVisuals: Sendable, Equatable {
 }
 
 /// A configuration parameter that is missing or invalid. The daemon answers -32602 with
-/// `parameter` in `data` (PROTOCOL B.2).
+/// `parameter` in `data` (docs/socket-api.md B.2).
 public struct PrimerConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The parameter's name as the caller spelled it (PROTOCOL B.2).
+    /// The parameter's name as the caller spelled it (docs/socket-api.md B.2).
     public var parameter: String
     public var message: String
 

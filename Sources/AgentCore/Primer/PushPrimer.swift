@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-// The push primer (SPEC §7, PR-1..PR-5), pure: the decision to show or suppress, the
+// The push primer (docs/rules.md §7, PR-1..PR-5), pure: the decision to show or suppress, the
 // outcome of the simulated user's answer, and the presentation resolved to the values the
 // SDK would use. No clock, no state: the machine supplies the authorization status, the
 // time and the last showing (PrimerMachine.swift). The vocabulary is in
@@ -67,7 +67,7 @@ public enum PushPrimer {
 /// **Interpretation** (defaults). The document's customization example lists the native
 /// look: background `systemBackground`, title `label`, message `secondaryLabel`, accept
 /// button `systemBlue` with `white` text, decline button `clear` with `secondaryLabel`
-/// text, corner radius 24, button corner radius 14, button border `separator`; PROTOCOL
+/// text, corner radius 24, button corner radius 14, button border `separator`; docs/socket-api.md
 /// B.2 names exactly these colours as the defaults. They are the sheet's defaults, for
 /// every position (the document gives no per-position values). The `alert` is the system
 /// `UIAlertController`, whose native look differs: text buttons in `systemBlue` on a
@@ -153,7 +153,7 @@ public struct PrimerPresentation: Sendable, Equatable {
         buttonBorderColor = v.buttonBorderColor ?? d.buttonBorderColor
     }
 
-    /// The `presentation` object of PROTOCOL B.2: every key always present (null when not
+    /// The `presentation` object of docs/socket-api.md B.2: every key always present (null when not
     /// used), so clients can rely on the shape.
     public var json: JSONValue {
         func color(_ c: PrimerColor?) -> JSONValue { c.map { .string($0.value) } ?? .null }
@@ -182,7 +182,7 @@ public struct PrimerPresentation: Sendable, Equatable {
     }
 }
 
-/// What `presentPushPrimer` returns (PROTOCOL B.2).
+/// What `presentPushPrimer` returns (docs/socket-api.md B.2).
 public struct PrimerResult: Sendable, Equatable {
     public var outcome: PrimerOutcome
     /// The resolved presentation when shown; nil when suppressed.

@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// One HTTP POST to the Pushwoosh server (PROTOCOL A.1).
+/// One HTTP POST to the Pushwoosh server (docs/device-api.md A.1).
 public struct HTTPRequest: Sendable, Equatable {
     public var url: String
     /// Header fields in the order they are sent.

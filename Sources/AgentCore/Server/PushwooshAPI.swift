@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// The Pushwoosh device API, `json/1.3` (PROTOCOL A): request bodies, the envelope and
+/// The Pushwoosh device API, `json/1.3` (docs/device-api.md A): request bodies, the envelope and
 /// the success rule, error classification (RF-7) and the `getFeatureFlags` response
 /// (A.3, assumed — kept in this one file so it can follow the real server).
 public enum PushwooshAPI {
@@ -183,5 +183,109 @@ public enum PushwooshAPI {
             flags[key] = FeatureFlag(key: key, isEnabled: enabled, ruleId: ruleId, properties: properties)
         }
         return .success(FlagsResponse(flags: flags, partial: partial))
+    }
+}
+
+// MARK: - The answer against the contract (`pushwoosh-agentd --doctor`)
+
+extension PushwooshAPI {
+    /// Where an answer departs from the contract (A.1, A.3): a JSON path (`response.flags`,
+    /// `response.flags[2].enabled`) and what was found there. `fatal`: the agent cannot use the
+    /// answer (RF-7); otherwise it uses it as described (a missing `rule_id` is served as "").
+    public struct Deviation: Sendable, Equatable {
+        public var path: String
+        public var problem: String
+        public var fatal: Bool
+
+        public init(_ path: String, _ problem: String, fatal: Bool) {
+            self.path = path
+            self.problem = problem
+            self.fatal = fatal
+        }
+    }
+
+    /// Every deviation of a `getFeatureFlags` answer (HTTP status and body) from A.1 and A.3,
+    /// in document order; empty when it is exactly what the agent expects. The fatal ones are
+    /// what `classify` and `parseFlags` refuse; the others are what they read leniently.
+    public static func flagsAnswerDeviations(status: Int, body: [UInt8]) -> [Deviation] {
+        var out: [Deviation] = []
+        if status != 200 { out.append(Deviation("(HTTP status)", "\(status), expected 200", fatal: true)) }
+        guard let envelope = body.withUnsafeBytes({ try? JSONReader.parse($0) }) else {
+            out.append(Deviation("(body)", "not JSON", fatal: true))
+            return out
+        }
+        guard let top = envelope.objectValue else {
+            out.append(Deviation("(body)", "\(envelope.kindName), expected an object", fatal: true))
+            return out
+        }
+        switch top["status_code"] {
+        case nil: out.append(Deviation("status_code", "missing", fatal: true))
+        case .number(let n) where n == 200: break
+        case .number(let n):
+            out.append(Deviation("status_code", "\(Int(exactly: n).map(String.init) ?? String(n)), expected 200", fatal: true))
+        case let other?: out.append(Deviation("status_code", "\(other.kindName), expected a number", fatal: true))
+        }
+        if let message = top["status_message"], message.stringValue == nil {
+            out.append(Deviation("status_message", "\(message.kindName), expected a string", fatal: false))
+        }
+        for key in top.keys.sorted() where !["status_code", "status_message", "response", "base_url"].contains(key) {
+            out.append(Deviation(key, "not in the contract (ignored)", fatal: false))
+        }
+        guard let rawResponse = top["response"] else {
+            out.append(Deviation("response", "missing", fatal: true))
+            return out
+        }
+        guard let response = rawResponse.objectValue else {
+            out.append(Deviation("response", "\(rawResponse.kindName), expected an object", fatal: true))
+            return out
+        }
+        if let partial = response["partial"], partial.boolValue == nil, !partial.isNull {
+            out.append(Deviation("response.partial", "\(partial.kindName), expected a boolean", fatal: true))
+        }
+        for key in response.keys.sorted() where !["flags", "partial", "base_url"].contains(key) {
+            out.append(Deviation("response.\(key)", "not in the contract (ignored)", fatal: false))
+        }
+        guard let rawFlags = response["flags"], !rawFlags.isNull else {
+            out.append(Deviation("response.flags", "missing (read as no flags: a plan without feature flags)", fatal: false))
+            return out
+        }
+        guard let flags = rawFlags.arrayValue else {
+            out.append(Deviation("response.flags", "\(rawFlags.kindName), expected an array", fatal: true))
+            return out
+        }
+        var seen: [String: Int] = [:]
+        for (index, item) in flags.enumerated() {
+            let path = "response.flags[\(index)]"
+            guard let flag = item.objectValue else {
+                out.append(Deviation(path, "\(item.kindName), expected an object", fatal: true))
+                continue
+            }
+            switch flag["key"] {
+            case nil: out.append(Deviation(path + ".key", "missing", fatal: true))
+            case .string(let key):
+                if let first = seen[key] {
+                    out.append(Deviation(path + ".key", "\"\(key)\" again (response.flags[\(first)]); the last one wins", fatal: false))
+                }
+                seen[key] = index
+            case let other?: out.append(Deviation(path + ".key", "\(other.kindName), expected a string", fatal: true))
+            }
+            switch flag["enabled"] {
+            case nil: out.append(Deviation(path + ".enabled", "missing", fatal: true))
+            case .bool: break
+            case let other?: out.append(Deviation(path + ".enabled", "\(other.kindName), expected a boolean", fatal: true))
+            }
+            switch flag["rule_id"] {
+            case nil: out.append(Deviation(path + ".rule_id", "missing (served as \"\")", fatal: false))
+            case .string: break
+            case let other?: out.append(Deviation(path + ".rule_id", "\(other.kindName), expected a string (served as \"\")", fatal: false))
+            }
+            if let properties = flag["properties"], properties.objectValue == nil {
+                out.append(Deviation(path + ".properties", "\(properties.kindName), expected an object (served as {})", fatal: false))
+            }
+            for key in flag.keys.sorted() where !["key", "enabled", "rule_id", "properties"].contains(key) {
+                out.append(Deviation(path + ".\(key)", "not in the contract (ignored)", fatal: false))
+            }
+        }
+        return out
     }
 }

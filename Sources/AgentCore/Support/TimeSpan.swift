@@ -1,4 +1,5 @@
-// The configuration (C.1), pushwoosh-agentctl (advance-clock) and the soak runner share it.
+// The one time-span grammar and the one set of span renderings: the configuration
+// (docs/configuration.md C.1), pushwoosh-agentctl, the fleet manifest and the soak runner share them.
 
 /// systemd's time span syntax (systemd.time(7)): `90s`, `5min`, `1h 30min`,
 /// `1h30min`, `1.5h`, `500ms`, a bare number is seconds. Negative, empty and
@@ -68,5 +69,27 @@ public enum TimeSpan {
             if ms >= 1 { parts.append("\(Int(ms))ms") }
         }
         return parts.isEmpty ? "\(Int((seconds * 1e6).rounded()))us" : parts.joined(separator: " ")
+    }
+
+    /// A rough span for people, in whole units: "45 s", "3 min", "2 h", "2 d" (the `STATUS=`
+    /// line, agentctl's fleet table); with `parts: 2` the next unit too when it is not 0:
+    /// "2 h 5 min", "3 d 4 h" (agentctl's ages; never seconds as the second unit). Negative or NaN is "0 s"; bounded, so it cannot trap.
+    public static func rough(_ seconds: Seconds, parts: Int = 1) -> String {
+        let s = Int(min(max(0, seconds.isNaN ? 0 : seconds), 1e12).rounded(.down))
+        let units = [("d", 86_400), ("h", 3600), ("min", 60), ("s", 1)]
+        guard let first = units.firstIndex(where: { s >= $0.1 }) else { return "0 s" }
+        var out = ["\(s / units[first].1) \(units[first].0)"]
+        // The second unit is never seconds: "5 min", not "5 min 30 s".
+        if parts > 1, first + 1 < units.count - 1 {
+            let next = units[first + 1]
+            let n = s % units[first].1 / next.1
+            if n > 0 { out.append("\(n) \(next.0)") }
+        }
+        return out.joined(separator: " ")
+    }
+
+    /// Exact seconds for messages: "10 s", "0.5 s".
+    public static func seconds(_ s: Seconds) -> String {
+        s == s.rounded() && abs(s) < 1e15 ? "\(Int(s)) s" : "\(s) s"
     }
 }

@@ -2,7 +2,7 @@ import AgentCore
 import AgentWire
 import FoundationEssentials
 
-/// The routes of PROTOCOL F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
+/// The routes of docs/http.md F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
 /// (F.2). Nothing here changes state: there is no route but the evaluations and the three
 /// GETs.
 final class HTTPInterface {
@@ -123,15 +123,18 @@ final class HTTPInterface {
         return false
     }
 
-    /// `Authorization: Bearer TOKEN` or `X-API-Key: TOKEN`, compared in constant time.
+    /// `Authorization: Bearer TOKEN` or `X-API-Key: TOKEN`, compared in constant time. Every
+    /// credential the request carries must be right: a wrong one beside a right one is refused.
     static func authorized(_ request: HTTPServerRequest, token: [UInt8]) -> Bool {
         var candidates: [String] = []
         if let auth = request.header("authorization") {
             let parts = auth.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { candidates.append(parts[1].trimmedSpaces) }
+            candidates.append(parts.count == 2 && parts[0].lowercased() == "bearer" ? parts[1].trimmedSpaces : "")
         }
         if let key = request.header("x-api-key") { candidates.append(key.trimmedSpaces) }
-        return candidates.contains { equalInConstantTime(Array($0.utf8), token) }
+        var right = !candidates.isEmpty
+        for candidate in candidates where !equalInConstantTime(Array(candidate.utf8), token) { right = false }
+        return right
     }
 
     static func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {

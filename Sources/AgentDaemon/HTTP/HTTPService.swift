@@ -3,7 +3,7 @@ import AgentPosix
 import AgentSystemd
 import Glibc
 
-/// The optional HTTP interface (PROTOCOL F) as the daemon runs it: its listening socket
+/// The optional HTTP interface (docs/http.md F) as the daemon runs it: its listening socket
 /// (`Listen=`, or the socket systemd passed as `http`), the token, the loop-driven server
 /// and the routes.
 final class HTTPService {

@@ -1,7 +1,7 @@
 import AgentConfigFile
 import Glibc
 
-/// `[HTTP]` (PROTOCOL F): the optional HTTP interface, off unless `Listen=` is set or
+/// `[HTTP]` (docs/http.md F): the optional HTTP interface, off unless `Listen=` is set or
 /// systemd passes a socket named `http`.
 public struct HTTPSettings: Sendable, Equatable {
     /// `Listen=`: where to serve; nil is off.
@@ -9,7 +9,7 @@ public struct HTTPSettings: Sendable, Equatable {
     /// `TokenFile=`: a file holding the token requests must carry; nil: no token.
     public var tokenFile: String?
     /// Seconds an HTTP connection may stay idle before it is closed. Not in the file
-    /// (PROTOCOL F names two keys); `PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT` overrides it for tests.
+    /// (docs/http.md F names two keys); `PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT` overrides it for tests.
     public var idleTimeout: UInt32 = 60
     /// `MaxConnections=`: HTTP connections at once, apart from the socket's.
     public var maxConnections: Int = 256

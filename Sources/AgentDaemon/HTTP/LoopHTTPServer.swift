@@ -33,7 +33,7 @@ struct JSONValueBox {
     var bytes: [UInt8]
 }
 
-/// libmicrohttpd driven by the agent's own event loop (PROTOCOL F): `MHD_USE_EPOLL`
+/// libmicrohttpd driven by the agent's own event loop (docs/http.md F): `MHD_USE_EPOLL`
 /// without an internal thread, MHD's epoll descriptor registered in our loop, `MHD_run`
 /// when it is readable, and one loop timer at `MHD_get_timeout`. No thread of its own;
 /// everything here runs on the loop thread.

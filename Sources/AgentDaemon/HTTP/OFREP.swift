@@ -2,7 +2,7 @@ import AgentCore
 import AgentWire
 import FoundationEssentials
 
-/// OpenFeature Remote Evaluation Protocol v1 on the agent's flags (PROTOCOL F.1, field
+/// OpenFeature Remote Evaluation Protocol v1 on the agent's flags (docs/http.md F.1, field
 /// names and error shapes of open-feature/protocol `service/openapi.yaml`).
 ///
 /// Every answer is built from `Agent.get`, the read behind the socket's `get`, `isEnabled`
@@ -64,32 +64,39 @@ enum OFREP {
 
     // MARK: - Pieces
 
-    /// PARSE_ERROR for a body that is not a JSON object; INVALID_CONTEXT for a context that
-    /// is not an object or a `targetingKey` other than the current User ID (the HWID when
-    /// none is set). An empty body is an empty request (no context).
+    /// The request as the OFREP schema has it, `{"context": {…}}`: PARSE_ERROR for a body that
+    /// is missing, not JSON or not an object; INVALID_CONTEXT for a `context` that is missing
+    /// or not an object, a `targetingKey` that is not a string, or one other than the current
+    /// User ID (the HWID when none is set). A context without a `targetingKey` is accepted:
+    /// OpenFeature's targeting key is optional, and the agent serves its own user's flags.
     static func checkRequest(_ body: [UInt8], key: String?, agent: Agent) -> Answer? {
-        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return nil }
+        func reject(_ code: String, _ details: String) -> Answer { Answer(status: 400, body: failure(key, code, details)) }
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            return reject("PARSE_ERROR", #"the request body is missing (expected {"context": {…}})"#)
+        }
         let request: JSONValue
         do {
             request = try JSONReader.parse(body)
         } catch {
-            return Answer(status: 400, body: failure(key, "PARSE_ERROR", "the request body is not JSON: \(error)"))
+            return reject("PARSE_ERROR", "the request body is not JSON: \(error)")
         }
         guard case .object(let fields) = request else {
-            return Answer(status: 400, body: failure(key, "PARSE_ERROR", "the request body must be a JSON object, found \(request.kindName)"))
+            return reject("PARSE_ERROR", "the request body must be a JSON object, found \(request.kindName)")
         }
-        guard let context = fields["context"], !context.isNull else { return nil }
+        guard let context = fields["context"] else {
+            return reject("INVALID_CONTEXT", #"context is missing (expected {"context": {…}}; it may be empty)"#)
+        }
         guard case .object(let attributes) = context else {
-            return Answer(status: 400, body: failure(key, "INVALID_CONTEXT", "context must be an object, found \(context.kindName)"))
+            return reject("INVALID_CONTEXT", "context must be an object, found \(context.kindName)")
         }
-        guard let targetingKey = attributes["targetingKey"], !targetingKey.isNull else { return nil }
+        guard let targetingKey = attributes["targetingKey"] else { return nil }
         guard case .string(let given) = targetingKey else {
-            return Answer(status: 400, body: failure(key, "INVALID_CONTEXT", "targetingKey must be a string, found \(targetingKey.kindName)"))
+            return reject("INVALID_CONTEXT", "targetingKey must be a string, found \(targetingKey.kindName)")
         }
         let current = agent.userId
         guard given == current else {
-            return Answer(status: 400, body: failure(key, "INVALID_CONTEXT",
-                "targetingKey '\(given)' is not the agent's current User ID '\(current)': the agent serves one user's flags (set it with setUserId)"))
+            return reject("INVALID_CONTEXT",
+                          "targetingKey '\(given)' is not the agent's current User ID '\(current)': the agent serves one user's flags (set it with setUserId)")
         }
         return nil
     }

@@ -3,7 +3,7 @@ import AgentPosix
 import FoundationEssentials
 
 /// `POST /ofrep/v1/evaluate/flags` for any number of flags without holding up the loop
-/// (PROTOCOL F.1): the answer is built from one snapshot of the served flags straight into
+/// (docs/http.md F.1): the answer is built from one snapshot of the served flags straight into
 /// bytes, a slice at a time (`sliceSeconds`, the next slice after every descriptor has been
 /// polled), with its ETag hashed as it grows; requests that come meanwhile wait for the same
 /// build; the finished answer is kept until the served flags change, so later requests cost

@@ -1,4 +1,4 @@
-"""The 24-hour cache with its real timing, in about a second (PROTOCOL H).
+"""The 24-hour cache with its real timing, in about a second (docs/device-clock.md H).
 
 The agent runs with ``[Device] Clock=controlled``: the test moves the device's clock, and every
 timer that falls due meanwhile runs at its own device time. Nothing is shortened: this is the

@@ -1,4 +1,4 @@
-"""The device clock (PROTOCOL H) through the client and the plugin: real timings, in seconds."""
+"""The device clock (docs/device-clock.md H) through the client and the plugin: real timings, in seconds."""
 
 from __future__ import annotations
 

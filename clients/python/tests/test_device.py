@@ -1,4 +1,4 @@
-"""The headless device methods (PROTOCOL B.2), status and metrics."""
+"""The headless device methods (docs/socket-api.md B.2), status and metrics."""
 
 from __future__ import annotations
 

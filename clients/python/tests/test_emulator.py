@@ -1,4 +1,4 @@
-"""EmulatorClient: every admin call of PROTOCOL D.2 against the real emulator."""
+"""EmulatorClient: every admin call of docs/emulator.md D.2 against the real emulator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The flag methods (PROTOCOL B.1) against the real agent and emulator."""
+"""The flag methods (docs/socket-api.md B.1) against the real agent and emulator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""EmulatorClient's lab calls (PROTOCOL D.3), the fleet fixture, the restartable emulator,
+"""EmulatorClient's lab calls (docs/emulator.md D.3), the fleet fixture, the restartable emulator,
 the agent's HTTP URL and AgentClient.details(), against the real binaries."""
 
 from __future__ import annotations
@@ -140,8 +140,14 @@ def test_reset_state_and_load_state(pushwoosh_emulator: RunningEmulator) -> None
     assert emu.load_state(saved) == saved
     assert emu.state() == saved
     with pytest.raises(EmulatorError) as caught:
-        emu.load_state({"version": 1, "devices": [{"hwid": "h1", "colour": "red"}]})
+        emu.load_state({"version": 1, "clockOffsetSeconds": 0, "apps": [], "devices": [{"hwid": "h1", "colour": "red"}]})
     assert caught.value.status == 400 and caught.value.path == "devices[0].colour"
+    for missing in ("clockOffsetSeconds", "apps", "devices"):
+        partial = {k: v for k, v in saved.items() if k != missing}
+        with pytest.raises(EmulatorError) as caught:
+            emu.load_state(partial)
+        assert caught.value.status == 400 and caught.value.path == missing, caught.value
+        assert "missing" in caught.value.message
     assert emu.state() == saved  # nothing changed
 
 
@@ -160,6 +166,23 @@ def test_bad_fault_fields_are_named(pushwoosh_emulator: RunningEmulator) -> None
         emu._request("GET", "/admin/requests", query={"metod": "getFeatureFlags"})
     assert caught.value.path == "metod"
     assert emu.faults() == []
+
+
+def test_the_emulator_refuses_what_it_cannot_honour(pushwoosh_emulator: RunningEmulator) -> None:
+    emu = pushwoosh_emulator
+    with pytest.raises(EmulatorError) as caught:
+        emu.add_fault("getFeatureFlag", http=503)  # a typo: it would never fire
+    assert caught.value.status == 400 and caught.value.path == "method"
+    assert "did you mean getFeatureFlags?" in caught.value.message
+    assert "known: applicationOpen, getFeatureFlags, postEvent, registerDevice, registerUser, unregisterDevice" \
+        in caught.value.message
+    with pytest.raises(EmulatorError) as caught:
+        emu.add_fault("getFeatureFlags")  # no kind: every kind is listed
+    assert caught.value.status == 400 and caught.value.path == ""
+    assert "truncateAfterBytes, stallAfterHeaders, reset" in caught.value.message
+    assert emu.faults() == []
+    assert call(emu, "h1", method="getFeatureFlag") == 404
+    assert [r["status"] for r in emu.requests("getFeatureFlag")] == [404]
 
 
 def test_the_fleet_fixture_starts_n_agents_each_with_its_user(

@@ -1,4 +1,4 @@
-"""Python client of pushwoosh-agentd and the Pushwoosh emulator, and a pytest plugin (PROTOCOL G).
+"""Python client of pushwoosh-agentd and the Pushwoosh emulator, and a pytest plugin (docs/python-client.md G).
 
 ::
 

@@ -1,4 +1,4 @@
-"""A thread-safe client of pushwoosh-agentd's socket API (PROTOCOL B).
+"""A thread-safe client of pushwoosh-agentd's socket API (docs/socket-api.md B).
 
 One :class:`AgentClient` holds one connection. Calls from any number of
 threads are pipelined on it, each with its own JSON-RPC id; a reader thread
@@ -51,7 +51,7 @@ __all__ = [
 DEFAULT_SOCKET_PATH = "/run/pushwoosh-agent/agent.sock"
 #: Under this directory, instance NAME of ``pushwoosh-agent@NAME`` has ``NAME/agent.sock``.
 INSTANCE_RUNTIME_ROOT = "/run/pushwoosh-agent"
-#: The agent answers a longer request line with -32600 and closes the connection (PROTOCOL B).
+#: The agent answers a longer request line with -32600 and closes the connection (docs/socket-api.md B).
 MAX_REQUEST_LINE = 1 << 20
 #: The longest answer line this client accepts (as pushwoosh-agentctl).
 MAX_ANSWER_LINE = 64 << 20
@@ -78,7 +78,7 @@ def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
 
 
 def instance_socket_path(name: str) -> str:
-    """The socket of instance NAME (``pushwoosh-agent@NAME``, PROTOCOL E), as
+    """The socket of instance NAME (``pushwoosh-agent@NAME``, docs/fleet.md E), as
     ``pushwoosh-agentctl --instance NAME`` finds it: ``/run/pushwoosh-agent/NAME.sock``
     (``pushwoosh-agent@NAME.socket``), else ``/run/pushwoosh-agentd@NAME/agent.sock`` when
     only that exists (the instance's service binding its own socket).
@@ -90,7 +90,7 @@ def instance_socket_path(name: str) -> str:
 
 def is_instance_name(name: str) -> bool:
     """The names ``pushwoosh-agentd --instance`` and ``pushwoosh-agentctl --instance`` accept:
-    ``[A-Za-z0-9_.-]``, 1 to 64 characters, not starting with ``.`` (PROTOCOL E)."""
+    ``[A-Za-z0-9_.-]``, 1 to 64 characters, not starting with ``.`` (docs/fleet.md E)."""
     return (0 < len(name) <= 64 and not name.startswith(".")
             and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name))
 
@@ -123,7 +123,7 @@ def resolve_socket_path(socket: Optional[str] = None, instance: Optional[str] = 
 
 @dataclass(frozen=True)
 class Flag:
-    """A flag as ``get`` returns it (SPEC FF-4), with its provenance (PROTOCOL B.1)."""
+    """A flag as ``get`` returns it (FF-4), with its provenance (docs/socket-api.md B.1)."""
 
     key: str
     is_enabled: bool
@@ -139,7 +139,7 @@ class Flag:
 
 @dataclass(frozen=True)
 class FlagDetails:
-    """An evaluation with its provenance (PROTOCOL B.1), as :meth:`AgentClient.details` returns it.
+    """An evaluation with its provenance (docs/socket-api.md B.1), as :meth:`AgentClient.details` returns it.
 
     ``reason`` is ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was
     returned); with ``ERROR``, ``error_code`` tells ``FLAG_NOT_FOUND`` (flags are loaded but the
@@ -541,7 +541,7 @@ _PROPERTY_TYPES: Dict[object, str] = {
 }
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
-#: present_push_primer's pythonic keywords and the socket API's names (PROTOCOL B.2).
+#: present_push_primer's pythonic keywords and the socket API's names (docs/socket-api.md B.2).
 _PRIMER_NAMES = {
     "accept_button": "acceptButton", "decline_button": "declineButton",
     "fallback_to_settings": "fallbackToSettings", "min_interval": "minInterval",
@@ -555,7 +555,7 @@ _PRIMER_NAMES = {
 
 
 class AgentClient:
-    """A client of pushwoosh-agentd (PROTOCOL B, G).
+    """A client of pushwoosh-agentd (docs/socket-api.md B, G).
 
     ``socket``: the socket path; ``instance``: instance NAME of
     ``pushwoosh-agent@NAME`` instead; neither: as ``pushwoosh-agentctl``
@@ -694,7 +694,7 @@ class AgentClient:
             raise ProtocolError(f"{method}: unexpected result {result!r} (expected {', '.join(keys) or 'an object'})")
         return result
 
-    # -- flags (PROTOCOL B.1) --
+    # -- flags (docs/socket-api.md B.1) --
 
     def get(self, key: str) -> Optional[Flag]:
         """The stored flag for ``key``, or None (no valid flags, or no such key)."""
@@ -750,7 +750,7 @@ class AgentClient:
         return self._result("property", params, "value")["value"]
 
     def refresh(self, *, timeout: Optional[float] = _UNSET) -> None:
-        """Fetches the flags now and waits for the outcome (SPEC RF-5).
+        """Fetches the flags now and waits for the outcome (RF-5).
 
         Raises :class:`RefreshError` (``code``, ``domain``, ``message``) when
         the refresh failed.
@@ -769,7 +769,7 @@ class AgentClient:
         """Records that the user saw flag ``key``'s feature; whether an impression was sent or queued."""
         return self._result("logImpression", {"key": key}, "logged")["logged"] is True
 
-    # -- the headless device (PROTOCOL B.2) --
+    # -- the headless device (docs/socket-api.md B.2) --
 
     def set_user_id(self, user_id: str) -> None:
         """Sets the User ID; the previous user's flags are discarded at once and a refresh follows."""
@@ -795,7 +795,7 @@ class AgentClient:
         self._result("setNotificationAuthorization", {"status": status})
 
     def present_push_primer(self, **params: Any) -> PrimerResult:
-        """Presents the push primer (SPEC PR-*) and simulates the user's ``answer``.
+        """Presents the push primer (PR-1 to PR-5) and simulates the user's ``answer``.
 
         Parameters by their socket names (``title``, ``message``,
         ``acceptButton``, ``declineButton``, ``answer``, ``style``, …) or
@@ -807,11 +807,11 @@ class AgentClient:
         return PrimerResult(str(result["outcome"]), presentation if isinstance(presentation, dict) else None)
 
     def status(self) -> Dict[str, Any]:
-        """The agent's status (PROTOCOL B.2): ``state``, ``version``, ``hwid``, ``userId``, …"""
+        """The agent's status (docs/socket-api.md B.2): ``state``, ``version``, ``hwid``, ``userId``, …"""
         return self._result("status", {}, "state")
 
     def metrics(self) -> str:
-        """The Prometheus text exposition (PROTOCOL F.2, socket method ``metrics``).
+        """The Prometheus text exposition (docs/http.md F.2, socket method ``metrics``).
 
         An agent without that method raises :class:`MethodNotFound`.
         """
@@ -820,7 +820,7 @@ class AgentClient:
             raise ProtocolError(f"metrics: unexpected text {text!r}")
         return text
 
-    # -- the device clock and events (PROTOCOL H) --
+    # -- the device clock and events (docs/device-clock.md H) --
 
     def clock(self) -> Dict[str, Any]:
         """The device's time: ``now`` (ISO 8601), ``offsetSeconds``, ``controlled``.

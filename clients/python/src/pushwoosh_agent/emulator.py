@@ -1,9 +1,10 @@
-"""A client of the Pushwoosh emulator's admin API (PROTOCOL D.2 and D.3), on urllib only."""
+"""A client of the Pushwoosh emulator's admin API (docs/emulator.md D.2 and D.3), on urllib only."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -91,7 +92,7 @@ class EmulatorClient:
     carrying the emulator's message (a 400 says what is wrong and where).
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, ca_file: Optional[str] = None) -> None:
         url = base_url.strip().rstrip("/")
         if url.endswith("/json/1.3"):
             url = url[: -len("/json/1.3")]
@@ -100,6 +101,11 @@ class EmulatorClient:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = url
         self.timeout = timeout
+        #: An ``https://`` emulator's CA (``ca_file``) trusted besides the system's.
+        self.ssl_context: Optional[ssl.SSLContext] = None
+        if ca_file is not None:
+            self.ssl_context = ssl.create_default_context()
+            self.ssl_context.load_verify_locations(cafile=ca_file)
 
     def __repr__(self) -> str:
         return f"EmulatorClient({self.base_url!r})"
@@ -119,7 +125,8 @@ class EmulatorClient:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout,
+                                        context=self.ssl_context) as response:
                 text = response.read()
         except urllib.error.HTTPError as error:
             raw = error.read()
@@ -147,7 +154,7 @@ class EmulatorClient:
     # -- applications and flags --
 
     def put_app(self, definition: Mapping[str, Any]) -> Dict[str, Any]:
-        """Loads or replaces an application (PROTOCOL D.1); its ``code`` names it."""
+        """Loads or replaces an application (docs/emulator.md D.1); its ``code`` names it."""
         code = definition.get("code")
         if not isinstance(code, str):
             raise ValueError("an application definition needs a string \"code\"")
@@ -203,9 +210,11 @@ class EmulatorClient:
                   user_id: Optional[str] = None, for_seconds: Optional[float] = None,
                   probability: Optional[float] = None, seed: Optional[int] = None, **fault: Any) -> Dict[str, Any]:
         """Calls of device API ``method`` fail as described; returns the armed fault
-        (with ``id``, ``remaining`` and ``until``).
+        (with ``id``, ``remaining`` and ``until``). A method the device API does not have
+        (a typo such as ``getFeatureFlag``) raises :class:`EmulatorError` (400, ``path``
+        ``method``) naming the known ones, instead of arming a fault that never fires.
 
-        Scope (PROTOCOL D.3): ``hwid`` / ``user_id`` (only that device's or user's
+        Scope (docs/emulator.md D.3): ``hwid`` / ``user_id`` (only that device's or user's
         calls), ``for_seconds`` (active that long from now in emulator time; with
         ``times`` whichever ends first). ``times`` defaults to 1, or with
         ``for_seconds`` to every matching call in the window. ``probability`` (0-1) with ``seed`` (the same seed gives
@@ -293,7 +302,7 @@ class EmulatorClient:
         devices: List[Dict[str, Any]] = result.get("devices", []) if isinstance(result, dict) else []
         return devices
 
-    # -- the lab (PROTOCOL D.3) --
+    # -- the lab (docs/emulator.md D.3) --
 
     def clock(self) -> Dict[str, Any]:
         """The emulator's time: ``now`` (ISO 8601), ``unixTime``, ``offsetSeconds`` (ahead of the host)."""
@@ -324,6 +333,11 @@ class EmulatorClient:
         return result
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
-        """Replaces the state with a document from :meth:`state` (faults and requests are cleared)."""
+        """Replaces the state with a document from :meth:`state` (faults and requests are cleared).
+
+        The document needs every section (``version``, ``clockOffsetSeconds``, ``apps``,
+        ``devices``): a missing one raises :class:`EmulatorError` with ``path`` naming it,
+        rather than emptying it.
+        """
         result: Dict[str, Any] = self._request("PUT", "/admin/state", dict(document))
         return result

@@ -37,7 +37,7 @@ __all__ = [
     "INVALID_PARAMS",
 ]
 
-#: JSON-RPC error codes of the agent (PROTOCOL B, B.3).
+#: JSON-RPC error codes of the agent (docs/socket-api.md B, B.3).
 PERMISSION_DENIED = -32001
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -83,7 +83,7 @@ class ProtocolError(PushwooshError):
 
 
 class AgentError(PushwooshError):
-    """A JSON-RPC error answer (PROTOCOL B): ``code``, ``message`` and ``data``."""
+    """A JSON-RPC error answer (docs/socket-api.md B): ``code``, ``message`` and ``data``."""
 
     def __init__(self, code: int, message: str, data: Any = None, method: Optional[str] = None) -> None:
         self.code = code
@@ -97,7 +97,7 @@ class AgentError(PushwooshError):
 
 
 class PermissionDenied(AgentError):
-    """Error -32001 (PROTOCOL B.3): ``method`` needs root, the agent's user or ControlGroup.
+    """Error -32001 (docs/socket-api.md B.3): ``method`` needs root, the agent's user or ControlGroup.
 
     Also raised with code -32001 and ``method`` None when the socket itself
     refuses the connection (EACCES: the caller is not in the socket's group).
@@ -109,7 +109,7 @@ class MethodNotFound(AgentError):
 
 
 class RefreshError(PushwooshError):
-    """``refresh()`` completed with an error (SPEC RF-7).
+    """``refresh()`` completed with an error (RF-7).
 
     ``code`` is the SDK's: the HTTP status, ``0`` when no HTTP response arrived
     or no request was sent, ``200`` when the answer could not be used.

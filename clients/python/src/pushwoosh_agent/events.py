@@ -1,4 +1,4 @@
-"""Waiting on what the agent says happened (PROTOCOL H ``subscribe`` ``events``).
+"""Waiting on what the agent says happened (docs/device-clock.md H ``subscribe`` ``events``).
 
 A test waits on these, never in a sleep loop::
 

@@ -35,7 +35,11 @@ The emulator fixture can be stopped and started again on the same port
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t")
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True)
+
+``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
+(with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
+``pushwoosh_emulator.ca_file`` is its path.
 
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
@@ -63,6 +67,7 @@ import pytest
 
 from .client import AgentClient
 from .emulator import EmulatorClient
+from .tls import TestCA
 from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
     short_temp_dir, tail
 
@@ -84,8 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None): applications the pushwoosh_emulator "
-                   "fixture loads (a definition, a list, a path, or None)")
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False): applications the "
+                   "pushwoosh_emulator fixture loads (a definition, a list, a path, or None); tls=True: HTTPS with "
+                   "a CA made for the test, trusted by the agent fixtures")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -116,8 +122,10 @@ class RunningEmulator(EmulatorClient):
     """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
 
     def __init__(self, process: EmulatorProcess) -> None:
-        super().__init__(process.base_url)
+        super().__init__(process.base_url, ca_file=process.ca_file)
         self.process = process
+        #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
+        self.ca_file = process.ca_file
         self.log_path = process.log_path
         #: The example application's code.
         self.app_code = "ABCDE-12345"
@@ -178,15 +186,21 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
                        pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token"}
+    unknown = set(options) - {"apps", "require_token", "tls"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
         binary = find_binary("pushwoosh-emulator", pushwoosh_bin)
     except StartError as error:
         pytest.fail(str(error), pytrace=False)
+    tls: Optional[Tuple[str, str]] = None
+    ca_file: Optional[str] = None
+    if options.get("tls"):
+        # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
+        ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
+        tls, ca_file = ca.issue("emulator"), ca.ca_file
     process = EmulatorProcess(pushwoosh_tmp_dir, apps=options.get("apps", EXAMPLE_APP_PATH), binary=binary,
-                              require_token=options.get("require_token"))
+                              require_token=options.get("require_token"), tls=tls, ca_file=ca_file)
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
         process.start()
@@ -201,7 +215,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
 def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     marked = _marker_kwargs(request, "pushwoosh_agent")
     marked.update(extra or {})
-    # With the device clock controlled (PROTOCOL H) a test runs the SDK's real timings
+    # With the device clock controlled (docs/device-clock.md H) a test runs the SDK's real timings
     # (the throttle included): it moves the clock instead of shortening them.
     options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
     options.update(marked)
@@ -226,6 +240,8 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
                             pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> Iterator[AgentProcess]:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
     options = _agent_options(request)
+    if pushwoosh_emulator.ca_file is not None:
+        options.setdefault("ca_file", pushwoosh_emulator.ca_file)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
     wait_for_flags = bool(options.pop("wait_for_flags", True))
@@ -281,6 +297,8 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
         options = _agent_options(request, settings)
+        if pushwoosh_emulator.ca_file is not None:
+            options.setdefault("ca_file", pushwoosh_emulator.ca_file)
         extra = str(options.pop("extra_config", ""))
         client_timeout = float(options.pop("client_timeout", 10.0))
         options.pop("wait_for_flags", None)

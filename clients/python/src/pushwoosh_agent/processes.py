@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .client import AgentClient
 from .emulator import EmulatorClient
@@ -43,7 +43,7 @@ EXAMPLE_APP_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exa
 EXAMPLE_APP_CODE = "ABCDE-12345"
 
 #: Settings of :func:`agent_config` and the ``pushwoosh_agent`` marker: pythonic name ->
-#: (section, key) of the configuration file (PROTOCOL C.1, F). The keys themselves
+#: (section, key) of the configuration file (docs/configuration.md C.1, F). The keys themselves
 #: (``RefreshInterval=...``) are accepted too.
 AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     "application_code": ("Agent", "ApplicationCode"),
@@ -67,6 +67,8 @@ AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     "notification_authorization": ("Device", "NotificationAuthorization"),
     "permission_prompt_answer": ("Device", "PermissionPromptAnswer"),
     "clock": ("Device", "Clock"),
+    "ca_file": ("Agent", "CAFile"),
+    "proxy": ("Agent", "Proxy"),
     "http_listen": ("HTTP", "Listen"),
     "http_max_connections": ("HTTP", "MaxConnections"),
     "http_token_file": ("HTTP", "TokenFile"),
@@ -186,8 +188,16 @@ class EmulatorProcess:
     def __init__(self, directory: str, apps: Union[str, Mapping[str, Any], List[Mapping[str, Any]], None] =
                  EXAMPLE_APP_PATH, binary: Optional[str] = None, require_token: Optional[str] = None,
                  verbose: bool = True, start_timeout: float = 15.0,
-                 state: Union[str, Mapping[str, Any], None] = None) -> None:
+                 state: Union[str, Mapping[str, Any], None] = None,
+                 tls: Optional[Tuple[str, str]] = None, ca_file: Optional[str] = None,
+                 extra_args: Sequence[str] = ()) -> None:
         self.directory = directory
+        #: ``(certificate, key)`` PEM paths: serve HTTPS (``--tls-cert``, ``--tls-key``).
+        self.tls = tls
+        #: The CA that signed ``tls``'s certificate, for this object's own admin client.
+        self.ca_file = ca_file
+        #: Further command-line arguments (``--upstream URL``, ``--record FILE``, ...).
+        self.extra_args = list(extra_args)
         self.binary = binary or find_binary("pushwoosh-emulator")
         self.apps = apps
         self.state = state
@@ -201,8 +211,8 @@ class EmulatorProcess:
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:PORT`` (``https://`` with ``tls``)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def server_url(self) -> str:
@@ -213,7 +223,7 @@ class EmulatorProcess:
     def client(self) -> EmulatorClient:
         """An :class:`EmulatorClient` of this emulator."""
         if self._client is None:
-            self._client = EmulatorClient(self.base_url)
+            self._client = EmulatorClient(self.base_url, ca_file=self.ca_file)
         return self._client
 
     @property
@@ -243,6 +253,9 @@ class EmulatorProcess:
             args += ["--require-token", self.require_token]
         if self.verbose:
             args.append("--verbose")
+        if self.tls is not None:
+            args += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
+        args += self.extra_args
         mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

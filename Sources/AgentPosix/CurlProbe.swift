@@ -1,0 +1,133 @@
+import AgentCore
+import CCurl
+import FoundationEssentials
+
+/// One request sent and waited for, with what a person checking the connection wants to
+/// see: timings of each phase, the address reached, the server's certificate chain
+/// (`CURLINFO_CERTINFO`) and the outcome. Blocking (`curl_easy_perform`): for
+/// `pushwoosh-agentd --doctor`, never on the agent's loop. The same `NetworkOptions`
+/// (CAs, proxy) as the agent's transport.
+public enum CurlProbe {
+    /// One certificate of the chain the server sent, leaf first.
+    public struct Certificate: Sendable, Equatable {
+        public var subject: String
+        public var issuer: String
+        public var notBefore: String
+        public var notAfter: String
+    }
+
+    public struct Result: Sendable {
+        public var outcome: HTTPOutcome
+        /// What went wrong when there is no response (`NetworkProblem`), else nil.
+        public var problem: NetworkProblem?
+        /// Seconds from the start to: the name resolved, TCP connected, TLS done, all done.
+        public var resolved: Double
+        public var connected: Double
+        public var tlsDone: Double
+        public var total: Double
+        /// The address and port the connection went to (the proxy's when there is one).
+        public var address: String
+        public var port: Int
+        public var certificates: [Certificate]
+    }
+
+    public static func exchange(_ request: HTTPRequest, network: NetworkOptions, userAgent: String? = nil) -> Result {
+        _ = CurlTransport.initialiseLibrary
+        guard let easy = curl_easy_init() else {
+            return Result(outcome: .noResponse(reason: "curl_easy_init failed: out of memory"), problem: .other,
+                          resolved: 0, connected: 0, tlsDone: 0, total: 0, address: "", port: 0, certificates: [])
+        }
+        defer { curl_easy_cleanup(easy) }
+        let sink = Sink()
+        let box = Unmanaged.passUnretained(sink).toOpaque()
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        errorBuffer.initialize(to: 0)
+        defer { errorBuffer.deallocate() }
+        var headers: UnsafeMutablePointer<curl_slist>?
+        for header in request.headers { headers = curl_slist_append(headers, "\(header.name): \(header.value)") }
+        headers = curl_slist_append(headers, "Expect:")
+        defer { curl_slist_free_all(headers) }
+        var body = Array(request.body)
+        body.append(0)
+        _ = pw_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
+        _ = pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CERTINFO, 1)
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(request.timeout * 1000)))
+        _ = pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        if let userAgent { _ = pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent) }
+        _ = network.apply(to: easy)
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
+        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = pw_curl_easy_setopt_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+        let code: CURLcode = body.withUnsafeMutableBytes { raw in
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_POSTFIELDS, raw.baseAddress)
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, box)
+            _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
+                let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+                if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count)) }
+                return size * count
+            }
+            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, box)
+            _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
+                let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+                if let data { sink.header(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self)) }
+                return size * count
+            }
+            return curl_easy_perform(easy)
+        }
+        func seconds(_ info: CURLINFO) -> Double {
+            var micro: curl_off_t = 0
+            _ = pw_curl_easy_getinfo_offset(easy, info, &micro)
+            return Double(micro) / 1e6
+        }
+        var address: UnsafePointer<CChar>?
+        _ = withUnsafeMutablePointer(to: &address) { pw_curl_easy_getinfo_pointer(easy, CURLINFO_PRIMARY_IP, UnsafeMutableRawPointer($0)) }
+        var port = 0
+        _ = pw_curl_easy_getinfo_long(easy, CURLINFO_PRIMARY_PORT, &port)
+        let outcome: HTTPOutcome
+        var problem: NetworkProblem?
+        let detail = String(cString: errorBuffer)
+        if code == CURLE_OK {
+            var status = 0
+            _ = pw_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+            outcome = .response(status: status, headers: sink.headers, body: Data(sink.body))
+        } else {
+            outcome = .noResponse(reason: NetworkProblem.describe(code, easy: easy, detail: detail))
+            problem = NetworkProblem.classify(code, easy: easy, detail: detail)
+        }
+        return Result(outcome: outcome, problem: problem, resolved: seconds(CURLINFO_NAMELOOKUP_TIME_T),
+                      connected: seconds(CURLINFO_CONNECT_TIME_T), tlsDone: seconds(CURLINFO_APPCONNECT_TIME_T),
+                      total: seconds(CURLINFO_TOTAL_TIME_T), address: address.map { String(cString: $0) } ?? "", port: port,
+                      certificates: certificates(easy))
+    }
+
+    /// The chain libcurl recorded (OpenSSL: "Subject:…", "Issuer:…", "Start date:…", "Expire date:…" lines).
+    private static func certificates(_ easy: UnsafeMutableRawPointer) -> [Certificate] {
+        (0..<pw_curl_certinfo_count(easy)).map { index in
+            var fields: [String: String] = [:]
+            var item = pw_curl_certinfo_at(easy, Int32(index))
+            while let node = item {
+                if let data = node.pointee.data {
+                    let line = String(cString: data)
+                    if let colon = line.firstIndex(of: ":") {
+                        fields[String(line[..<colon])] = String(line[line.index(after: colon)...])
+                    }
+                }
+                item = node.pointee.next
+            }
+            return Certificate(subject: fields["Subject"] ?? "", issuer: fields["Issuer"] ?? "",
+                               notBefore: fields["Start date"] ?? "", notAfter: fields["Expire date"] ?? "")
+        }
+    }
+
+    private final class Sink {
+        var body: [UInt8] = []
+        var headers: [String: String] = [:]
+        func header(_ line: String) {
+            if line.hasPrefix("HTTP/") { headers = [:]; return }
+            guard let colon = line.firstIndex(of: ":") else { return }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingWhitespace()
+        }
+    }
+}

@@ -1,0 +1,113 @@
+import AgentConfigFile
+import AgentPosix
+import Foundation
+import Testing
+@testable import AgentDaemon
+
+/// `[Agent] CAFile=` and `[Agent] Proxy=`: what is accepted, and every bad value refused
+/// naming the file, line and key.
+@Suite struct NetworkSettingsTests {
+    private static let file = "/etc/pushwoosh-agent/agent.conf"
+
+    private func parse(_ lines: String) throws -> AgentConfiguration {
+        try AgentConfiguration.parse("[Agent]\nApplicationCode=A\n\(lines)\n", file: Self.file, environment: [:])
+    }
+
+    private func error(_ lines: String) -> String {
+        do {
+            _ = try parse(lines)
+            return "accepted"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// A scratch directory with `files` (name: contents), removed by the caller.
+    private func scratch(_ files: [String: String]) throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for (name, text) in files { try Data(text.utf8).write(to: dir.appendingPathComponent(name)) }
+        return dir
+    }
+
+    /// A real certificate (a throw-away self-signed one, made for this file).
+    static let certificate = """
+        -----BEGIN CERTIFICATE-----
+        MIIBfjCCASWgAwIBAgIUJ9IwHow6Rfdi4RuZOEQmIOVajlEwCgYIKoZIzj0EAwIw
+        FTETMBEGA1UEAwwKcHctdGVzdC1jYTAeFw0yNjEyMDIxNzUxMzFaFw0yNjEyMDMx
+        NzUxMzFaMBUxEzARBgNVBAMMCnB3LXRlc3QtY2EwWTATBgcqhkjOPQIBBggqhkjO
+        PQMBBwNCAARE6K1V6/2+V64IgU2HzN1R7JMqip90F9QTXy4L5yuIoX3pADvBCJHS
+        4fG0KGrTUmsvnr/pY5/TMyb9lCoH1pIeo1MwUTAdBgNVHQ4EFgQUNpJlttRGZH0A
+        sUV63dok6gHm/F8wHwYDVR0jBBgwFoAUNpJlttRGZH0AsUV63dok6gHm/F8wDwYD
+        VR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNHADBEAiAHQTy48zFqHbTV+PRO4yOz
+        UxtwREtigpixQzTTChO8ZQIgZgWQ6TAiFYg9UfyFiSeblXFUGEuX1dsdOU5jnLCl
+        des=
+        -----END CERTIFICATE-----
+
+        """
+
+    @Test func caFileIsReadWithItsCertificates() throws {
+        let dir = try scratch(["ca.pem": Self.certificate + Self.certificate])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("ca.pem").path
+        let c = try parse("CAFile=\(path)")
+        #expect(c.network.caFile?.path == path)
+        #expect(c.network.caFile?.certificates == 2)
+        #expect(c.network.options.caCertificates == Array((Self.certificate + Self.certificate).utf8))
+        #expect(c.description.contains("caFile=\(path)"))
+        #expect(try parse("").network.options == NetworkOptions())
+        #expect(try parse("CAFile=\(path)\nCAFile=").network.caFile == nil)  // empty: back to none
+    }
+
+    @Test func badCAFilesNameTheKeyAndTheProblem() throws {
+        let dir = try scratch([
+            "key.pem": "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n",
+            "empty.pem": "",
+            "open.pem": "-----BEGIN CERTIFICATE-----\nMIIBfzCCASWgAwIBAgIU\n",
+            "junk.pem": "-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n",
+        ])
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
+        let prefix = "\(Self.file):3: CAFile: "
+        #expect(error("CAFile=\(path("missing.pem"))") == prefix + "cannot read \"\(path("missing.pem"))\": no such file")
+        #expect(error("CAFile=\(path("key.pem"))")
+            == prefix + "\"\(path("key.pem"))\" holds no PEM certificate (expected -----BEGIN CERTIFICATE----- blocks)")
+        #expect(error("CAFile=\(path("empty.pem"))").hasPrefix(prefix + "\"\(path("empty.pem"))\" holds no PEM certificate"))
+        #expect(error("CAFile=\(path("open.pem"))") == prefix + "\"\(path("open.pem"))\": certificate 1 has no -----END CERTIFICATE----- line")
+        #expect(error("CAFile=\(path("junk.pem"))") == prefix + "\"\(path("junk.pem"))\": certificate 1 is not base64 of a DER certificate")
+        #expect(error("CAFile=ca.pem") == prefix + "not an absolute path: \"ca.pem\"")
+        #expect(error("CAFile=\(dir.path)") == prefix + "\"\(dir.path)\" is not a regular file")
+    }
+
+    @Test func proxyAccepted() throws {
+        #expect(try parse("Proxy=http://proxy.example:3128").network.proxy == "http://proxy.example:3128")
+        #expect(try parse("Proxy= socks5h://127.0.0.1:1080 ").network.proxy == "socks5h://127.0.0.1:1080")
+        #expect(try parse("Proxy=https://[::1]:8443/").network.options.proxy == "https://[::1]:8443/")
+        #expect(try parse("Proxy=http://proxy.example:3128\nProxy=").network.proxy == nil)
+    }
+
+    @Test(arguments: ["proxy.example:3128", "ftp://proxy.example", "http://", "http://proxy example:3128",
+                      "http://proxy.example:3128/path", "http://proxy.example:3128?x=1"])
+    func badProxies(_ value: String) {
+        let e = error("Proxy=\(value)")
+        #expect(e.hasPrefix("\(Self.file):3: Proxy: invalid proxy \""), "\(e)")
+    }
+
+    @Test func proxyPasswordNeverShown() throws {
+        let c = try parse("Proxy=http://user:s3cret@proxy.example:3128")
+        #expect(c.network.proxy == "http://user:s3cret@proxy.example:3128")
+        #expect(!c.description.contains("s3cret"))
+        #expect(c.description.contains("proxy=http://user:<redacted>@proxy.example:3128"))
+    }
+
+    @Test func problemsAreNamedFromTheirMessages() {
+        for problem in NetworkProblem.allCases where !problem.phrase.isEmpty {
+            #expect(NetworkProblem.of(message: "no response: \(problem.phrase): detail (curl 60)") == problem)
+        }
+        #expect(NetworkProblem.of(message: "no response: Could not resolve host: x.invalid (curl 6)") == .nameResolution)
+        #expect(NetworkProblem.of(message: "no response: Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't connect to server (curl 7)") == .connection)
+        #expect(NetworkProblem.of(message: "no response: Operation timed out after 1000 milliseconds with 0 bytes received (curl 28)") == .timeout)
+        #expect(NetworkProblem.of(message: "no response: Failure when receiving data from the peer (curl 56)") == .other)
+        #expect(NetworkProblem.of(message: "no response: (curl 7") == .other)
+    }
+}

@@ -1,0 +1,96 @@
+import AgentCore
+import EmulatorCore
+import Foundation
+import Testing
+
+/// Record and replay in pieces: the redactor's stable placeholders, the replay order (per
+/// method, the last answer repeated, a reset starts again), and `--apps-from-har`.
+@Suite struct RecordingTests {
+    private func body(_ fields: [String: JSONValue]) -> [UInt8] { JSONWriter.encode(["request": .object(fields)]) }
+
+    @Test func secretsBecomeStablePlaceholders() {
+        var r = Redactor()
+        let first = body(["application": "ABCDE-12345", "hwid": "HW-0001-AAAA", "userId": "alice-user", "push_token": "00ff00ff"])
+        r.learn(headers: [HeaderField("Authorization", "Token T0KEN-secret")], body: first)
+        r.learn(headers: [], body: body(["hwid": "HW-0002-BBBB", "userId": "HW-0002-BBBB"]))
+        #expect(r.redact([HeaderField("Authorization", "Token T0KEN-secret")]) == [HeaderField("Authorization", "Token API-TOKEN-1")])
+        let text = r.redactBody(first)
+        #expect(text.contains("\"hwid\":\"HWID-1\"") && text.contains("\"userId\":\"USER-1\"") && text.contains("\"push_token\":\"PUSH-TOKEN-1\""))
+        #expect(text.contains("ABCDE-12345"))  // the application code is not a secret
+        // The same value is the same placeholder everywhere (a User ID equal to the HWID included).
+        #expect(r.redactBody(body(["hwid": "HW-0002-BBBB", "userId": "HW-0002-BBBB", "note": "for HW-0001-AAAA"]))
+            == #"{"request":{"hwid":"HWID-2","note":"for HWID-1","userId":"HWID-2"}}"#)
+        #expect(r.redact("https://x/json/1.3/?t=T0KEN-secret") == "https://x/json/1.3/?t=API-TOKEN-1")
+        #expect(r.redactBody(Array("not json alice-user".utf8)) == "not json USER-1")
+    }
+
+    private func har(_ exchanges: [(String, Int, String)]) -> JSONValue {
+        var log = HAR.emptyLog()
+        let entries = exchanges.map { method, status, answer in
+            HAR.entry(started: Date(timeIntervalSince1970: 0), milliseconds: 1, url: "https://x/json/1.3/\(method)",
+                      requestHeaders: [], requestBody: #"{"request":{"application":"APP-1","hwid":"HWID-1"}}"#,
+                      status: status, responseHeaders: [HeaderField("Content-Type", "application/json")], responseBody: answer,
+                      method: method)
+        }
+        if case .object(var top) = log, case .object(var inner)? = top["log"] {
+            inner["entries"] = .array(entries)
+            top["log"] = .object(inner)
+            log = .object(top)
+        }
+        return log
+    }
+
+    private static let flagsA = #"{"status_code":200,"response":{"flags":[{"key":"a","enabled":true,"rule_id":"r1","properties":{"p":"x"}}]}}"#
+    private static let flagsB = #"{"status_code":200,"response":{"flags":[{"key":"a","enabled":false,"rule_id":"default"}]}}"#
+
+    @Test func replayGivesEachMethodsAnswersInOrderThenTheLastAgain() throws {
+        let recording = try Recording(har: har([("getFeatureFlags", 200, Self.flagsA), ("applicationOpen", 200, #"{"status_code":200}"#),
+                                                ("getFeatureFlags", 503, "busy"), ("getFeatureFlags", 200, Self.flagsB)]))
+        var state = EmulatorState(configuration: EmulatorConfiguration(replay: recording))
+        func call(_ method: String) -> (Int, String) {
+            let out = state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/\(method)", body: body(["application": "APP-1", "hwid": "h"])),
+                                   now: Date()).render()!
+            return (out.status, String(decoding: out.body, as: UTF8.self))
+        }
+        #expect(call("getFeatureFlags") == (200, Self.flagsA))
+        #expect(call("getFeatureFlags") == (503, "busy"))
+        #expect(call("getFeatureFlags") == (200, Self.flagsB))
+        #expect(call("getFeatureFlags") == (200, Self.flagsB))
+        #expect(call("applicationOpen").0 == 200)
+        #expect(call("registerUser") == (200, #"{"response":{},"status_code":200,"status_message":"OK"}"#))
+        #expect(state.requestLog.select(method: nil, since: nil).count == 6)  // the lab still records every call
+        state.reset()
+        #expect(call("getFeatureFlags") == (200, Self.flagsA))
+    }
+
+    @Test func badRecordingsNameWhereTheyAreWrong() {
+        #expect(throws: DefinitionError([.key("log"), .key("entries")], "missing (expected a HAR 1.2 log with entries)")) {
+            try Recording(har: ["log": [:]])
+        }
+        #expect(throws: DefinitionError([.key("log"), .key("entries"), .index(0), .key("response"), .key("status")], "missing (expected a number)")) {
+            try Recording(har: ["log": ["entries": [["request": ["url": "https://x/json/1.3/getFeatureFlags"]]]]])
+        }
+        #expect(throws: DefinitionError([.key("log"), .key("entries")], "no device API exchange to replay")) {
+            try Recording(har: ["log": ["entries": []]])
+        }
+    }
+
+    @Test func appsFromHARServeTheRecordedFlags() throws {
+        let flags = #"{"status_code":200,"response":{"flags":[{"key":"on","enabled":true,"rule_id":"r_on","properties":{"n":5,"s":"x","b":true,"j":{"k":1}}},{"key":"killed","enabled":false,"rule_id":""},{"key":"off","enabled":false,"rule_id":"default"},{"key":"other","enabled":false,"rule_id":"r_off"}]}}"#
+        let definition = try AppsFromHAR.definitions(har([("getFeatureFlags", 200, Self.flagsA), ("getFeatureFlags", 200, flags)]))
+        var state = EmulatorState(apps: [try Application(json: definition)])
+        let out = state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/getFeatureFlags",
+                                               body: body(["application": "APP-1", "hwid": "fresh", "userId": "anyone"])), now: Date())
+        let served = try #require(out.render()?.jsonBody?["response"]?["flags"]?.arrayValue)
+        var byKey: [String: JSONValue] = [:]
+        for f in served { byKey[f["key"]!.stringValue!] = f }
+        let recorded = try StrictJSONParser.parse(flags)["response"]!["flags"]!.arrayValue!
+        for f in recorded {
+            let key = f["key"]!.stringValue!
+            #expect(byKey[key]?["enabled"] == f["enabled"], "\(key)")
+            #expect(byKey[key]?["rule_id"] == f["rule_id"], "\(key)")
+            #expect(byKey[key]?["properties"] ?? [:] == f["properties"] ?? [:], "\(key)")
+        }
+        #expect(throws: DefinitionError.self) { try AppsFromHAR.definitions(har([("applicationOpen", 200, "{}")])) }
+    }
+}

@@ -1,0 +1,141 @@
+"""TLS towards the server: always verified, `[Agent] CAFile=` adds a CA, and every
+certificate problem fails the refresh with code 0 and names itself (status, log, /metrics).
+The emulator serves HTTPS with certificates from CAs made in the test."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+import urllib.request
+from typing import Any, Dict
+
+import pytest
+
+from pushwoosh_agent.emulator import EmulatorClient
+from pushwoosh_agent.processes import AgentProcess, EmulatorProcess
+from pushwoosh_agent.tls import TestCA
+
+
+def _failed_status(agent: AgentProcess, timeout: float = 10.0) -> Dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    status: Dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = agent.client.status()
+        if status.get("lastRefreshError"):
+            return status
+        time.sleep(0.02)
+    raise AssertionError(f"no refresh failure within {timeout} s: {status}")
+
+
+def _metrics(agent: AgentProcess) -> str:
+    url = agent.http_url
+    assert url is not None
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+@pytest.mark.pushwoosh_emulator(tls=True)
+@pytest.mark.pushwoosh_agent(user_id="alice")
+def test_trusted_with_ca_file_serves_flags(pushwoosh_agent: Any, pushwoosh_emulator: Any) -> None:
+    assert pushwoosh_emulator.base_url.startswith("https://")
+    status = pushwoosh_agent.status()
+    assert status["state"] == "ready", status
+    assert status["lastRefreshError"] is None
+    assert pushwoosh_agent.is_enabled("new_checkout") is True
+    # The emulator saw the call over TLS (its admin API answers over HTTPS too).
+    assert pushwoosh_emulator.requests(method="getFeatureFlags")
+
+
+def _start_pair(tmp: str, pushwoosh_bin: str, issue: Dict[str, Any], trust: str) -> tuple[EmulatorProcess, AgentProcess]:
+    ca = TestCA(tmp, "server-ca")
+    other = TestCA(tmp, "other-ca")
+    cert = ca.issue("server", **issue)
+    emulator = EmulatorProcess(tmp, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"), tls=cert,
+                               ca_file=ca.ca_file).start()
+    agent = AgentProcess(tmp, server_url=emulator.server_url, binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
+                         settings={"ca_file": ca.ca_file if trust == "server" else other.ca_file,
+                                   "disable_throttle": True, "request_timeout": "5s", "http_listen": "127.0.0.1:0"})
+    return emulator, agent
+
+
+@pytest.mark.parametrize("issue,trust,problem,words", [
+    ({}, "other", "tls_untrusted", "certificate is not trusted"),
+    ({"expired": True}, "server", "tls_expired", "certificate has expired"),
+    ({"hosts": ["pushwoosh.invalid"]}, "server", "tls_wrong_host", "certificate is for another host"),
+])
+def test_certificate_problems_fail_with_code_0_and_name_themselves(
+        pushwoosh_bin: str, pushwoosh_tmp_dir: str, issue: Dict[str, Any], trust: str, problem: str,
+        words: str) -> None:
+    emulator, agent = _start_pair(pushwoosh_tmp_dir, pushwoosh_bin, issue, trust)
+    try:
+        agent.start()
+        status = _failed_status(agent)
+        error = status["lastRefreshError"]
+        assert error["code"] == 0, error
+        assert words in error["message"], error
+        assert status["state"] == "error", status
+        admin = EmulatorClient(emulator.base_url)
+        admin.ssl_context = ssl._create_unverified_context()  # the test's own look at a certificate it broke
+        assert not admin.requests(method="getFeatureFlags"), "no request may reach a server not trusted"
+        log = agent.log()
+        assert "refresh failed" in log and words in log, log
+        metrics = _metrics(agent)
+        assert f'pushwoosh_agent_refresh_network_failures_total{{problem="{problem}"}} 1' in metrics \
+            or f'pushwoosh_agent_refresh_network_failures_total{{problem="{problem}"}} 2' in metrics, metrics
+    finally:
+        agent.close()
+        emulator.stop()
+
+
+def test_without_ca_file_a_private_ca_is_not_trusted(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
+    """No CAFile=: the system store only, and SSL_CERT_FILE from the environment changes nothing."""
+    ca = TestCA(pushwoosh_tmp_dir, "private")
+    emulator = EmulatorProcess(pushwoosh_tmp_dir, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"),
+                               tls=ca.issue("server"), ca_file=ca.ca_file).start()
+    agent = AgentProcess(pushwoosh_tmp_dir, server_url=emulator.server_url,
+                         binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
+                         settings={"disable_throttle": True, "request_timeout": "5s"},
+                         environment={"SSL_CERT_FILE": ca.ca_file, "CURL_CA_BUNDLE": ca.ca_file})
+    try:
+        agent.start()
+        error = _failed_status(agent)["lastRefreshError"]
+        assert error["code"] == 0 and "not trusted" in error["message"] and "CAFile=" in error["message"], error
+    finally:
+        agent.close()
+        emulator.stop()
+
+
+def test_ca_file_applies_on_reload(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
+    """SIGHUP re-reads CAFile=: the next request trusts the CA; a bad CAFile= on reload keeps the running one."""
+    import signal
+    ca = TestCA(pushwoosh_tmp_dir, "reload-ca")
+    emulator = EmulatorProcess(pushwoosh_tmp_dir, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"),
+                               tls=ca.issue("server"), ca_file=ca.ca_file).start()
+    agent = AgentProcess(pushwoosh_tmp_dir, server_url=emulator.server_url,
+                         binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
+                         settings={"disable_throttle": True, "request_timeout": "5s"})
+    try:
+        agent.start()
+        assert "not trusted" in _failed_status(agent)["lastRefreshError"]["message"]
+        agent.settings["ca_file"] = ca.ca_file
+        agent.write_config()
+        mark = len(agent.log())
+        agent.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "configuration reloaded" not in agent.log()[mark:] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        agent.client.refresh()
+        assert agent.client.status()["state"] == "ready"
+        agent.settings["ca_file"] = os.path.join(pushwoosh_tmp_dir, "gone.pem")
+        agent.write_config()
+        mark = len(agent.log())
+        agent.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while "configuration not reloaded" not in agent.log()[mark:] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "CAFile: cannot read" in agent.log()[mark:], agent.log()[mark:]
+        agent.client.refresh()  # still trusted: the running configuration was kept
+    finally:
+        agent.close()
+        emulator.stop()
