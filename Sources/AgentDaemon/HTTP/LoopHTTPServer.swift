@@ -22,10 +22,29 @@ struct HTTPServerResponse {
     var status: Int
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
+    /// Set for a large answer many clients get alike (the bulk OFREP answer): libmicrohttpd
+    /// keeps one copy of it for every connection it is sent on, instead of one each, so
+    /// clients that do not read it cost no memory each.
+    var shared: SharedResponse?
 
     static func json(_ status: Int, _ value: JSONValueBox, headers: [(name: String, value: String)] = []) -> HTTPServerResponse {
         HTTPServerResponse(status: status, headers: [("Content-Type", "application/json")] + headers, body: value.bytes)
     }
+}
+
+/// One libmicrohttpd response (status, headers and body fixed), queued on any number of
+/// connections: libmicrohttpd counts its users and frees it after the last.
+final class SharedResponse {
+    private var response: OpaquePointer?
+
+    /// Made on first use, on the loop thread.
+    func mhdResponse(_ answer: HTTPServerResponse) -> OpaquePointer? {
+        if let response { return response }
+        response = MicroHTTPD.makeResponse(headers: answer.headers, body: answer.body)
+        return response
+    }
+
+    deinit { if let response { MHD_destroy_response(response) } }
 }
 
 /// JSON bytes written by the project's writer (sorted keys: equal values, equal bytes).
@@ -259,7 +278,11 @@ final class LoopHTTPServer {
     }
 
     private func send(_ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
-        MicroHTTPD.respond(connection, status: response.status, headers: response.headers, body: response.body)
+        if let shared = response.shared {
+            guard let made = shared.mhdResponse(response) else { return MHD_Result.NO }
+            return MHD_queue_response(connection, UInt32(response.status), made)
+        }
+        return MicroHTTPD.respond(connection, status: response.status, headers: response.headers, body: response.body)
     }
 
     /// Header fields with lowercase names.

@@ -29,6 +29,8 @@ final class BulkAnswers {
         let identity: Identity
         let body: [UInt8]
         let etag: String
+        /// The 200 answer, one copy in libmicrohttpd for every client that gets it.
+        let shared = SharedResponse()
     }
 
     static let incrementalAbove = 2_000
@@ -112,7 +114,9 @@ final class BulkAnswers {
         if let match = request.header("if-none-match"), HTTPInterface.matches(match, built.etag) {
             return HTTPServerResponse(status: 304, headers: [("ETag", built.etag)])
         }
-        return .json(200, JSONValueBox(bytes: built.body), headers: [("ETag", built.etag)])
+        var answer = HTTPServerResponse.json(200, JSONValueBox(bytes: built.body), headers: [("ETag", built.etag)])
+        answer.shared = built.shared
+        return answer
     }
 }
 
