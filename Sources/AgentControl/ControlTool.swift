@@ -33,8 +33,10 @@ public struct StandardOutput: ControlOutput {
 
 /// `pushwoosh-agentctl`: parse, connect, call, print, exit.
 public enum ControlTool {
-    public static func run(arguments: [String], environment: [String: String], output: some ControlOutput,
+    public static func run(arguments: [String], environment: [String: String], output raw: some ControlOutput,
                            now: () -> Date = Date.init, timeZone: TimeZone = .current) -> Int32 {
+        // Output is data: no control character from an answer reaches the terminal raw.
+        let output = VisibleOutput(base: raw)
         let invocation: ControlInvocation
         do {
             switch try ControlArguments.parse(arguments, environment: environment) {

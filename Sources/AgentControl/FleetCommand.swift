@@ -256,6 +256,7 @@ public enum FleetOutput {
     }
 
     static func table(_ rows: [[String]]) -> String {
+        let rows = rows.map { $0.map(Visible.escape) }  // output is data: a User ID cannot redraw the table
         guard let columns = rows.map(\.count).max() else { return "" }
         var widths = [Int](repeating: 0, count: columns)
         for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }

@@ -33,7 +33,7 @@ public enum OutputFormatter {
 
     /// An error answer: message and exit code (-32001 → 4, anything else → 1).
     public static func format(error: RPCError) -> (text: String, exit: ExitCode) {
-        var text = "pushwoosh-agentd: error \(error.code): \(error.message)"
+        var text = "pushwoosh-agentd: error \(error.code): \(Visible.escape(error.message))"
         if let data = error.data, data != .object([:]) { text += " " + JSONWriter.string(data) }
         return (text, error.code == RPCError.permissionDeniedCode ? .permissionDenied : .agentError)
     }
@@ -45,18 +45,18 @@ public enum OutputFormatter {
         case .property: return scalar(r["value"] ?? .null)
         case .refresh:
             guard let error = try RefreshAnswer(json: r).error else { return "refresh: ok" }
-            return "refresh failed: " + error.summary
+            return "refresh failed: " + Visible.escape(error.summary)
         case .logImpression(let key):
             return r["logged"]?.boolValue == true
-                ? "impression of \(key) logged"
-                : "no impression logged (no flag \(key), or already sent this session)"
-        case .setUser(let userId): return "User ID set to \(userId)"
+                ? "impression of \(Visible.escape(key)) logged"
+                : "no impression logged (no flag \(Visible.escape(key)), or already sent this session)"
+        case .setUser(let userId): return "User ID set to \(Visible.escape(userId))"
         case .setAppState(let state):
             return "app state: \(state.rawValue)" + (r["sessionStarted"]?.boolValue == true ? " (a new session started)" : "")
         case .registerPush:
             let registration = try RegistrationAnswer(json: r)
             guard registration.granted else { return "push registration: not granted" }
-            return "push registration: granted, token " + (registration.pushToken ?? "-")
+            return "push registration: granted, token " + Visible.escape(registration.pushToken ?? "-")
         case .unregisterPush: return "unregistered from push notifications"
         case .setAuthorization(let status): return "notification authorization: \(status.rawValue)"
         case .primer:
@@ -124,7 +124,9 @@ public enum OutputFormatter {
             switch key {
             case _ where value.isNull: return (key, "-")
             case "flagsAgeSeconds": return (key, "\(scalar(value)) (\(s.flagsAgeSeconds.map { age(seconds: $0) } ?? "?"))")
-            case "lastRefreshError": return (key, s.lastRefreshError?.summary ?? "-")
+            case "lastRefreshError": return (key, s.lastRefreshError?.summary ?? "-")  // escaped by `aligned`
+            case "storageError":
+                return (key, s.storageError.map { "\($0.operation.rawValue) failed at \(SocketTime.string($0.at)): \($0.message)" } ?? "-")
             default: return (key, scalar(value))
             }
         }
@@ -136,12 +138,13 @@ public enum OutputFormatter {
 
     /// A value for people: strings without quotes, everything else as JSON.
     static func scalar(_ value: JSONValue) -> String {
-        if case .string(let s) = value { return s }
-        return JSONWriter.string(value)
+        if case .string(let s) = value { return Visible.escape(s) }
+        return Visible.escape(JSONWriter.string(value))
     }
 
     /// `name: value` lines with the values in one column.
     static func aligned(_ lines: [(String, String)]) -> String {
+        let lines = lines.map { (Visible.escape($0.0), Visible.escape($0.1)) }
         let width = (lines.map(\.0.count).max() ?? 0) + 3
         return lines.map { name, value in
             value.isEmpty ? name + ":" : (name + ":").padding(toLength: width, withPad: " ", startingAt: 0) + value
@@ -163,7 +166,7 @@ public enum OutputFormatter {
         guard case .flagsDidUpdate(let reason, let changed)? = try? SocketNotification(method: method, params: params) else {
             return "\(stamp) \(method) \(JSONWriter.string(params))"
         }
-        return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.joined(separator: ", "))
+        return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.map(Visible.escape).joined(separator: ", "))
     }
 
     /// Local ISO 8601 with milliseconds and the offset: `2025-05-01T14:03:07.125+02:00`.

@@ -32,6 +32,9 @@ public final class Agent {
     private let onEvent: (AgentEvent) -> Void
     private var waiters: [Waiter: (RefreshError?) -> Void] = [:]
     private var lastWaiter: UInt64 = 0
+    /// While `checkingSaves` runs: the first save that failed in it (nil: none failed).
+    private var failedSaveInCall: String?
+    private var checkingDepth = 0
 
     /// A failed save is retried after this.
     public static let saveRetryDelay = AgentMachine.saveRetryDelay
@@ -65,6 +68,7 @@ public final class Agent {
             case .persist(let state):
                 var failure: String?
                 do { try store.save(state) } catch { failure = "\(error)" }
+                if checkingDepth > 0, failedSaveInCall == nil { failedSaveInCall = failure }
                 deliveries += machine.saved(error: failure, now: now)
             case .notify, .complete:
                 deliveries.append(action)
@@ -91,6 +95,20 @@ public final class Agent {
         let waiter = Waiter(lastWaiter)
         waiters[waiter] = completion
         return waiter
+    }
+
+    /// Runs `body` (calls into the agent) and reports the first save in it that failed:
+    /// a state-changing method whose change was not stored answers an error, not success.
+    /// The change itself stays in memory, and the save is retried (`saveRetryDelay`).
+    public func checkingSaves<Result>(_ body: () -> Result) -> (result: Result, saveFailure: String?) {
+        let outer = failedSaveInCall
+        failedSaveInCall = nil
+        checkingDepth += 1
+        let result = body()
+        checkingDepth -= 1
+        let failure = failedSaveInCall
+        failedSaveInCall = outer ?? failure
+        return (result, failure)
     }
 
     // MARK: - Events

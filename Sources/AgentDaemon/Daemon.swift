@@ -57,7 +57,9 @@ public final class Daemon {
             log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
         }
         stateLock = lock
-        let loaded = Agent.load(files)
+        // A state file that cannot be read (permission, EIO) is neither trusted nor
+        // overwritten: the agent stops here, naming the file and the error.
+        let loaded = try files.load()
         self.loaded = loaded
         let storedOffset = loaded.state?.clockOffset ?? 0
         let mode = configuration.device.clock
@@ -69,6 +71,7 @@ public final class Daemon {
         }
         let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
+        store.onSaveFailure = { [metrics] in metrics.storageErrors["save", default: 0] += 1 }
         let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
@@ -83,6 +86,7 @@ public final class Daemon {
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
             http = try makeHTTPService(inheritedFD: httpFD)
+            if let warning = http?.tokenWarning { log(.warning, "HTTP token file readable by others", ["detail": warning]) }
         }
 
         if let fd = inherited.first(where: { $0.name != "http" })?.fd {
@@ -188,7 +192,7 @@ public final class Daemon {
                     ["running": key.show(configuration) ?? "-", "file": key.show(fresh) ?? "-"])
                 key.keep(&fresh, configuration)
             }
-            try http?.reload(fresh.http, socket: fresh.socket)
+            for warning in try http?.reload(fresh.http, socket: fresh.socket) ?? [] { log(.warning, "HTTP token", ["detail": warning]) }
             configuration = fresh
             server.update(settings: fresh.socket)
             (network.opened as? CurlTransport)?.network = fresh.network.options  // CAFile=, Proxy=: the next request on

@@ -47,6 +47,8 @@ final class Metrics {
     private(set) var rpcErrors: [Int: Int] = [:]
     private(set) var httpRequests: [Int: Int] = [:]
     var stateSaveFailures = 0
+    /// Every failed save and every damaged state found at start, by operation.
+    var storageErrors: [String: Int] = ["load": 0, "save": 0]
     /// Flags requests that got no HTTP answer, by what went wrong (`NetworkProblem`: TLS, proxy, …).
     private(set) var networkFailures: [String: Int] = [:]
 
@@ -69,6 +71,8 @@ final class Metrics {
             if error == nil { impressionsSent += 1 } else { impressionsFailed += 1 }
         case .storeFailed:
             stateSaveFailures += 1
+        case .storeDamaged:
+            storageErrors["load", default: 0] += 1
         default:
             break
         }
@@ -169,6 +173,11 @@ final class Metrics {
         out.family("pushwoosh_agent_state_save_failures_total", "counter",
                    "Times saving the state failed (a failure repeating the previous one counts once until a save succeeds).")
         out.sample("pushwoosh_agent_state_save_failures_total", [], Double(stateSaveFailures))
+        out.family("pushwoosh_agent_storage_errors_total", "counter",
+                   "Storage errors: every failed save of the state (save), a damaged state file set aside at start (load).")
+        for (operation, n) in storageErrors.sorted(by: { $0.key < $1.key }) {
+            out.sample("pushwoosh_agent_storage_errors_total", [("operation", operation)], Double(n))
+        }
         out.family("pushwoosh_agent_refresh_network_failures_total", "counter",
                    "Flags requests without an HTTP answer (code 0), by problem: tls_untrusted, tls_expired, tls_not_yet_valid, tls_wrong_host, tls, proxy, name_resolution, connection, timeout, other.")
         for (problem, n) in networkFailures.sorted(by: { $0.key < $1.key }) {

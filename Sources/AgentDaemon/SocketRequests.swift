@@ -132,23 +132,22 @@ extension ControlServer {
             }
             returned = true
         case .logImpression(let key):
-            done(.success(["logged": .bool(agent.logImpression(key))]))
+            try done(.success(saving(call) { ["logged": .bool(agent.logImpression(key))] }))
         case .setUserId(let userId):
-            agent.setUserId(userId)
-            done(.success([:]))
+            try done(.success(saving(call) { agent.setUserId(userId); return [:] }))
         case .setAppState(let state):
-            done(.success(["sessionStarted": .bool(agent.setAppState(state))]))
+            try done(.success(saving(call) { ["sessionStarted": .bool(agent.setAppState(state))] }))
         case .registerForPushNotifications:
-            let r = agent.registerForPushNotifications()
-            done(.success(RegistrationAnswer(granted: r.granted, pushToken: r.pushToken).json))
+            try done(.success(saving(call) {
+                let r = agent.registerForPushNotifications()
+                return RegistrationAnswer(granted: r.granted, pushToken: r.pushToken).json
+            }))
         case .unregisterForPushNotifications:
-            agent.unregisterForPushNotifications()
-            done(.success([:]))
+            try done(.success(saving(call) { agent.unregisterForPushNotifications(); return [:] }))
         case .setNotificationAuthorization(let status):
-            agent.setNotificationAuthorization(status)
-            done(.success([:]))
+            try done(.success(saving(call) { agent.setNotificationAuthorization(status); return [:] }))
         case .presentPushPrimer(let configuration):
-            done(.success(agent.presentPushPrimer(configuration).json))
+            try done(.success(saving(call) { agent.presentPushPrimer(configuration).json }))
         case .status:
             done(.success(StatusAnswer(version: StatusReport.version, status: agent.status()).json))
         case .clock:
@@ -170,5 +169,13 @@ extension ControlServer {
             guard let metricsText else { throw .methodNotFound(call.method.rawValue) }
             done(.success(["text": .string(metricsText())]))
         }
+    }
+
+    /// Runs a state-changing call on the agent: its answer, or `-32005` when the save its
+    /// change needed failed (the change holds in memory and the save is retried).
+    private func saving(_ call: SocketCall, _ body: () -> JSONValue) throws(RPCError) -> JSONValue {
+        let (answer, failure) = agent.checkingSaves(body)
+        if let failure { throw .stateNotSaved(method: call.method.rawValue, error: failure) }
+        return answer
     }
 }

@@ -35,7 +35,9 @@ public enum StatusReport {
             text = "automatic refresh stopped: \(s.lastRefreshError.map(describe) ?? "?") (check ApplicationCode and ApiToken, then reload)"
             if s.flagsCount > 0 { text += "; serving \(s.flagsCount) flags \(span(s.flagsAgeSeconds ?? 0)) old" }
         }
-        if let storage = s.storageError { text += "; state not saved: \(storage)" }
+        if let storage = s.storageError {
+            text += storage.operation == .save ? "; state not saved: \(storage.message)" : "; stored state was damaged: \(storage.message)"
+        }
         return text
     }
 }

@@ -10,6 +10,8 @@ final class TrimmingStore: StateStore {
     private let store: any StateStore
     private let loop: EventLoop
     private var pending: EventLoop.TimerHandle?
+    /// Called for every save that failed (the metrics count each one).
+    var onSaveFailure: () -> Void = {}
 
     init(_ store: any StateStore, loop: EventLoop) {
         self.store = store
@@ -20,7 +22,10 @@ final class TrimmingStore: StateStore {
 
     func save(_ state: PersistentState) throws {
         defer { trimSoon() }
-        try store.save(state)
+        do { try store.save(state) } catch {
+            onSaveFailure()
+            throw error
+        }
     }
 
     /// One trim on the loop's next turn, however many saves come before it.

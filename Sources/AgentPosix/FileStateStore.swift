@@ -7,6 +7,13 @@ import Glibc
 /// fsynced. The file carries a version and a CRC-32 of its body; a file that fails either
 /// check is moved aside, reported, and treated as absent. Files are 0600 in a 0700 directory.
 ///
+/// A file that cannot be read at all (permission, EIO) is neither trusted nor overwritten:
+/// `load` throws `Unreadable`, and so does a damaged file that cannot be moved aside. No
+/// one else may plant files here: a directory writable by others, by a group the agent does
+/// not run as, or owned by another user is refused (`init`), and the temporary file is
+/// created with `O_EXCL | O_NOFOLLOW` (a symlink planted in its place is removed, never
+/// followed) and renamed within the directory.
+///
 /// Layout: `pushwoosh-agent-state 1 <crc32 hex> <body length>\n<JSON body>`.
 public final class FileStateStore: StateStore {
     public static let fileName = "state.json"
@@ -18,12 +25,47 @@ public final class FileStateStore: StateStore {
     private var temporaryPath: String { path + ".tmp" }
     private let now: () -> Date
 
-    /// Creates the directory (0700) when it is missing.
-    public init(directory: String, now: @escaping () -> Date = Date.init) throws(PosixError) {
+    /// A state file that is there but cannot be read, or a damaged one that cannot be set
+    /// aside: the agent does not start on it (it would be replaced by the first save).
+    public struct Unreadable: Error, CustomStringConvertible, Equatable {
+        public let path: String
+        public let reason: String
+        public var description: String {
+            "the stored state \(path) cannot be read (\(reason)); it is neither used nor overwritten: fix its owner or mode, or move it away"
+        }
+    }
+
+    /// A state directory others could plant files in.
+    public struct UnsafeDirectory: Error, CustomStringConvertible, Equatable {
+        public let directory: String
+        public let reason: String
+        public var description: String { "state directory \(directory) \(reason); make it writable by the agent's user only (chmod 0700)" }
+    }
+
+    /// Creates the directory (0700) when it is missing; refuses one that others may write to.
+    public init(directory: String, now: @escaping () -> Date = Date.init) throws {
         self.directory = directory
         self.now = now
         if mkdir(directory, 0o700) != 0, errno != EEXIST {
             throw PosixError(errno: errno, call: "mkdir", path: directory)
+        }
+        try Self.checkOwnership(directory)
+    }
+
+    /// The directory must be the agent's (or root's) and writable by no one else.
+    static func checkOwnership(_ directory: String) throws {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { throw PosixError(errno: errno, call: "stat", path: directory) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw UnsafeDirectory(directory: directory, reason: "is not a directory") }
+        let mode = "mode " + String(info.st_mode & 0o7777, radix: 8).leftPadded(to: 4)
+        if info.st_mode & S_IWOTH != 0 {
+            throw UnsafeDirectory(directory: directory, reason: "is writable by others (\(mode))")
+        }
+        if info.st_mode & S_IWGRP != 0, info.st_gid != getegid() {
+            throw UnsafeDirectory(directory: directory, reason: "is writable by group \(info.st_gid), which the agent does not run as (\(mode))")
+        }
+        if info.st_uid != geteuid(), info.st_uid != 0 {
+            throw UnsafeDirectory(directory: directory, reason: "is owned by uid \(info.st_uid), not the agent's user (uid \(geteuid()))")
         }
     }
 
@@ -33,15 +75,16 @@ public final class FileStateStore: StateStore {
             data = try readWholeFile(path)
         } catch {
             if error.errno == ENOENT { return StoreLoad(state: nil) }
-            throw error
+            throw Unreadable(path: path, reason: "\(error)")
         }
         do {
             return StoreLoad(state: try Self.decode(data))
         } catch {
             let aside = path + ".damaged-\(Int(now().timeIntervalSince1970))"
-            let moved = rename(path, aside) == 0
-            let whereTo = moved ? "moved to \(aside)" : "could not be moved aside (\(String(cString: strerror(errno))))"
-            return StoreLoad(state: nil, damage: "\(path): \(error); \(whereTo)")
+            guard rename(path, aside) == 0 else {
+                throw Unreadable(path: path, reason: "\(error), and it could not be moved aside: \(String(cString: strerror(errno)))")
+            }
+            return StoreLoad(state: nil, damage: "\(path): \(error); moved to \(aside)")
         }
     }
 
@@ -100,7 +143,10 @@ public final class FileStateStore: StateStore {
     // MARK: - Transactional write
 
     private func writeTransactionally(_ bytes: [UInt8]) throws {
-        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // A temporary file left by a crash, or anything planted under its name (a symlink
+        // included), is removed, never followed; O_EXCL fails if one appears meanwhile.
+        if unlink(temporaryPath) != 0, errno != ENOENT { throw PosixError(errno: errno, call: "unlink", path: temporaryPath) }
+        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw PosixError(errno: errno, call: "open", path: temporaryPath) }
         var failure: PosixError?
         bytes.withUnsafeBytes { buffer in
@@ -130,6 +176,12 @@ public final class FileStateStore: StateStore {
             defer { _ = Glibc.close(dirFD) }
             if fsync(dirFD) != 0 { throw PosixError(errno: errno, call: "fsync", path: directory) }
         }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
 

@@ -42,9 +42,10 @@ public final class EmulatorProcess {
     public var baseURL: String { "http://127.0.0.1:\(port)" }
     public var serverURL: String { baseURL + "/json/1.3/" }
 
-    public init(apps: String = Binaries.repositoryRoot + "/config/flags.example.json") throws {
+    /// `arguments`: more of the emulator's options (`--require-token T`).
+    public init(apps: String = Binaries.repositoryRoot + "/config/flags.example.json", arguments: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: Binaries.emulator)
-        process.arguments = ["--listen", "127.0.0.1:0", "--apps", apps]
+        process.arguments = ["--listen", "127.0.0.1:0", "--apps", apps] + arguments
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

@@ -62,6 +62,9 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public static let permissionDeniedCode = -32001
     /// docs/device-clock.md H: `clock` or `advanceClock` with `Clock=system`.
     public static let clockNotControlledCode = -32004
+    /// A state-changing method whose change could not be saved (full disk, read-only or
+    /// unreadable state): the change holds in memory, the save is retried.
+    public static let stateNotSavedCode = -32005
 
     /// -32700: the line is not valid UTF-8 JSON.
     public static func parseError(_ detail: String) -> RPCError {
@@ -99,6 +102,14 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
         RPCError(code: permissionDeniedCode,
                  message: "permission denied: '\(method)' needs root, the agent's user or membership in ControlGroup",
                  data: ["method": .string(method)])
+    }
+
+    /// -32005: the method's change is in memory but not on disk; `data` names the method and
+    /// carries the store's error.
+    public static func stateNotSaved(method: String, error: String) -> RPCError {
+        RPCError(code: stateNotSavedCode,
+                 message: "state not saved: '\(method)' took effect in memory, but saving the state failed: \(error) (retried every 30 s; see status.storageError)",
+                 data: ["method": .string(method), "error": .string(error)])
     }
 
     /// -32004 (docs/device-clock.md H).

@@ -156,7 +156,7 @@ public struct StatusAnswer: Sendable, Equatable {
             "flagsExpireAt": SocketTime.json(s.flagsExpireAt), "lastRefreshAt": SocketTime.json(s.lastRefreshAt),
             "lastRefreshError": RefreshError.json(s.lastRefreshError),
             "consecutiveFailures": .number(Double(s.consecutiveFailures)), "nextRefreshAt": SocketTime.json(s.nextRefreshAt),
-            "flagsPartial": .bool(s.flagsPartial), "storageError": s.storageError.map(JSONValue.string) ?? .null,
+            "flagsPartial": .bool(s.flagsPartial), "storageError": s.storageError.map { ["operation": .string($0.operation.rawValue), "message": .string($0.message), "at": SocketTime.json($0.at)] } ?? .null,
         ]
     }
 
@@ -165,6 +165,10 @@ public struct StatusAnswer: Sendable, Equatable {
         version = try r.string("version")
         let error = try r.optionalObject("lastRefreshError").map { (e) throws(AnswerError) in
             try RefreshError(json: e, path: "lastRefreshError.")
+        }
+        let storage = try r.optionalObject("storageError").map { (e) throws(AnswerError) in
+            let s = AnswerReader(e, path: "storageError.")
+            return StorageProblem(try s.enumeration("operation"), message: try s.string("message"), at: try s.time("at"))
         }
         status = AgentStatus(
             state: try r.enumeration("state"), applicationCode: try r.string("applicationCode"), hwid: try r.string("hwid"),
@@ -175,7 +179,7 @@ public struct StatusAnswer: Sendable, Equatable {
             flagsExpireAt: try r.optionalTime("flagsExpireAt"), flagsPartial: try r.bool("flagsPartial"),
             lastRefreshAt: try r.optionalTime("lastRefreshAt"), lastRefreshError: error,
             consecutiveFailures: Int(try r.number("consecutiveFailures")), nextRefreshAt: try r.optionalTime("nextRefreshAt"),
-            refreshInFlight: false, storageError: try r.optionalString("storageError"))
+            refreshInFlight: false, storageError: storage)
     }
 }
 

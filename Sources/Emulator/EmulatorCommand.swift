@@ -3,12 +3,12 @@ import EmulatorCore
 import Foundation
 import Glibc
 
-/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token TOKEN]`.
+/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token TOKEN] [--admin-token FILE]`.
 public enum EmulatorCommand {
     public static let usage = """
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
-                                  [--require-token TOKEN] [--threads N] [--record-limit N]
-                                  [--max-connections N] [--verbose]
+                                  [--require-token TOKEN] [--admin-token FILE] [--allow-remote]
+                                  [--threads N] [--record-limit N] [--max-connections N] [--verbose]
                                   [--tls-cert FILE --tls-key FILE]
                                   [--upstream URL [--record FILE.har] | --replay FILE.har]
                pushwoosh-emulator --apps-from-har FILE.har
@@ -17,11 +17,16 @@ public enum EmulatorCommand {
         under /admin/ (docs/device-api.md A and D).
 
           --listen HOST:PORT     IPv4 address and port (default 127.0.0.1:8080; port 0 picks a
-                                 free port). Prints "listening on HOST:PORT" once bound.
+                                 free port). Prints "listening on HOST:PORT" once bound. Only
+                                 loopback addresses (127.0.0.0/8) unless --allow-remote.
           --apps FILE            JSON file with one application definition or an array of them
           --state FILE           a saved lab (GET /admin/state): apps, devices, clock offset,
                                  loaded over --apps at start (POST /admin/reset goes back to --apps)
           --require-token TOKEN  device API calls need "Authorization: Token TOKEN", else HTTP 401
+          --admin-token FILE     the admin API (/admin/...) needs "Authorization: Bearer TOKEN",
+                                 TOKEN being the file's content, else HTTP 401
+          --allow-remote         allow a --listen address other hosts can reach (then lock the
+                                 admin API with --admin-token)
           --threads N            HTTP worker threads (default: number of CPUs, at least 2)
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
           --max-connections N    connections at once, parked waits included (default 4096; the
@@ -40,8 +45,12 @@ public enum EmulatorCommand {
           --verbose              log every request to standard error
           --help                 show this help
 
-        Exit status: 0 after SIGTERM or SIGINT, 1 when the apps file or the address is
-        unusable, 2 for bad arguments.
+        The request log (GET /admin/requests) shows an Authorization header's scheme only
+        ("Token [redacted]"), and neither token anywhere. Request bodies are limited to 1 MiB
+        on the device API and 8 MiB on the admin API (HTTP 413).
+
+        Exit status: 0 after SIGTERM or SIGINT, 1 when the apps, state or token file or the
+        address is unusable, 2 for bad arguments.
         """
 
     public struct Options: Sendable, Equatable {
@@ -50,6 +59,9 @@ public enum EmulatorCommand {
         public var stateFile: String?
         public var maxConnections = 4096
         public var requireToken: String?
+        /// `--admin-token FILE`: the file; its token is read at start.
+        public var adminTokenFile: String?
+        public var allowRemote = false
         public var threads = max(2, ProcessInfo.processInfo.activeProcessorCount)
         public var recordLimit = 20_000
         public var verbose = false
@@ -100,6 +112,13 @@ public enum EmulatorCommand {
                 let t = try value()
                 guard !t.isEmpty else { throw UsageError(description: "--require-token: expected a non-empty token") }
                 o.requireToken = t
+            case "--admin-token":
+                let file = try value()
+                guard !file.isEmpty else { throw UsageError(description: "--admin-token: expected a file name") }
+                o.adminTokenFile = file
+            case "--allow-remote":
+                if inline != nil { throw UsageError(description: "\(arg) takes no value") }
+                o.allowRemote = true
             case "--threads": o.threads = try number(1...256)
             case "--record-limit": o.recordLimit = try number(1...10_000_000)
             case "--tls-cert": o.tlsCertificate = try value()
@@ -126,12 +145,31 @@ public enum EmulatorCommand {
         if (o.tlsCertificate == nil) != (o.tlsKey == nil) {
             throw UsageError(description: o.tlsKey == nil ? "--tls-cert needs --tls-key" : "--tls-key needs --tls-cert")
         }
+        let host: String
         do {
-            _ = try EmulatorServer.parseListen(o.listen)
+            host = try EmulatorServer.parseListen(o.listen).0
         } catch {
             throw UsageError(description: error.description)
         }
+        if !o.allowRemote, !host.hasPrefix("127.") {
+            throw UsageError(description: "--listen \(o.listen): not a loopback address: other hosts could reach the device and admin APIs; "
+                             + "add --allow-remote to mean it (and lock the admin API with --admin-token FILE)")
+        }
         return o
+    }
+
+    /// Reads `--admin-token FILE`: its content without trailing whitespace, not empty.
+    public static func loadAdminToken(path: String) throws(EmulatorServerError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw EmulatorServerError(description: "--admin-token \(path): cannot read the file")
+        }
+        var text = String(decoding: data, as: UTF8.self)
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        guard !text.isEmpty else { throw EmulatorServerError(description: "--admin-token \(path): the file is empty") }
+        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw EmulatorServerError(description: "--admin-token \(path): the token contains whitespace")
+        }
+        return text
     }
 
     /// Reads an apps file: one application object or an array of them.
@@ -247,6 +285,8 @@ public enum EmulatorCommand {
                 logLine("state loaded apps=\(doc.apps.count) devices=\(doc.devices.count) clockOffsetSeconds=\(doc.clockOffset) file=\(file)")
                 saved = doc
             }
+            let adminToken = try options.adminTokenFile.map { (file) throws(EmulatorServerError) in try loadAdminToken(path: file) }
+            if adminToken != nil { logLine("admin API locked: Authorization: Bearer token from \(options.adminTokenFile ?? "")") }
             var tls: TLSIdentity?
             if let certificate = options.tlsCertificate, let key = options.tlsKey {
                 tls = try TLSIdentity.load(certificate: certificate, key: key)
@@ -266,7 +306,7 @@ public enum EmulatorCommand {
             server = try EmulatorServer(
                 listen: options.listen,
                 configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit,
-                                                     upstream: options.upstream, replay: replay),
+                                                     upstream: options.upstream, replay: replay, adminToken: adminToken),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
                 connectionLimit: min(options.maxConnections, max(16, files - 64)), tls: tls, upstream: upstream)
             let port = try server.start()

@@ -32,14 +32,19 @@ public final class EmulatorServer: Sendable {
     public let requestedPort: UInt16
     public let threads: Int
     public let verbose: Bool
-    /// Largest request body accepted; larger ones get 413.
-    public static let maxBodyBytes = 8 << 20
+    /// Largest request body accepted (an admin call's); larger ones get 413. A device API
+    /// call's is `EmulatorConfiguration.maxDeviceBodyBytes`.
+    public static let maxBodyBytes = EmulatorConfiguration.maxAdminBodyBytes
 
     let state: Mutex<EmulatorState>
     let runtime = Mutex(Runtime())
     let clock: any EmulatorClock
     let connectionLimit: Int
     let log: (@Sendable (String) -> Void)?
+    /// The admin token and the body limits, checked on a request's headers before its body is read.
+    let configuration: EmulatorConfiguration
+    /// The bytes of request bodies being received, all connections together.
+    let bodies = BodyBudget()
     /// HTTPS instead of HTTP (`--tls-cert`, `--tls-key`): libmicrohttpd's own TLS (GnuTLS).
     public let tls: TLSIdentity?
     /// `--upstream URL [--record FILE]`: where forwarded device API calls go.
@@ -89,6 +94,7 @@ public final class EmulatorServer: Sendable {
         self.log = log
         self.clock = clock
         self.connectionLimit = max(16, connectionLimit)
+        self.configuration = configuration
         var initial = EmulatorState(configuration: configuration, apps: apps, clock: clock)
         if let initialState { initial.load(initialState) }
         state = Mutex(initial)
@@ -236,11 +242,12 @@ public final class EmulatorServer: Sendable {
     func access(_ connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
                 uploadData: UnsafePointer<CChar>?, uploadDataSize: UnsafeMutablePointer<Int>,
                 conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
-        guard let raw = conCls.pointee else {
-            conCls.pointee = Unmanaged.passRetained(RequestContext()).toOpaque()
+        guard let raw = conCls.pointee else { return begin(connection, url: url, conCls: conCls) }
+        let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        if ctx.refused {  // answered at the headers: whatever body follows is dropped unread
+            uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
-        let ctx = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
         if let pending = ctx.pending {  // resumed after delayMs, or a parked wait answered
             ctx.pending = nil
             switch pending {
@@ -253,25 +260,16 @@ public final class EmulatorServer: Sendable {
             }
         }
         if uploadDataSize.pointee > 0 {
-            let n = uploadDataSize.pointee
-            if ctx.body.count + n > Self.maxBodyBytes {
-                ctx.tooLarge = true
-            } else if let uploadData {
-                uploadData.withMemoryRebound(to: UInt8.self, capacity: n) {
-                    ctx.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
-                }
-            }
+            receive(ctx, uploadData, count: uploadDataSize.pointee)
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
-        if ctx.tooLarge {
-            return send(.json(413, .object(["error": .string("body larger than \(Self.maxBodyBytes) bytes")])), .normal, on: connection)
-        }
+        if let refusal = refusal(ctx) { return send(refusal, .normal, on: connection) }
 
         let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
                                   query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
                                   headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
-        ctx.body = []
+        ctx.releaseBody()
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }
@@ -369,20 +367,4 @@ public final class EmulatorServer: Sendable {
     private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HeaderField] {
         MicroHTTPD.values(connection, kind).map { HeaderField($0.name, $0.value) }
     }
-}
-
-enum Pending {
-    case respond(EmulatorResponse, Outcome.Delivery)
-    case drop
-    case reset
-    /// A parked wait: its answer is in `Runtime.answers` under this connection key.
-    case parked(UInt)
-}
-
-/// Per-request state kept in libmicrohttpd's `con_cls`; touched only by the
-/// thread that serves the connection (never by the delay timer).
-final class RequestContext {
-    var body: [UInt8] = []
-    var tooLarge = false
-    var pending: Pending?
 }

@@ -24,7 +24,8 @@ extension EmulatorState {
         case nil: body = .null
         }
         let (hwid, userId) = caller(p)
-        let call = RecordedRequest(time: now, method: method, headers: p.request.headers, body: body,
+        // The log never shows a credential: Authorization keeps its scheme, the tokens go.
+        let call = RecordedRequest(time: now, method: method, headers: configuration.redact(p.request.headers), body: configuration.redact(body),
                                    status: outcome.drop ? nil : outcome.status, fault: fault?.kind.name, hwid: hwid, userId: userId)
         requestLog.append(call)
         var answered = outcome

@@ -11,12 +11,16 @@ public struct EmulatorConfiguration: Sendable {
     public var upstream: String?
     /// `--replay FILE.har`: device API calls are answered from this recording.
     public var replay: Recording?
+    /// When set, `/admin/…` requests without `Authorization: Bearer <token>` get HTTP 401.
+    public var adminToken: String?
 
-    public init(requireToken: String? = nil, recordLimit: Int = 20_000, upstream: String? = nil, replay: Recording? = nil) {
+    public init(requireToken: String? = nil, recordLimit: Int = 20_000, upstream: String? = nil, replay: Recording? = nil,
+                adminToken: String? = nil) {
         self.requireToken = requireToken
         self.recordLimit = recordLimit
         self.upstream = upstream
         self.replay = replay
+        self.adminToken = adminToken
     }
 }
 
@@ -88,6 +92,8 @@ public struct EmulatorState: Sendable {
     }
 
     public mutating func handle(_ p: PreparedRequest, now hostNow: Date) -> Outcome {
+        // Before anything else, unknown routes included: without the token nothing is told.
+        guard configuration.authorized(path: p.request.path, headers: p.request.headers) else { return EmulatorConfiguration.unauthorized }
         let allowed = p.route.allowedMethods
         if allowed.isEmpty { return .error(404, "no such route: \(p.request.path)") }
         let verb = p.request.method

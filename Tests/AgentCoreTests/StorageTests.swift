@@ -145,7 +145,9 @@ import Testing
         loop.run(for: 301)
         _ = loop.refreshAndWait()
         #expect(loop.log.events.contains { if case .storeFailed = $0 { true } else { false } })
-        #expect(loop.agent.status().storageError?.contains("ENOSPC") == true)
+        let problem = loop.agent.status().storageError
+        #expect(problem?.message.contains("ENOSPC") == true)
+        #expect(problem?.at == loop.agent.now.wall)  // the failure's time (device time)
         loop.store.fault = nil
         loop.run(for: Agent.saveRetryDelay + 1)  // the save is retried on its own
         #expect(loop.agent.status().storageError == nil)
@@ -155,9 +157,30 @@ import Testing
 
     @Test func damagedStateIsReportedNotFatal() {
         let store = MemoryStore()
-        store.damageOnLoad = "state.json: checksum mismatch; moved to state.json.damaged-1"
+        let damage = "state.json: checksum mismatch; moved to state.json.damaged-1"
+        store.damageOnLoad = damage
         let loop = VirtualLoop.serving([checkout], store: store)
         #expect(loop.log.events.contains { if case .storeDamaged = $0 { true } else { false } })
         #expect(loop.agent.get("new_checkout").value == checkout)
+        // status keeps saying what was found at start, with its time, after saves succeed.
+        #expect(loop.agent.status().storageError?.message == damage)
+        #expect(loop.agent.status().storageError.map { $0.at <= loop.agent.now.wall } == true)
+    }
+
+    @Test("A state-changing call whose save failed is reported to its caller; one that saved is not")
+    func failedSaveIsReportedToTheCall() {
+        let loop = VirtualLoop.serving([dark])
+        let saved = loop.agent.checkingSaves { loop.agent.setUserId("alice") }
+        #expect(saved.saveFailure == nil)
+        loop.store.fault = .diskFull
+        let failed = loop.agent.checkingSaves { loop.agent.setUserId("bob") }
+        #expect(failed.saveFailure?.contains("ENOSPC") == true)
+        #expect(loop.agent.userId == "bob")  // in memory; the save is retried
+        // Nothing to save: nothing failed, even with the disk still full.
+        #expect(loop.agent.checkingSaves { loop.agent.setUserId("bob") }.saveFailure == nil)
+        // A save failing outside a checked call is not blamed on the next one.
+        loop.run(for: Agent.saveRetryDelay + 1)
+        loop.store.fault = nil
+        #expect(loop.agent.checkingSaves { loop.agent.setUserId("carol") }.saveFailure == nil)
     }
 }

@@ -57,14 +57,15 @@ import Testing
     // A.1, FF-7: flags from the emulator, the request as the server saw it.
     @Test("FF-7: flags fetched from the emulator over libcurl leave the archived flag out")
     func fetchesFlagsFromTheEmulator() throws {
-        let emulator = try EmulatorProcess()
+        let emulator = try EmulatorProcess(arguments: ["--require-token", "t0k"])  // a wrong or missing token: 401
         let outcome = try #require(try exchange([request(to: emulator.serverURL, token: "t0k", retryCount: 2)]).first)
         let success = try PushwooshAPI.classify(outcome).get()
         let flags = try PushwooshAPI.parseFlags(success.response).get()
         #expect(flags.flags["new_checkout"] != nil)
         #expect(flags.flags["legacy_onboarding"] == nil)  // archived (FF-7)
         let (_, log) = emulator.admin("GET", "/admin/requests?method=getFeatureFlags")
-        #expect(log.contains("Token t0k"))
+        #expect(log.contains("\"Authorization\":\"Token [redacted]\""))  // sent, and accepted (200 above)
+        #expect(!log.contains("t0k"))  // the log never shows a token
         #expect(log.contains("\"hwid\":\"HWID-1\""))
         #expect(log.contains("7.2.10"))
     }

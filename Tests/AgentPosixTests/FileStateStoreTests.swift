@@ -72,9 +72,10 @@ import Testing
         chmod(dir, 0o500)
         defer { chmod(dir, 0o700) }
         if getuid() == 0 {
-            // root ignores directory modes: use a path that cannot be written instead.
-            let bad = try FileStateStore(directory: dir + "/state.json")  // a file, not a directory
-            #expect(throws: (any Error).self) { try bad.save(newer) }
+            // root ignores directory modes: a directory where the temporary file goes instead.
+            mkdir(store.path + ".tmp", 0o700)
+            #expect(throws: (any Error).self) { try store.save(newer) }
+            rmdir(store.path + ".tmp")
         } else {
             #expect(throws: (any Error).self) { try store.save(newer) }
         }
@@ -101,6 +102,109 @@ import Testing
         // A torn state file itself (as if renamed too early) is detected, never trusted.
         try Data(full[..<(full.count / 2)]).write(to: URL(fileURLWithPath: store.path))
         #expect(try store.load().state == nil)
+    }
+}
+
+/// A state file that cannot be read is neither trusted nor overwritten; no one else can
+/// plant files in the state directory, and a planted file is never followed.
+@Suite struct FileStateStoreSafetyTests {
+    func tempDir() -> String {
+        var template = Array("/tmp/pwstore-XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    func bytes(_ path: String) -> [UInt8]? { (try? Data(contentsOf: URL(fileURLWithPath: path))).map { [UInt8]($0) } }
+
+    @Test("A state file that cannot be read (here: EISDIR) throws, naming the file and the error, and stays")
+    func unreadableFileThrows() throws {
+        let dir = tempDir()
+        let store = try FileStateStore(directory: dir)
+        mkdir(store.path, 0o700)  // read(2) of a directory: EISDIR, as an I/O error would be
+        let marker = store.path + "/inside"
+        _ = FileManager.default.createFile(atPath: marker, contents: Data("keep".utf8))
+        do {
+            _ = try store.load()
+            Issue.record("load succeeded")
+        } catch let error as FileStateStore.Unreadable {
+            #expect(error.path == store.path)
+            #expect(error.description.contains(store.path) && error.description.contains("Is a directory"))
+        }
+        #expect(bytes(marker) == Array("keep".utf8))
+        // Nothing was set aside.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).filter { $0.contains("damaged") }.isEmpty)
+    }
+
+    @Test("A state directory others may write to is refused, naming the mode", arguments: [0o777, 0o1777, 0o702])
+    func worldWritableDirectoryIsRefused(mode: Int) throws {
+        let dir = tempDir()
+        chmod(dir, mode_t(mode))
+        do {
+            _ = try FileStateStore(directory: dir)
+            Issue.record("accepted mode \(String(mode, radix: 8))")
+        } catch let error as FileStateStore.UnsafeDirectory {
+            #expect(error.description.contains("writable by others (mode \(String(mode, radix: 8).count == 3 ? "0" : "")\(String(mode, radix: 8)))"))
+            #expect(error.description.contains(dir))
+        }
+        chmod(dir, 0o700)
+        _ = try FileStateStore(directory: dir)
+        chmod(dir, 0o750)  // readable by the group: fine
+        _ = try FileStateStore(directory: dir)
+    }
+
+    @Test("A state directory writable by a group the agent does not run as is refused", .enabled(if: geteuid() == 0, "chown needs root"))
+    func foreignGroupWritableDirectoryIsRefused() throws {
+        let dir = tempDir()
+        chown(dir, geteuid(), getegid() == 65534 ? 0 : 65534)
+        chmod(dir, 0o770)
+        #expect(throws: FileStateStore.UnsafeDirectory.self) { try FileStateStore(directory: dir) }
+        chown(dir, geteuid(), getegid())
+        _ = try FileStateStore(directory: dir)  // the agent's own group may write
+    }
+
+    @Test("A directory owned by another user is refused", .enabled(if: geteuid() == 0, "chown needs root"))
+    func directoryOwnedByAnotherUserIsRefused() throws {
+        let dir = tempDir()
+        chown(dir, 65534, 0)  // nobody's: nobody could plant files in it for a root agent
+        do {
+            _ = try FileStateStore(directory: dir)
+            Issue.record("accepted a directory owned by uid 65534")
+        } catch let error as FileStateStore.UnsafeDirectory {
+            #expect(error.description.contains("owned by uid 65534"))
+        }
+        chown(dir, 0, 0)
+        _ = try FileStateStore(directory: dir)
+    }
+
+    @Test("A symlink planted as state.json.tmp is removed, never followed: its target stays untouched")
+    func plantedTemporarySymlinkIsNotFollowed() throws {
+        let dir = tempDir()
+        let victimDir = tempDir()
+        let victim = victimDir + "/important"
+        _ = FileManager.default.createFile(atPath: victim, contents: Data("root's file".utf8))
+        chmod(victim, 0o644)
+        let store = try FileStateStore(directory: dir)
+        #expect(symlink(victim, store.path + ".tmp") == 0)
+        var state = PersistentState(hwid: "H")
+        state.userId = "alice"
+        try store.save(state)
+        #expect(bytes(victim) == Array("root's file".utf8))
+        var st = stat()
+        stat(victim, &st)
+        #expect(st.st_mode & 0o777 == 0o644)
+        lstat(store.path, &st)
+        #expect(st.st_mode & S_IFMT == S_IFREG)
+        #expect(try store.load().state == state)
+        #expect(!FileManager.default.fileExists(atPath: store.path + ".tmp"))
+    }
+
+    @Test("A temporary file left by a crash does not stop the next save")
+    func staleTemporaryFileIsReplaced() throws {
+        let dir = tempDir()
+        let store = try FileStateStore(directory: dir)
+        _ = FileManager.default.createFile(atPath: store.path + ".tmp", contents: Data("half a state".utf8))
+        let state = PersistentState(hwid: "H")
+        try store.save(state)
+        #expect(try store.load().state == state)
     }
 }
 

@@ -21,6 +21,22 @@ import Testing
         #expect(answer.json["lastRefreshError"] == ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"])
         #expect(answer.json["nextRefreshAt"] == .null)
         #expect(answer.json["flagsExpireAt"] == "2026-12-01T00:53:20Z")
+        #expect(answer.json["storageError"] == .null)
+    }
+
+    @Test func storageErrorIsAMessageWithItsTime() throws {
+        var status = Self.status
+        status.storageError = StorageProblem(.save, message: "write state.json.tmp: No space left on device (errno 28)",
+                                             at: Date(timeIntervalSince1970: 1_796_000_200))
+        let answer = StatusAnswer(version: "0.1.0", status: status)
+        #expect(answer.json["storageError"] == ["operation": "save", "message": "write state.json.tmp: No space left on device (errno 28)",
+                                                "at": "2026-11-30T00:56:40Z"])
+        #expect(try StatusAnswer(json: JSONReader.parse(JSONWriter.encode(answer.json))) == answer)
+        var bad = answer.json.objectValue!
+        bad["storageError"] = "disk full"
+        #expect(throws: AnswerError("storageError", "expected an object, found \"disk full\"")) { try StatusAnswer(json: .object(bad)) }
+        bad["storageError"] = ["operation": "save", "message": "x"]
+        #expect(throws: AnswerError("storageError.at", "missing")) { try StatusAnswer(json: .object(bad)) }
     }
 
     @Test func registrationAnswersRoundTrip() throws {

@@ -102,6 +102,26 @@ public struct DeviceInfo: Sendable, Equatable {
     public init() {}
 }
 
+/// A problem reading or writing the stored state, and when it last happened (device time).
+public struct StorageProblem: Sendable, Equatable {
+    public enum Operation: String, Sendable, Equatable {
+        /// Loading at start found a damaged file (set aside).
+        case load
+        /// Saving failed (full disk, read-only directory); retried.
+        case save
+    }
+
+    public var operation: Operation
+    public var message: String
+    public var at: Date
+
+    public init(_ operation: Operation, message: String, at: Date) {
+        self.operation = operation
+        self.message = message
+        self.at = at
+    }
+}
+
 /// Something the agent reports to its owner: the daemon turns these into log lines,
 /// socket notifications and `STATUS=` updates.
 public enum AgentEvent: Sendable, Equatable {

@@ -76,6 +76,10 @@ public struct AgentMachine {
     /// Whether the state was saved, and whether an event must save it although it did not change.
     struct Storage {
         var failure: String?
+        /// When the save failing now last failed (device time).
+        var failureAt: Date?
+        /// What loading the state at start found wrong (a damaged file set aside).
+        var loadProblem: StorageProblem?
         var retryDeadline: Seconds?
         var saveDue = false
         /// The state at the start of the event being handled.
@@ -105,7 +109,10 @@ public struct AgentMachine {
         var out = begin(now)
         if let existing = loaded.state { state = existing }
         storage.before = state
-        if let damaged = loaded.damage { out.append(.notify(.storeDamaged(message: damaged))) }
+        if let damaged = loaded.damage {
+            storage.loadProblem = StorageProblem(.load, message: damaged, at: now.wall)
+            out.append(.notify(.storeDamaged(message: damaged)))
+        }
         if state.hwid.isEmpty { state = PersistentState(hwid: Self.makeHWID(using: &random)) }  // SE-2
         if state.userId == nil, let initial = settings.initialUserId, !initial.isEmpty { state.userId = initial }
         loadStoredFlags()
@@ -120,9 +127,11 @@ public struct AgentMachine {
             storage.retryDeadline = nil
             guard storage.failure != nil else { return [] }
             storage.failure = nil
+            storage.failureAt = nil
             return [.notify(.storeRecovered)]
         }
         defer { storage.failure = message }
+        storage.failureAt = now.wall
         storage.retryDeadline = now.monotonic + Self.saveRetryDelay
         return storage.failure == message ? [] : [.notify(.storeFailed(message: message))]
     }

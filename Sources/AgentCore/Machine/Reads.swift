@@ -76,7 +76,8 @@ extension AgentMachine {
             flagsPartial: current?.snapshot.partial ?? false,
             lastRefreshAt: refresh.lastRefreshAt, lastRefreshError: refresh.lastRefreshError,
             consecutiveFailures: refresh.consecutiveFailures,
-            nextRefreshAt: wallTime(next), refreshInFlight: refresh.inFlight != nil, storageError: storage.failure)
+            nextRefreshAt: wallTime(next), refreshInFlight: refresh.inFlight != nil,
+            storageError: storage.failure.map { StorageProblem(.save, message: $0, at: storage.failureAt ?? now.wall) } ?? storage.loadProblem)
     }
 }
 
@@ -105,15 +106,17 @@ public struct AgentStatus: Sendable, Equatable {
     public var consecutiveFailures: Int
     public var nextRefreshAt: Date?
     public var refreshInFlight: Bool
-    /// Set while the state cannot be written (full disk, read-only directory).
-    public var storageError: String?
+    /// The storage problem that matters now: a save failing now (full disk, read-only
+    /// directory), else one found when the state was loaded at start (a damaged file set
+    /// aside); nil when the state loaded cleanly and every save succeeded.
+    public var storageError: StorageProblem?
 
     /// Every field (a client decoding the `status` answer builds one).
     public init(state: State, applicationCode: String, hwid: String, userId: String, appState: AppState, sessionStartedAt: Date?,
                 pushRegistered: Bool, pushToken: String?, notificationAuthorization: NotificationAuthorization, flagsCount: Int,
                 flagsSource: FlagSource, flagsAgeSeconds: Seconds?, flagsExpireAt: Date?, flagsPartial: Bool, lastRefreshAt: Date?,
                 lastRefreshError: RefreshError?, consecutiveFailures: Int, nextRefreshAt: Date?, refreshInFlight: Bool,
-                storageError: String?) {
+                storageError: StorageProblem?) {
         self.state = state
         self.applicationCode = applicationCode
         self.hwid = hwid

@@ -116,11 +116,20 @@ public enum PushwooshAPI {
                 return .failure(Failure(code: status, message: "HTTP \(status)",
                                         retryable: retryableStatuses.contains(status), retryAfter: retryAfter))
             }
-            guard let envelope = body.withUnsafeBytes({ try? JSONReader.parse($0) }), envelope.objectValue != nil else {
-                return .failure(Failure(code: 200, message: "response is not a JSON object", retryable: false))
+            let envelope: JSONValue
+            do {
+                envelope = try body.withUnsafeBytes { try JSONReader.parse($0) }
+            } catch {
+                return .failure(Failure(code: 200, message: "answer is not JSON: \(error) (\(body.count) bytes)", retryable: false))
             }
-            guard let statusCode = envelope["status_code"]?.numberValue else {
-                return .failure(Failure(code: 200, message: "response has no numeric status_code", retryable: false))
+            guard envelope.objectValue != nil else {
+                return .failure(Failure(code: 200, message: "answer is JSON but not an object: found \(Self.found(envelope))", retryable: false))
+            }
+            guard let rawStatusCode = envelope["status_code"], !rawStatusCode.isNull else {
+                return .failure(Failure(code: 200, message: "status_code is missing", retryable: false))
+            }
+            guard let statusCode = rawStatusCode.numberValue else {
+                return .failure(Failure(code: 200, message: "status_code is not a number: found \(Self.found(rawStatusCode))", retryable: false))
             }
             guard statusCode == 200 else {
                 let message = envelope["status_message"]?.stringValue ?? ""
@@ -155,34 +164,56 @@ public enum PushwooshAPI {
     /// Parses A.3's `response`. Unusable answers are failures with code 200 (RF-7).
     /// Duplicate keys: the last one wins.
     public static func parseFlags(_ response: JSONValue) -> Result<FlagsResponse, Failure> {
+        // Every message names the JSON path of what is wrong, and what was found there.
         func unusable(_ why: String) -> Result<FlagsResponse, Failure> {
             .failure(Failure(code: 200, message: "unusable flags response: \(why)", retryable: false))
         }
-        guard let object = response.objectValue else { return unusable("response is not an object") }
+        func wrong(_ path: String, _ expected: String, _ value: JSONValue) -> Result<FlagsResponse, Failure> {
+            unusable("\(path) is not \(expected): found \(found(value))")
+        }
+        if response.isNull { return unusable("response is missing (absent or null)") }
+        guard let object = response.objectValue else { return wrong("response", "an object", response) }
         var partial = false
         if let p = object["partial"] {
             switch p {
             case .bool(let b): partial = b
             case .null: partial = false
-            default: return unusable("partial is not a boolean")
+            default: return wrong("response.partial", "a boolean", p)
             }
         }
         guard let rawFlags = object["flags"], !rawFlags.isNull else {
             // FF-7: a plan without feature flags: a valid, complete, empty set.
             return .success(FlagsResponse(flags: [:], partial: partial))
         }
-        guard let list = rawFlags.arrayValue else { return unusable("flags is not an array") }
+        guard let list = rawFlags.arrayValue else { return wrong("response.flags", "an array", rawFlags) }
         var flags: [String: FeatureFlag] = [:]
         for (index, item) in list.enumerated() {
-            guard let key = item["key"]?.stringValue else { return unusable("flags[\(index)] has no string key") }
-            guard let enabled = item["enabled"]?.boolValue else {
-                return unusable("flags[\(index)] has no boolean enabled")
-            }
+            let path = "response.flags[\(index)]"
+            guard item.objectValue != nil else { return wrong(path, "an object", item) }
+            guard let rawKey = item["key"], !rawKey.isNull else { return unusable("\(path).key is missing") }
+            guard let key = rawKey.stringValue else { return wrong(path + ".key", "a string", rawKey) }
+            guard let rawEnabled = item["enabled"], !rawEnabled.isNull else { return unusable("\(path).enabled is missing (flag \(key))") }
+            guard let enabled = rawEnabled.boolValue else { return wrong(path + ".enabled", "a boolean", rawEnabled) }
             let ruleId = item["rule_id"]?.stringValue ?? ""
             let properties = item["properties"]?.objectValue ?? [:]
             flags[key] = FeatureFlag(key: key, isEnabled: enabled, ruleId: ruleId, properties: properties)
         }
         return .success(FlagsResponse(flags: flags, partial: partial))
+    }
+
+    /// What a bad answer held where something else was expected: its kind, and a short
+    /// excerpt of a scalar (`a string "200"`, `a number 1`, `an array`).
+    static func found(_ value: JSONValue) -> String {
+        switch value {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .number: return "a number " + String(JSONWriter.string(value).prefix(24))
+        case .string(let text):
+            let excerpt = text.count > 24 ? String(text.prefix(24)) + "…" : text
+            return "a string " + JSONWriter.string(.string(excerpt))
+        case .array(let items): return "an array of \(items.count)"
+        case .object: return "an object"
+        }
     }
 }
 

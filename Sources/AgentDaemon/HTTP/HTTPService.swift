@@ -9,7 +9,9 @@ import Glibc
 final class HTTPService {
     private let server: LoopHTTPServer
     let interface: HTTPInterface
-    private let settings: HTTPSettings
+    private var settings: HTTPSettings
+    /// What the last reading of `TokenFile=` found worth a warning (a token readable by others).
+    private(set) var tokenWarning: String?
     private var listenFD: Int32
     /// For a `Listen=` path: the socket file, removed on stop.
     private var unixListener: UnixListener?
@@ -23,7 +25,8 @@ final class HTTPService {
          inheritedFD: Int32?, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
          metricsText: @escaping () -> String) throws(HTTPServiceError) {
         self.settings = settings
-        let token = try Self.readToken(settings.tokenFile)
+        let (token, warning) = try Self.readToken(settings.tokenFile)
+        tokenWarning = warning
         if let inheritedFD {
             guard SystemdNotifier.isListeningStreamSocket(inheritedFD) else {
                 throw HTTPServiceError("the socket passed as \"http\" (fd \(inheritedFD)) is not a listening stream socket")
@@ -67,10 +70,20 @@ final class HTTPService {
     }
 
     /// SIGHUP: the token file is read again and `RequestReadTimeout=` applies (the address
-    /// and `MaxConnections=` need a restart).
-    func reload(_ fresh: HTTPSettings, socket: SocketSettings) throws(HTTPServiceError) {
-        interface.token = try Self.readToken(fresh.tokenFile)
+    /// and `MaxConnections=` need a restart). Returns what deserves a warning: a token
+    /// readable by others, or `TokenFile=` gone from the configuration (requests are no
+    /// longer checked).
+    func reload(_ fresh: HTTPSettings, socket: SocketSettings) throws(HTTPServiceError) -> [String] {
+        let (token, warning) = try Self.readToken(fresh.tokenFile)
+        var warnings = warning.map { [$0] } ?? []
+        if let old = settings.tokenFile, fresh.tokenFile == nil {
+            warnings.append("TokenFile=\(old) removed from the configuration: the HTTP interface no longer requires a token; every local client may call it")
+        }
+        interface.token = token
+        settings.tokenFile = fresh.tokenFile
+        tokenWarning = warning
         server.limits.requestRead = socket.requestReadTimeout
+        return warnings
     }
 
     func stop() {
@@ -83,15 +96,29 @@ final class HTTPService {
 
     // MARK: - Pieces
 
-    /// The token: the file's content without trailing whitespace. Never logged.
-    static func readToken(_ path: String?) throws(HTTPServiceError) -> [UInt8]? {
-        guard let path else { return nil }
+    /// The token: the file's content without trailing whitespace. Never logged. A file
+    /// others may write to (anyone could choose the token) is refused; one others may read
+    /// (the token protects nothing from them) is read, with a warning to log.
+    static func readToken(_ path: String?) throws(HTTPServiceError) -> (token: [UInt8]?, warning: String?) {
+        guard let path else { return (nil, nil) }
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
+        }
+        let octal = String(info.st_mode & 0o7777, radix: 8)
+        let mode = "mode " + String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+        if info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
+            throw HTTPServiceError("TokenFile=\(path): writable by others (\(mode)): anyone could set the token; chmod 0600 (or 0640 with the agent's group)")
+        }
         guard var bytes = ProcessMetrics.readFile(path) else {
             throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
         }
         while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
         guard !bytes.isEmpty else { throw HTTPServiceError("TokenFile=\(path): the file is empty") }
-        return bytes
+        let warning = info.st_mode & S_IROTH != 0
+            ? "TokenFile=\(path) is readable by every local user (\(mode)): the token keeps no local client out; chmod 0600 (or 0640 with the agent's group)"
+            : nil
+        return (bytes, warning)
     }
 
     /// A listening TCP socket on 127.0.0.1 or ::1 (nonblocking, close-on-exec,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+import urllib.error
 import urllib.request
 from typing import Any, Dict
 
@@ -179,8 +180,43 @@ def test_an_emulator_without_apps(pushwoosh_emulator: RunningEmulator, pushwoosh
 def test_a_token_is_required_and_sent(pushwoosh_emulator: RunningEmulator, pushwoosh_agent: AgentClient) -> None:
     pushwoosh_agent.refresh()
     assert device_call(pushwoosh_emulator, "getFeatureFlags")["http"] == 401
-    headers = pushwoosh_emulator.requests(method="getFeatureFlags")[0]["headers"]
-    assert {k.lower(): v for k, v in headers.items()}["authorization"] == "Token s3cret"
+    calls = pushwoosh_emulator.requests(method="getFeatureFlags")
+    # The log shows that a token was sent (its scheme), never the token itself.
+    headers = {k.lower(): v for k, v in calls[0]["headers"].items()}
+    assert headers["authorization"] == "Token [redacted]"
+    assert "s3cret" not in json.dumps(calls)
+    assert [c["status"] for c in calls][-1] == 401 and 200 in [c["status"] for c in calls]  # the agent's, ours
+
+
+@pytest.mark.pushwoosh_emulator(require_token="s3cret", admin_token="adm1n-t0ken")
+@pytest.mark.pushwoosh_agent(api_token="s3cret")
+def test_an_admin_token_locks_the_admin_api(pushwoosh_emulator: RunningEmulator, pushwoosh_agent: AgentClient) -> None:
+    # The fixture's client carries the token: the admin API works for the test.
+    assert pushwoosh_emulator.admin_token == "adm1n-t0ken"
+    assert pushwoosh_emulator.get_app(APP)["code"] == APP
+    assert pushwoosh_agent.get("new_checkout") is not None
+    # Anyone else gets 401, whatever they try, and changes nothing.
+    for token in (None, "wrong", "adm1n-t0ke", "adm1n-t0kenx"):
+        other = EmulatorClient(pushwoosh_emulator.base_url, admin_token=token)
+        with pytest.raises(EmulatorError) as caught:
+            other.reset()
+        assert caught.value.status == 401
+        assert "Authorization: Bearer" in str(caught.value)
+    request = urllib.request.Request(pushwoosh_emulator.base_url + "/admin/requests",
+                                     headers={"Authorization": "Token adm1n-t0ken"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=5)
+    assert refused.value.code == 401
+    assert pushwoosh_emulator.count_requests("getFeatureFlags") >= 1  # not reset
+    # Neither token shows in the request log.
+    log = json.dumps(pushwoosh_emulator.requests())
+    assert "s3cret" not in log and "adm1n-t0ken" not in log
+
+
+def test_an_admin_token_must_be_a_word() -> None:
+    for bad in ("", "two words", "tab\there"):
+        with pytest.raises(ValueError):
+            EmulatorClient("http://127.0.0.1:8080", admin_token=bad)
 
 
 def test_an_unreachable_emulator_is_an_emulator_error() -> None:

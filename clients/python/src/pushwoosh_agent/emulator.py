@@ -90,9 +90,13 @@ class EmulatorClient:
     HTTP request. Every method returns the emulator's JSON answer (for the
     list calls, the list); an error answer raises :class:`EmulatorError`
     carrying the emulator's message (a 400 says what is wrong and where).
+    ``admin_token``: the token of an emulator started with ``--admin-token FILE``,
+    sent as ``Authorization: Bearer TOKEN`` with every call (without it such an
+    emulator answers 401).
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0, ca_file: Optional[str] = None) -> None:
+    def __init__(self, base_url: str, timeout: float = 10.0, ca_file: Optional[str] = None,
+                 admin_token: Optional[str] = None) -> None:
         url = base_url.strip().rstrip("/")
         if url.endswith("/json/1.3"):
             url = url[: -len("/json/1.3")]
@@ -106,6 +110,10 @@ class EmulatorClient:
         if ca_file is not None:
             self.ssl_context = ssl.create_default_context()
             self.ssl_context.load_verify_locations(cafile=ca_file)
+        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
+                                        or any(c.isspace() for c in admin_token)):
+            raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
+        self.admin_token = admin_token
 
     def __repr__(self) -> str:
         return f"EmulatorClient({self.base_url!r})"
@@ -124,6 +132,8 @@ class EmulatorClient:
         request = urllib.request.Request(url, data=data, method=method)
         if data is not None:
             request.add_header("Content-Type", "application/json")
+        if self.admin_token is not None:
+            request.add_header("Authorization", "Bearer " + self.admin_token)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout,
                                         context=self.ssl_context) as response:

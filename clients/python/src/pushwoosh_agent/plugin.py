@@ -35,11 +35,13 @@ The emulator fixture can be stopped and started again on the same port
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True)
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a")
 
 ``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
 (with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
 ``pushwoosh_emulator.ca_file`` is its path.
+
+``admin_token="a"`` locks the emulator's admin API (``--admin-token``); the fixture's client sends it.
 
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
@@ -89,9 +91,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False): applications the "
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None): applications the "
                    "pushwoosh_emulator fixture loads (a definition, a list, a path, or None); tls=True: HTTPS with "
-                   "a CA made for the test, trusted by the agent fixtures")
+                   "a CA made for the test, trusted by the agent fixtures; admin_token: lock the admin API")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -122,7 +124,7 @@ class RunningEmulator(EmulatorClient):
     """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
 
     def __init__(self, process: EmulatorProcess) -> None:
-        super().__init__(process.base_url, ca_file=process.ca_file)
+        super().__init__(process.base_url, ca_file=process.ca_file, admin_token=process.admin_token)
         self.process = process
         #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
         self.ca_file = process.ca_file
@@ -186,7 +188,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
                        pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token", "tls"}
+    unknown = set(options) - {"apps", "require_token", "tls", "admin_token"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
@@ -200,7 +202,8 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
         ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
         tls, ca_file = ca.issue("emulator"), ca.ca_file
     process = EmulatorProcess(pushwoosh_tmp_dir, apps=options.get("apps", EXAMPLE_APP_PATH), binary=binary,
-                              require_token=options.get("require_token"), tls=tls, ca_file=ca_file)
+                              require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
+                              admin_token=options.get("admin_token"))
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
         process.start()

@@ -181,6 +181,8 @@ class EmulatorProcess:
     ``apps``: a path, an application definition, a list of them, or None for
     none; by default :data:`EXAMPLE_APP_PATH`. ``state``: a saved lab
     (``--state``: a path or a document from ``EmulatorClient.state()``).
+    ``admin_token``: lock the admin API (``--admin-token``, the token written to a
+    0600 file in ``directory``); :attr:`client` sends it.
     After :meth:`stop`, :meth:`start` starts it again on the same port (the network
     went away and came back); its state starts afresh from ``apps`` and ``state``.
     """
@@ -190,8 +192,12 @@ class EmulatorProcess:
                  verbose: bool = True, start_timeout: float = 15.0,
                  state: Union[str, Mapping[str, Any], None] = None,
                  tls: Optional[Tuple[str, str]] = None, ca_file: Optional[str] = None,
-                 extra_args: Sequence[str] = ()) -> None:
+                 extra_args: Sequence[str] = (), admin_token: Optional[str] = None) -> None:
+        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
+                                        or any(c.isspace() for c in admin_token)):
+            raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
         self.directory = directory
+        self.admin_token = admin_token
         #: ``(certificate, key)`` PEM paths: serve HTTPS (``--tls-cert``, ``--tls-key``).
         self.tls = tls
         #: The CA that signed ``tls``'s certificate, for this object's own admin client.
@@ -223,7 +229,7 @@ class EmulatorProcess:
     def client(self) -> EmulatorClient:
         """An :class:`EmulatorClient` of this emulator."""
         if self._client is None:
-            self._client = EmulatorClient(self.base_url, ca_file=self.ca_file)
+            self._client = EmulatorClient(self.base_url, ca_file=self.ca_file, admin_token=self.admin_token)
         return self._client
 
     @property
@@ -251,6 +257,12 @@ class EmulatorProcess:
             args += ["--state", path]
         if self.require_token is not None:
             args += ["--require-token", self.require_token]
+        if self.admin_token is not None:
+            path = os.path.join(self.directory, "admin-token")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.admin_token + "\n")
+            args += ["--admin-token", path]
         if self.verbose:
             args.append("--verbose")
         if self.tls is not None:

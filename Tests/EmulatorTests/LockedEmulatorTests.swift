@@ -1,0 +1,114 @@
+@testable import Emulator
+import AgentCore
+import EmulatorCore
+import Foundation
+import Glibc
+import Testing
+
+/// The emulator on a shared host, over real HTTP: `--admin-token` answers 401 before a
+/// body is read, bodies are bounded per request and in total, `--listen` stays on loopback
+/// unless `--allow-remote`, and the token file's errors are named.
+@Suite struct LockedEmulatorTests {
+    static let token = "adm1n-\(UUID().uuidString)"
+
+    func withLockedServer(_ body: (EmulatorServer, UInt16) throws -> Void) throws {
+        let server = try EmulatorServer(listen: "127.0.0.1:0", configuration: EmulatorConfiguration(requireToken: "api", adminToken: Self.token),
+                                        apps: try EmulatorCommand.loadApps(path: exampleFile), threads: 2)
+        let port = try server.start()
+        defer { server.stop() }
+        try body(server, port)
+    }
+
+    @Test("--admin-token: 401 without the token, answered at the headers (a 20 MiB body never sent); 200 with it")
+    func adminTokenOverHTTP() throws {
+        try withLockedServer { server, port in
+            let raw = try RawSocket(port: port)
+            raw.send("PUT /admin/apps/X HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20971520\r\n\r\n")
+            let answer = raw.read(timeout: 2)
+            #expect(answer.status == 401)
+            #expect(answer.text.contains("WWW-Authenticate: Bearer"))
+            let ok = try RawSocket(port: port)
+            ok.send("GET /admin/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Self.token)\r\nConnection: close\r\n\r\n")
+            #expect(ok.read(timeout: 2).status == 200)
+            let wrong = try RawSocket(port: port)
+            wrong.send("DELETE /admin/apps/ABCDE-12345 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\(Self.token)\r\nConnection: close\r\n\r\n")
+            #expect(wrong.read(timeout: 2).status == 401)
+            #expect(server.withState { $0.apps["ABCDE-12345"] != nil })  // refused: nothing removed
+        }
+    }
+
+    @Test("Bodies over their route's limit get 413: announced (at the headers) or chunked (once it passes)")
+    func bodiesAreBounded() throws {
+        try withLockedServer { _, port in
+            let announced = try RawSocket(port: port)
+            announced.send("POST /json/1.3/getFeatureFlags HTTP/1.1\r\nHost: x\r\nContent-Length: \((1 << 20) + 1)\r\n\r\n")
+            let a = announced.read(timeout: 2)
+            #expect(a.status == 413)
+            #expect(a.text.contains("body larger than 1048576 bytes"))
+            let chunked = try RawSocket(port: port)
+            chunked.send("POST /json/1.3/getFeatureFlags HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            let piece = String(repeating: "a", count: 256 << 10)
+            for _ in 0..<5 { chunked.send(String(256 << 10, radix: 16) + "\r\n" + piece + "\r\n") }
+            chunked.send("0\r\n\r\n")
+            #expect(chunked.read(timeout: 5).status == 413)
+            // Under the limit: answered as usual.
+            let fine = try RawSocket(port: port)
+            fine.device("getFeatureFlags", hwid: "h1")
+            #expect(fine.read(timeout: 2).status == 401)  // --require-token: the device API's own check, after the body
+        }
+    }
+
+    @Test("Bodies in flight are bounded in total: past the budget a request is refused, and the budget comes back")
+    func bodyBudget() {
+        let budget = BodyBudget()
+        #expect(budget.reserve(BodyBudget.limit - 10))
+        #expect(!budget.reserve(11))
+        #expect(budget.reserve(10))
+        budget.release(BodyBudget.limit)
+        #expect(budget.bytes == 0)
+        do {
+            let context = RequestContext(budget: budget)
+            #expect(context.reserve(1000))
+            #expect(budget.bytes == 1000)
+        }
+        #expect(budget.bytes == 0)  // a connection that goes away gives its bytes back
+    }
+
+    @Test("--listen: loopback only, unless --allow-remote")
+    func listenStaysOnLoopback() throws {
+        for address in ["0.0.0.0:8080", "192.168.1.5:80", "10.0.0.1:0"] {
+            do {
+                _ = try EmulatorCommand.parse(["--listen", address])
+                Issue.record("accepted \(address)")
+            } catch {
+                #expect(error.description == "--listen \(address): not a loopback address: other hosts could reach the device and admin APIs; add --allow-remote to mean it (and lock the admin API with --admin-token FILE)")
+            }
+            #expect(try EmulatorCommand.parse(["--listen", address, "--allow-remote"]).allowRemote)
+        }
+        #expect(try EmulatorCommand.parse(["--listen", "127.0.0.2:0"]).listen == "127.0.0.2:0")
+        #expect(try EmulatorCommand.parse(["--listen", "localhost:0"]).allowRemote == false)
+        #expect(throws: EmulatorCommand.UsageError.self) { try EmulatorCommand.parse(["--allow-remote=yes"]) }
+        #expect(throws: EmulatorCommand.UsageError.self) { try EmulatorCommand.parse(["--admin-token"]) }
+        #expect(throws: EmulatorCommand.UsageError.self) { try EmulatorCommand.parse(["--admin-token", ""]) }
+        #expect(try EmulatorCommand.parse(["--admin-token", "/etc/token"]).adminTokenFile == "/etc/token")
+    }
+
+    @Test("--admin-token FILE: the file's content; a missing, empty or spaced token is an error naming the file")
+    func adminTokenFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("emu-admin-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(throws: EmulatorServerError(description: "--admin-token \(path): cannot read the file")) {
+            try EmulatorCommand.loadAdminToken(path: path)
+        }
+        try Data("s3cret\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(try EmulatorCommand.loadAdminToken(path: path) == "s3cret")
+        try Data(" \n\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: EmulatorServerError(description: "--admin-token \(path): the file is empty")) {
+            try EmulatorCommand.loadAdminToken(path: path)
+        }
+        try Data("two words\n".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: EmulatorServerError(description: "--admin-token \(path): the token contains whitespace")) {
+            try EmulatorCommand.loadAdminToken(path: path)
+        }
+    }
+}
