@@ -79,6 +79,29 @@ import Testing
         #expect(steps > 100)
     }
 
+    /// New flags with the same receipt time (a device clock that stands still) are a new
+    /// answer; the same flags again are the kept one.
+    @Test func theKeptAnswerFollowsTheFlagsThemselves() throws {
+        let loop = try EventLoop()
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        func snapshot(_ enabled: Bool) -> FlagSnapshot {
+            FlagSnapshot(flags: ["f": FeatureFlag(key: "f", isEnabled: enabled, ruleId: "r")], receivedAt: at,
+                         applicationCode: "A", userId: "u")
+        }
+        var current = snapshot(true)
+        let answers = BulkAnswers(loop: loop) { (current, .network) }
+        let request = HTTPServerRequest(method: "POST", path: HTTPInterface.bulk, headers: [], body: Self.body)
+        let first = try #require(answers.answer(request, reply: nil))
+        current = snapshot(false)
+        let second = try #require(answers.answer(request, reply: nil))
+        #expect(first.body != second.body)
+        #expect(second.headers.first { $0.name == "ETag" }?.value != first.headers.first { $0.name == "ETag" }?.value)
+        current = snapshot(false)  // equal flags, another dictionary
+        let third = try #require(answers.answer(request, reply: nil))
+        #expect(third.body == second.body)
+        #expect(third.shared === second.shared, "equal flags were built again")
+    }
+
     @Test func theAtOnceBuildIsThePlainBuild() throws {
         let routes = try HTTPRouteTests.Routes(flags: Self.flags(40))
         let reference = JSONWriter.encode(OFREP.bulk(body: Self.body, agent: routes.host.agent).body)

@@ -9,19 +9,19 @@ import FoundationEssentials
 /// build; the finished answer is kept until the served flags change, so later requests cost
 /// nothing. Small sets (`incrementalAbove` flags or fewer) are built at once.
 final class BulkAnswers {
-    /// What the answer depends on: a refresh, a reload of the stored flags, a new user or
-    /// their expiry gives another.
+    /// What the answer depends on: the flags themselves (compared as dictionaries, at no
+    /// cost while the agent serves the very same ones: equal storage is equal at once; a
+    /// device clock that stands still gives two refreshes one `receivedAt`), when they came
+    /// and from where.
     struct Identity: Equatable {
+        var flags: [String: FeatureFlag]
         var receivedAt: Date
         var source: FlagSource
-        var userId: String
-        var count: Int
 
         init(_ served: (snapshot: FlagSnapshot, source: FlagSource)) {
+            flags = served.snapshot.flags
             receivedAt = served.snapshot.receivedAt
             source = served.source
-            userId = served.snapshot.userId
-            count = served.snapshot.flags.count
         }
     }
 
