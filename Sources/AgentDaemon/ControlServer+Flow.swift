@@ -52,7 +52,7 @@ extension ControlServer {
             metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
             client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
             client.connection.closeAfterFlush()
-            log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
+            warnings.warn("connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
             return false
         }
     }
@@ -108,7 +108,7 @@ extension ControlServer {
             let partial = client.framer.bufferedByteCount
             client.connection.send(RPCEncoder.error(id: .null, .invalidRequest("no complete request line within RequestReadTimeout=\(limit)")))
             client.connection.closeAfterFlush()
-            self.log(.warning, "connection closed: no request within RequestReadTimeout",
+            self.warnings.warn("connection closed: no request within RequestReadTimeout",
                      ["timeout": limit, "partial_bytes": partial, "pid": client.credentials?.pid])
         }
     }

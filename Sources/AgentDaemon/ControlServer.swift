@@ -25,6 +25,8 @@ final class ControlServer {
     /// Counters for /metrics (docs/http.md F.2) and the `metrics` method's text.
     var metrics: Metrics?
     var metricsText: (() -> String)?
+    /// What any local client can make the agent log, held to a line every 10 s per message.
+    lazy var warnings = RepeatedWarnings(loop: loop, log: log)
 
     init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
         self.loop = loop
@@ -59,7 +61,7 @@ final class ControlServer {
             connection.send(RPCEncoder.error(id: .null, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))")))
             try? connection.start()
             connection.closeAfterFlush()
-            log(.warning, "connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
+            warnings.warn("connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
             return
         }
         metrics?.socketConnectionsAccepted += 1
@@ -74,7 +76,7 @@ final class ControlServer {
         connection.onOutputDrained = { [unowned self, unowned client] in self.outputDrained(client) }
         connection.onClose = { [unowned self] reason in
             if reason == .backpressure {
-                self.log(.warning, "connection closed: answers not read", ["pid": credentials?.pid, "limit": Self.outputLimit])
+                self.warnings.warn("connection closed: answers not read", ["pid": credentials?.pid, "limit": Self.outputLimit])
             }
             self.clients[id] = nil
             self.subscribers[id] = nil

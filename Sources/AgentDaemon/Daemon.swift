@@ -287,11 +287,11 @@ public final class Daemon {
             loop: loop, host: host, metrics: metrics, settings: settings, socket: configuration.socket, inheritedFD: inheritedFD,
             onRefused: { [unowned self] in
                 self.metrics.httpConnectionsRefused += 1
-                self.log(.warning, "HTTP connection refused: too many connections", ["max": self.configuration.http.maxConnections])
+                self.server.warnings.warn("HTTP connection refused: too many connections", ["max": self.configuration.http.maxConnections])
             },
             onRequestTimeout: { [unowned self] in
                 self.metrics.httpRequestReadTimeouts += 1
-                self.log(.warning, "HTTP connection closed: no request within RequestReadTimeout",
+                self.server.warnings.warn("HTTP connection closed: no request within RequestReadTimeout",
                          ["timeout": TimeSpan.format(self.configuration.socket.requestReadTimeout)])
             },
             metricsText: { [unowned self] in self.metricsText() })

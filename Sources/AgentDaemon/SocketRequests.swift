@@ -79,7 +79,7 @@ extension ControlServer {
         guard line.count > limit + 1 else { return client.connection.send(line) }
         let error = RPCError.invalidRequest("the answer would be \(line.count - 1) bytes, over the line limit of \(limit) bytes; send a smaller batch")
         metrics?.rpcError(error.code)
-        log(.warning, "answer refused: longer than the line limit", ["bytes": line.count - 1, "limit": limit, "pid": client.credentials?.pid])
+        warnings.warn("answer refused: longer than the line limit", ["bytes": line.count - 1, "limit": limit, "pid": client.credentials?.pid])
         client.connection.send(RPCEncoder.error(id: .null, error))
     }
 

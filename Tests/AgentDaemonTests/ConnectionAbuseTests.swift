@@ -92,6 +92,11 @@ import Testing
         holder.waitUntilExit()
         _ = out.fileHandleForReading.readDataToEndOfFile()
         #expect(healthzWithinASecond(port) != nil)
+        // Each refusal is not a line of its own: nobody can flood the journal.
+        #expect(agent.stop().status == 0)
+        let log = agent.stderrText
+        #expect(log.components(separatedBy: "HTTP connection refused: too many connections").count - 1 == 1, "\(log)")
+        #expect(log.components(separatedBy: "]: connection refused: too many connections").count - 1 == 1, "\(log)")
     }
 
     /// RequestReadTimeout on both doors: half-written lines and half-sent headers are
