@@ -60,6 +60,10 @@ ofrep-test: python-venv
 	$(SWIFT) build $(SWIFTFLAGS)
 	PUSHWOOSH_BIN="$(DEBUG_BIN)" "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider Tests/python
 
+# `make run CLOCK=controlled` runs the device on a clock that advance-clock moves;
+# `AGENT_CONF='[Agent]\nUserId=alice'` appends configuration lines (a later key wins).
+run: export CLOCK := $(CLOCK)
+run: export AGENT_CONF := $(AGENT_CONF)
 run: build
 	@scripts/run-demo "$(DEBUG_BIN)"
 

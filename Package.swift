@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
                           swiftSettings: strict),
-        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentWire"], swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentWire", "LabClock"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
@@ -62,17 +62,21 @@ let package = Package(
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["Soak"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport"],
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "LabClock"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
         // MARK: What tests, benchmarks, the soak runner and the fault tools share
         // (echo server, NOTIFY_SOCKET receiver, child processes, a line client)
-        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
+        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "LabClock"], swiftSettings: strict),
+        // The lab clock (the emulator's and every device's moved together, timer to timer) and
+        // the loopback HTTP client of the emulator's admin API: what the soak runner, agentctl
+        // and the fault tool share, without the daemon's modules.
+        .target(name: "LabClock", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
-        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport", "LabClock"], swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
@@ -88,7 +92,8 @@ let package = Package(
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "HarnessSupport", "LabClock"], swiftSettings: strict),
+        .testTarget(name: "LabClockTests", dependencies: ["LabClock", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
         // Package.swift against the imports of each target's sources.
         .testTarget(name: "PackageTests", swiftSettings: strict),

@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import Glibc
 import HarnessSupport
+import LabClock
 
 /// Small blocking socket helpers for the benchmark's setup steps (not the load driver), on
 /// HarnessSupport's.
@@ -15,9 +16,9 @@ enum Sockets {
         }
     }
 
-    static func setReceiveTimeout(_ fd: Int32, _ seconds: Double) { LineClient.setReceiveTimeout(fd, seconds) }
+    static func setReceiveTimeout(_ fd: Int32, _ seconds: Double) { BlockingSocket.setReceiveTimeout(fd, seconds) }
 
-    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws { try LineClient.sendAll(fd, bytes) }
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws { try BlockingSocket.sendAll(fd, bytes) }
 
     /// Waits until something accepts on `path` (a listener coming up).
     static func waitForListener(_ path: String, timeout: Double, alive: () -> Bool = { true }) throws {

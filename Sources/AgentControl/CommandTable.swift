@@ -92,7 +92,7 @@ let commandTable: [CommandInfo] = [
                     the timers that fired. Needs [Device] Clock=controlled. Method: advanceClock.
                     """,
                 valued: ["--to"]),
-    CommandInfo(name: .fleet, synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]",
+    CommandInfo(name: .fleet, synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]|advance-clock SPAN --emulator URL",
                 summary: "ask every instance of the fleet at once ('fleet --help')"),
     CommandInfo(name: .watch, synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
                 details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),

@@ -15,6 +15,9 @@ public enum FleetCommand: Sendable, Equatable {
     case status
     case metrics
     case call(SocketMethod, [String: JSONValue])
+    /// `advance-clock SPAN --emulator URL [--admin-token FILE]`: the lab clock over the emulator
+    /// and every instance.
+    case advanceClock(seconds: Double, emulator: String, adminTokenFile: String?)
 }
 
 /// Where the instances are.
@@ -39,6 +42,7 @@ public enum FleetArguments {
     public static let usage = """
         Usage: pushwoosh-agentctl fleet [--manifest FILE | --socket-dir DIR] [--json] [--timeout SECONDS]
                                         status | metrics | call METHOD [PARAMS-JSON]
+                                        | advance-clock SPAN --emulator URL [--admin-token FILE]
 
         Asks every instance of the fleet at once (one process, one poll loop), each with
         its own timeout, and prints the answers in the instances' order.
@@ -51,6 +55,14 @@ public enum FleetArguments {
           call METHOD [PARAMS-JSON]
                     one socket method (e.g. refresh, setAppState '{"state":"background"}')
                     on every instance, each answer on its line
+          advance-clock SPAN --emulator URL [--admin-token FILE]
+                    moves the emulator's clock and every instance's device clock
+                    (Clock=controlled) SPAN forward together, timer to timer: each
+                    step ends just after the earliest timer any instance has armed,
+                    the emulator first, then every instance, once no request is in
+                    flight; prints the time reached, each instance's fired timers
+                    and the number of requests sent; --admin-token FILE: the
+                    token of an emulator started with --admin-token
 
         Instances: those of --manifest FILE (default /etc/pushwoosh-agent/fleet.conf), at
         /run/pushwoosh-agent/NAME.sock; without that file, every NAME.sock in
@@ -70,6 +82,8 @@ public enum FleetArguments {
         var json = json
         var timeout = timeout ?? defaultTimeout
         var positionals: [String] = []
+        var emulator: String?
+        var adminToken: String?
         var i = 0
         func value(_ name: String) throws(UsageError) -> String {
             i += 1
@@ -104,6 +118,8 @@ public enum FleetArguments {
                     throw UsageError("--timeout must be a number of seconds above 0, got \"\(v)\"", command: "fleet")
                 }
                 timeout = t
+            case "--emulator": emulator = try value(argument)
+            case "--admin-token": adminToken = try value(argument)
             case "--socket", "--instance":
                 throw UsageError("\(argument) names one instance; fleet commands ask them all (--socket-dir DIR to choose where)", command: "fleet")
             default:
@@ -112,7 +128,7 @@ public enum FleetArguments {
             }
             i += 1
         }
-        guard let name = positionals.first else { throw UsageError("'fleet' needs status, metrics or call", command: "fleet") }
+        guard let name = positionals.first else { throw UsageError("'fleet' needs status, metrics, call or advance-clock", command: "fleet") }
         let command: FleetCommand
         switch name {
         case "status", "metrics":
@@ -135,8 +151,13 @@ public enum FleetArguments {
                 params = object
             }
             command = .call(method, params)
+        case "advance-clock":
+            command = try FleetAdvanceClock.command(Array(positionals.dropFirst()), emulator: emulator, adminTokenFile: adminToken)
         default:
-            throw UsageError("unknown fleet command '\(name)' (status, metrics or call)", command: "fleet")
+            throw UsageError("unknown fleet command '\(name)' (status, metrics, call or advance-clock)", command: "fleet")
+        }
+        if case .advanceClock = command {} else if emulator != nil || adminToken != nil {
+            throw UsageError("\(emulator != nil ? "--emulator" : "--admin-token") is for 'fleet advance-clock'", command: "fleet")
         }
         return FleetInvocation(command: command, source: source ?? .manifest(FleetManifest.defaultPath), json: json, timeout: timeout)
     }
@@ -339,7 +360,12 @@ public enum FleetTool {
             output.err("pushwoosh-agentctl: " + error.message)
             return error.exit
         }
+        if case .advanceClock(let seconds, let emulator, let tokenFile) = invocation.command {
+            return FleetAdvanceClock.run(targets, seconds: seconds, emulator: emulator, adminTokenFile: tokenFile,
+                                         invocation: invocation, output: output)
+        }
         let (method, params): (SocketMethod, [String: JSONValue]) = switch invocation.command {
+        case .advanceClock: preconditionFailure("handled above")
         case .status: (.status, [:])
         case .metrics: (.metrics, [:])
         case .call(let m, let p): (m, p)
@@ -351,7 +377,7 @@ public enum FleetTool {
             switch invocation.command {
             case .status: output.out(FleetOutput.status(answers, now: now()))
             case .metrics: output.out(FleetOutput.metrics(answers))
-            case .call: output.out(FleetOutput.call(answers))
+            case .call, .advanceClock: output.out(FleetOutput.call(answers))
             }
         }
         return FleetOutput.exit(answers, method: method)

@@ -46,7 +46,9 @@ public struct StateDirectoryLock: ~Copyable {
         var writable = true
         var raw: Int32
         do {
-            raw = try retryingEINTR("open", path: path) { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+            // Held open read-only: a descriptor open for writing would make the file system
+            // busy, and `mount -o remount,ro` of the state directory fail with EBUSY.
+            raw = try retryingEINTR("open", path: path) { open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         } catch where error.errno == EROFS || error.errno == EACCES {
             // A read-only state directory (the agent serves from memory then): lock the file
             // a previous start left; flock needs no write access.
@@ -70,7 +72,7 @@ public struct StateDirectoryLock: ~Copyable {
         var notRecorded: PosixError?
         if writable {
             do {
-                try Self.record(pid, fd: fd.rawValue, path: path)
+                try Self.record(pid, path: path)
             } catch {
                 notRecorded = error
             }
@@ -84,11 +86,13 @@ public struct StateDirectoryLock: ~Copyable {
     /// The descriptor (for tests: it must be close-on-exec).
     public var descriptor: Int32 { fd.rawValue }
 
-    private static func record(_ pid: Int32, fd: Int32, path: String) throws(PosixError) {
-        try retryingEINTR("ftruncate", path: path) { ftruncate(fd, 0) }
+    /// Writes the pid through a descriptor of its own, closed at once (the lock's stays read-only).
+    private static func record(_ pid: Int32, path: String) throws(PosixError) {
+        let fd = FileDescriptor(try retryingEINTR("open", path: path) { open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) })
+        try retryingEINTR("ftruncate", path: path) { ftruncate(fd.rawValue, 0) }
         var bytes = Array("\(pid)\n".utf8)
         let written = try retryingEINTR("pwrite", path: path) {
-            bytes.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            bytes.withUnsafeMutableBytes { pwrite(fd.rawValue, $0.baseAddress, $0.count, 0) }
         }
         if written != bytes.count { throw PosixError(errno: ENOSPC, call: "pwrite", path: path) }
     }

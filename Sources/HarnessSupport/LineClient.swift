@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import AgentWire
 import Glibc
+import LabClock
 
 /// A blocking, line-oriented client of a Unix stream socket, for tests, benchmarks and
 /// tools: connect, write, read `\n`-terminated lines, each read bounded by `timeout`
@@ -23,40 +24,20 @@ public final class LineClient {
         } catch {
             throw Failure("connect \(path): \(error)")
         }
-        Self.setReceiveTimeout(fd, timeout)
+        BlockingSocket.setReceiveTimeout(fd, timeout)
     }
 
     /// A client on a connected stream socket it now owns (e.g. one end of a `socketpair`).
     public init(descriptor: Int32, timeout: Double = 10) {
         fd = descriptor
-        Self.setReceiveTimeout(fd, timeout)
+        BlockingSocket.setReceiveTimeout(fd, timeout)
     }
 
     deinit { close(fd) }
 
-    /// Bounds each read (`SO_RCVTIMEO`).
-    public static func setReceiveTimeout(_ fd: Int32, _ seconds: Double) {
-        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    /// Writes all of `bytes`, retrying short writes and `EINTR`.
-    public static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws(Failure) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw Failure("send: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { throw Failure("send: nothing written") }
-            offset += n
-        }
-    }
-
     /// Writes `bytes`; false when the other end is gone (the next read says so too).
     @discardableResult
-    public func send(_ bytes: [UInt8]) -> Bool { (try? Self.sendAll(fd, bytes)) != nil }
+    public func send(_ bytes: [UInt8]) -> Bool { (try? BlockingSocket.sendAll(fd, bytes)) != nil }
 
     @discardableResult
     public func send(_ text: String) -> Bool { send(Array(text.utf8)) }

@@ -2,10 +2,9 @@ import AgentControl
 import AgentCore
 import AgentWire
 import Foundation
-#if canImport(Glibc)
 import Glibc
 import HarnessSupport
-#endif
+import LabClock
 
 /// Drives one agent from its own thread: starts it, sends random actions and observations
 /// through the socket, restarts it, and finally stops it. Its mutable state is confined to

@@ -1,5 +1,6 @@
 import AgentPosix
 import Foundation
+import LabClock
 import Synchronization
 #if canImport(Glibc)
 import Glibc

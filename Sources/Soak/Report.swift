@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
+import LabClock
 #endif
 
 // MARK: - The timeline (hand-written SVG)

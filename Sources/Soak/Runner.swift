@@ -3,6 +3,7 @@ import AgentWire
 import Dispatch
 import Foundation
 import HarnessSupport
+import LabClock
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
+import LabClock
 #endif
 
 extension SoakRunner {

@@ -37,6 +37,24 @@ import Testing
         #expect(try String(contentsOfFile: again.path, encoding: .utf8) == "99\n")
     }
 
+    /// A descriptor open for writing makes `mount -o remount,ro` of the state directory fail
+    /// with EBUSY (scripts/fault-disk's read-only step did): the lock is held read-only, and
+    /// the pid is written through a descriptor of its own that is closed at once.
+    @Test func theLockHoldsNoDescriptorOpenForWriting() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let lock = try StateDirectoryLock(directory: dir, pid: 4242)
+        #expect(fcntl(lock.descriptor, F_GETFL) & O_ACCMODE == O_RDONLY)
+        #expect(lock.pidNotRecorded == nil)
+        #expect(try String(contentsOfFile: lock.path, encoding: .utf8) == "4242\n")
+        let writers = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter { fd in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd),
+                  target == lock.path, let n = Int32(fd) else { return false }
+            return fcntl(n, F_GETFL) & O_ACCMODE != O_RDONLY
+        }
+        #expect(writers.isEmpty, "descriptors open for writing on \(lock.path): \(writers)")
+    }
+
     @Test func aLongerStalePidIsReplacedWhole() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -1,6 +1,7 @@
 import AgentCore
 import Foundation
 import HarnessSupport
+import LabClock
 import Soak
 import Testing
 

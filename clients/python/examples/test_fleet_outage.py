@@ -11,18 +11,17 @@ sleeps: each refresh is answered when it completes, and the emulator is asked wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable
 
 import pytest
 
-from pushwoosh_agent import RefreshError
-from pushwoosh_agent.plugin import RunningEmulator
+from pushwoosh_agent import Fleet, RefreshError, RunningEmulator
 
 OFFLINE = 7
 TWO_HOURS = 7200
 
 
-def test_device_7_offline_for_two_hours(pushwoosh_emulator: RunningEmulator, pushwoosh_fleet: Any) -> None:
+def test_device_7_offline_for_two_hours(pushwoosh_emulator: RunningEmulator, pushwoosh_fleet: Callable[..., Fleet]) -> None:
     emulator = pushwoosh_emulator
     fleet = pushwoosh_fleet(10)
     hwids = fleet.hwids()

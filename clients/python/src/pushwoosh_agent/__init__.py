@@ -28,6 +28,8 @@ from .client import (
     resolve_socket_path,
 )
 from .emulator import EmulatorClient, RequestsTimeout
+from .fixtures import Fleet, Lab, RunningEmulator
+from .lab import ClockAdvance, FiredTimer, LabClockError, advance_lab
 from .events import EventStream
 from .errors import (
     AgentError,
@@ -52,6 +54,13 @@ __all__ = [
     "PushRegistration",
     "PrimerResult",
     "EmulatorClient",
+    "RunningEmulator",
+    "Fleet",
+    "Lab",
+    "ClockAdvance",
+    "FiredTimer",
+    "LabClockError",
+    "advance_lab",
     "PushwooshError",
     "AgentNotRunning",
     "AgentTimeout",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import json
 import ssl
@@ -23,6 +24,8 @@ FAULT_FIELDS: Dict[str, str] = {
     "retryAfter": "retryAfter", "statusCode": "statusCode", "delayMs": "delayMs",
     "truncateAfterBytes": "truncateAfterBytes", "stallAfterHeaders": "stallAfterHeaders",
 }
+
+_MASK64 = (1 << 64) - 1
 
 Since = Union[None, float, int, str, _dt.datetime]
 
@@ -213,6 +216,50 @@ class EmulatorClient:
     def unarchive(self, code: str, key: str) -> Dict[str, Any]:
         """Undoes :meth:`archive`."""
         return self._switch(code, key, "unarchive")
+
+    # -- rollouts --
+
+    @staticmethod
+    def rollout_bucket(flag: str, user: str) -> int:
+        """The user's rollout bucket (0-99) for ``flag``, as the emulator computes it: a rule with
+        ``rolloutPercent: P`` matches when the bucket is below P. ``user`` is the request's
+        User ID (the HWID until a User ID is set). The bucket is
+        ``fmix64(FNV-1a-64(UTF-8 of flag, a 0x00 byte, UTF-8 of user)) mod 100`` (FNV-1a-64 with
+        offset basis 0xcbf29ce484222325 and prime 0x100000001b3, then MurmurHash3's 64-bit
+        finalizer), all modulo 2**64."""
+        if not isinstance(flag, str) or not isinstance(user, str):
+            raise TypeError(f"rollout_bucket: flag and user must be strings, not {flag!r} and {user!r}")
+        h = 0xCBF29CE484222325
+        for byte in flag.encode("utf-8") + b"\x00" + user.encode("utf-8"):
+            h = ((h ^ byte) * 0x100000001B3) & _MASK64
+        h ^= h >> 33
+        h = (h * 0xFF51AFD7ED558CCD) & _MASK64
+        h ^= h >> 33
+        h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
+        h ^= h >> 33
+        return h % 100
+
+    def set_rollout(self, code: str, flag: str, rule: str, percent: float) -> Dict[str, Any]:
+        """Sets rule ``rule`` of flag ``flag`` (application ``code``) to match ``percent`` % of users
+        (``when.rolloutPercent``), leaving the rest of the flag as it is; returns the stored flag.
+        An unknown flag or rule, or a percent outside 0-100, raises ``ValueError`` naming it and
+        changes nothing."""
+        if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 <= percent <= 100:
+            raise ValueError(f"set_rollout: percent must be a number from 0 to 100, not {percent!r}")
+        flags = self.get_app(code).get("flags", [])
+        found = next((f for f in flags if isinstance(f, dict) and f.get("key") == flag), None)
+        if found is None:
+            known = ", ".join(str(f.get("key")) for f in flags if isinstance(f, dict))
+            raise ValueError(f"set_rollout: application {code} has no flag {flag!r} (flags: {known})")
+        definition = copy.deepcopy(found)
+        rules = definition.get("rules", [])
+        target = next((r for r in rules if isinstance(r, dict) and r.get("id") == rule), None)
+        if target is None:
+            known = ", ".join(str(r.get("id")) for r in rules if isinstance(r, dict))
+            raise ValueError(f"set_rollout: flag {flag!r} has no rule {rule!r} (rules: {known or 'none'})")
+        when = target.setdefault("when", {})
+        when["rolloutPercent"] = percent
+        return self.put_flag(code, definition)
 
     # -- faults --
 

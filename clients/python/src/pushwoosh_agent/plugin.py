@@ -1,12 +1,17 @@
 """The pytest plugin (entry point ``pytest11``): the real emulator and agent as fixtures.
 
-Fixtures (each test gets its own processes in its own temporary directory):
+Fixtures (each test gets its own agents in its own temporary directory):
 
 ``pushwoosh_emulator``
     a running ``pushwoosh-emulator`` on a free loopback port with the example
     application ``ABCDE-12345`` (``config/flags.example.json``); an
     :class:`~pushwoosh_agent.EmulatorClient` with ``.server_url``,
-    ``.process`` and ``.log_path``.
+    ``.process`` and ``.log_path``. One emulator serves the whole pytest session
+    and is reset (``POST /admin/reset``: apps back to the file, faults, requests,
+    devices and the clock offset cleared) before each test that uses it, so a test
+    pays for its agents only; a test whose marker names other ``apps``, a
+    ``require_token``, ``tls=True``, an ``admin_token`` or ``shared=False`` gets an emulator
+    of its own.
 ``pushwoosh_agent``
     an :class:`~pushwoosh_agent.AgentClient` connected to a running
     ``pushwoosh-agentd`` that talks to that emulator, started and ready
@@ -23,7 +28,12 @@ Fixtures (each test gets its own processes in its own temporary directory):
     ``n`` agents against the one ``pushwoosh_emulator``, agent ``i`` (from 0) with User
     ID ``user_ids.format(i=i)``, and returns a :class:`Fleet` (a list of
     :class:`~pushwoosh_agent.processes.AgentProcess`, with ``.clients`` and
-    ``.hwids()``); all are stopped at the end of the test.
+    ``.hwids()`` and ``.advance_clock(seconds)``); all are stopped at the end of the test.
+``pushwoosh_lab``
+    a :class:`Lab`: ``.emulator`` and ``.agents`` (every agent the test started, through
+    ``pushwoosh_agent`` and ``pushwoosh_fleet``), and ``advance_clock(seconds)``, which
+    moves the emulator's clock and every running agent's device clock together, timer to
+    timer (:mod:`pushwoosh_agent.lab`); the agents need ``clock="controlled"``.
 ``pushwoosh_http_url``
     ``http://127.0.0.1:PORT`` of the ``pushwoosh_agent``'s HTTP interface; the agent
     is started with ``[HTTP] Listen=127.0.0.1:0`` (a free port, read from its
@@ -35,7 +45,8 @@ The emulator fixture can be stopped and started again on the same port
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a")
+    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a",
+                                    shared=False)
 
 ``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
 (with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
@@ -68,7 +79,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from .client import AgentClient
-from .emulator import EmulatorClient
+from .errors import EmulatorError
+from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
 from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
     short_temp_dir, tail
@@ -91,9 +103,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
     config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None): applications the "
-                   "pushwoosh_emulator fixture loads (a definition, a list, a path, or None); tls=True: HTTPS with "
-                   "a CA made for the test, trusted by the agent fixtures; admin_token: lock the admin API")
+        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None, shared=True): "
+                   "applications the pushwoosh_emulator fixture loads (a definition, a list, a path, or None); "
+                   "tls=True: HTTPS with a CA made for the test, trusted by the agent fixtures; admin_token: lock "
+                   "the admin API; shared=False: an emulator of the test's own instead of the session's (reset "
+                   "before each test)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -120,53 +134,6 @@ def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
     return merged
 
 
-class RunningEmulator(EmulatorClient):
-    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
-
-    def __init__(self, process: EmulatorProcess) -> None:
-        super().__init__(process.base_url, ca_file=process.ca_file, admin_token=process.admin_token)
-        self.process = process
-        #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
-        self.ca_file = process.ca_file
-        self.log_path = process.log_path
-        #: The example application's code.
-        self.app_code = "ABCDE-12345"
-
-    def log(self) -> str:
-        """The emulator's log so far."""
-        return tail(self.log_path, 1 << 30)
-
-    def stop(self) -> Optional[int]:
-        """Stops the emulator (SIGTERM): its port refuses connections until :meth:`start`."""
-        return self.process.stop()
-
-    def start(self) -> "RunningEmulator":
-        """Starts the emulator again on the same port (its state afresh from the apps file)."""
-        self.process.start()
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self.process.running
-
-
-class Fleet(List[AgentProcess]):
-    """The agents of ``pushwoosh_fleet``, in order (agent ``i`` has User ID ``user_ids[i]``)."""
-
-    def __init__(self, agents: List[AgentProcess], user_ids: List[str]) -> None:
-        super().__init__(agents)
-        self.user_ids = user_ids
-
-    @property
-    def clients(self) -> List[AgentClient]:
-        """Each agent's :class:`AgentClient`."""
-        return [agent.client for agent in self]
-
-    def hwids(self) -> List[str]:
-        """Each agent's HWID (from its ``status``)."""
-        return [str(agent.client.status()["hwid"]) for agent in self]
-
-
 @pytest.fixture(scope="session")
 def pushwoosh_bin(pytestconfig: pytest.Config) -> Optional[str]:
     """``--pushwoosh-bin`` (absolute), or None for PATH."""
@@ -183,36 +150,66 @@ def pushwoosh_tmp_dir() -> Iterator[str]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def _pushwoosh_shared_emulator() -> Iterator[List[EmulatorProcess]]:
+    """The session's emulator, started by the first test that asks for it (a list: empty until then)."""
+    holder: List[EmulatorProcess] = []
+    yield holder
+    for process in holder:
+        process.stop()
+        shutil.rmtree(process.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def _pushwoosh_started() -> List[AgentProcess]:
+    """Every agent the test started (pushwoosh_agent_process, pushwoosh_fleet), for pushwoosh_lab."""
+    return []
+
+
 @pytest.fixture
 def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                       pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
+                       pushwoosh_tmp_dir: str, _pushwoosh_shared_emulator: List[EmulatorProcess]
+                       ) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token", "tls", "admin_token"}
+    unknown = set(options) - {"apps", "require_token", "tls", "admin_token", "shared"}
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
         binary = find_binary("pushwoosh-emulator", pushwoosh_bin)
     except StartError as error:
         pytest.fail(str(error), pytrace=False)
-    tls: Optional[Tuple[str, str]] = None
-    ca_file: Optional[str] = None
-    if options.get("tls"):
-        # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
-        ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
-        tls, ca_file = ca.issue("emulator"), ca.ca_file
-    process = EmulatorProcess(pushwoosh_tmp_dir, apps=options.get("apps", EXAMPLE_APP_PATH), binary=binary,
-                              require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
-                              admin_token=options.get("admin_token"))
+    apps = options.get("apps", EXAMPLE_APP_PATH)
+    # Only the plain example lab is shared; anything else the marker asks for is the test's own.
+    shared = bool(options.get("shared", True)) and apps == EXAMPLE_APP_PATH \
+        and options.get("require_token") is None and not options.get("tls") and options.get("admin_token") is None
+    if shared:
+        if not _pushwoosh_shared_emulator:
+            _pushwoosh_shared_emulator.append(EmulatorProcess(short_temp_dir("pwe-"), apps=apps, binary=binary))
+        process = _pushwoosh_shared_emulator[0]
+    else:
+        tls: Optional[Tuple[str, str]] = None
+        ca_file: Optional[str] = None
+        if options.get("tls"):
+            # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
+            ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
+            tls, ca_file = ca.issue("emulator"), ca.ca_file
+        process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=binary,
+                                  require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
+                                  admin_token=options.get("admin_token"))
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
-        process.start()
-    except StartError as error:
+        if not process.running:  # first use, or a test stopped it
+            process.start()
+        elif shared:
+            process.client.reset()  # what an earlier test armed, killed or advanced is gone
+    except (StartError, EmulatorError) as error:
         pytest.fail(str(error), pytrace=False)
     try:
         yield RunningEmulator(process)
     finally:
-        process.stop()
+        if not shared:
+            process.stop()
 
 
 def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -240,7 +237,8 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
 
 @pytest.fixture
 def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                            pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> Iterator[AgentProcess]:
+                            pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
+                            _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
     options = _agent_options(request)
     if pushwoosh_emulator.ca_file is not None:
@@ -255,6 +253,7 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
     except (StartError, ValueError) as error:
         pytest.fail(str(error), pytrace=False)
     _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
+    _pushwoosh_started.append(agent)
     try:
         try:
             agent.start()
@@ -291,7 +290,8 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 
 @pytest.fixture
 def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                    pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> Iterator[Callable[..., Fleet]]:
+                    pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
+                    _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
     agents against the test's emulator (see the module's documentation)."""
     started: List[AgentProcess] = []
@@ -321,6 +321,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
                                  client_timeout=client_timeout)
             _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
             started.append(agent)
+            _pushwoosh_started.append(agent)
             try:
                 agent.start()
             except StartError as error:
@@ -330,7 +331,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         if wait_for_flags:
             for agent in agents:
                 _wait_for_first_refresh(agent)
-        return Fleet(agents, users)
+        return Fleet(agents, users, pushwoosh_emulator)
 
     try:
         yield start
@@ -339,4 +340,11 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
             agent.close()
 
 
-__all__ = ["RunningEmulator", "Fleet", "AGENT_FIXTURE_DEFAULTS"]
+@pytest.fixture
+def pushwoosh_lab(pushwoosh_emulator: RunningEmulator, _pushwoosh_started: List[AgentProcess]) -> Lab:
+    """The test's emulator and agents, moved together by ``advance_clock`` (see the module's
+    documentation)."""
+    return Lab(pushwoosh_emulator, _pushwoosh_started)
+
+
+__all__ = ["RunningEmulator", "Fleet", "Lab", "AGENT_FIXTURE_DEFAULTS"]

@@ -9,17 +9,31 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A minimal blocking HTTP/1.1 client for the emulator's admin API on loopback:
-/// one connection per call (`Connection: close`), JSON in and out. The soak runner and the
-/// fault tool use it.
+/// one connection per call (`Connection: close`), JSON in and out. The soak runner, the
+/// fault tool and `pushwoosh-agentctl fleet advance-clock` use it.
 public struct LoopbackHTTP: Sendable {
     public let host: String
     public let port: UInt16
     public var timeout: Double
+    /// Sent as `Authorization: Bearer TOKEN` (an emulator started with `--admin-token`).
+    public var bearerToken: String?
 
-    public init(host: String = "127.0.0.1", port: UInt16, timeout: Double = 10) {
+    public init(host: String = "127.0.0.1", port: UInt16, timeout: Double = 10, bearerToken: String? = nil) {
         self.host = host
         self.port = port
         self.timeout = timeout
+        self.bearerToken = bearerToken
+    }
+
+    /// The token of an admin token file as the emulator reads it (`--admin-token FILE`): the
+    /// file's text without trailing white space, not empty, with no white space inside.
+    public static func bearerToken(file path: String) throws(HTTPError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { throw HTTPError("\(path): cannot read the file") }
+        var text = String(decoding: data, as: UTF8.self)
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        guard !text.isEmpty else { throw HTTPError("\(path): the file is empty") }
+        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else { throw HTTPError("\(path): the token contains white space") }
+        return text
     }
 
     public struct Response: Sendable {
@@ -47,7 +61,7 @@ public struct LoopbackHTTP: Sendable {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        LineClient.setReceiveTimeout(fd, timeout)
+        BlockingSocket.setReceiveTimeout(fd, timeout)
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
@@ -61,10 +75,11 @@ public struct LoopbackHTTP: Sendable {
         }
         guard connected == 0 else { throw HTTPError("connect \(host):\(port): \(String(cString: strerror(errno)))") }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        if let bearerToken { head += "Authorization: Bearer \(bearerToken)\r\n" }
         if body != nil { head += "Content-Type: application/json\r\n" }
         head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
-        do throws(LineClient.Failure) {
-            try LineClient.sendAll(fd, Array(head.utf8) + (body ?? []))
+        do throws(BlockingSocket.Failure) {
+            try BlockingSocket.sendAll(fd, Array(head.utf8) + (body ?? []))
         } catch {
             throw HTTPError("\(method) \(path): \(error)")
         }

@@ -1,0 +1,80 @@
+import AgentCore
+import Foundation
+import Testing
+@testable import AgentControl
+
+/// `fleet advance-clock SPAN --emulator URL`: its arguments, and what it refuses before
+/// anything moves (the scenarios against real agents and a real emulator are in
+/// clients/python/tests/test_lab_clock.py).
+@Suite struct FleetAdvanceClockTests {
+    func invocation(_ args: [String]) throws -> FleetInvocation {
+        guard case .fleet(let f) = try ControlArguments.parse(args, environment: [:]) else { throw UsageError("not a fleet invocation") }
+        return f
+    }
+
+    func usageMessage(_ args: [String]) -> String? {
+        do {
+            _ = try ControlArguments.parse(args, environment: [:])
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    @Test func arguments() throws {
+        let a = try invocation(["fleet", "--socket-dir", "/tmp/x", "advance-clock", "2h30min", "--emulator", "http://127.0.0.1:8080"])
+        #expect(a.command == .advanceClock(seconds: 9_000, emulator: "http://127.0.0.1:8080", adminTokenFile: nil))
+        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s", "--admin-token", "/etc/t"]).command
+            == .advanceClock(seconds: 90, emulator: "http://localhost:9/", adminTokenFile: "/etc/t"))
+    }
+
+    @Test func badInputNamesTheField() {
+        let emulator = ["--emulator", "http://127.0.0.1:8080"]
+        #expect(usageMessage(["fleet", "advance-clock"] + emulator)?.contains("needs SPAN") == true)
+        for span in ["0", "soon", "2 parsecs", "0s"] {
+            #expect(usageMessage(["fleet", "advance-clock", span] + emulator)?.contains("\"\(span)\" is not a positive time span") == true, "\(span)")
+        }
+        #expect(usageMessage(["fleet", "advance-clock", "1h", "2h"] + emulator)?.contains("unexpected argument \"2h\"") == true)
+        #expect(usageMessage(["fleet", "advance-clock", "1h"])?.contains("needs --emulator URL") == true)
+        for url in ["ftp://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1", "http://emulator.example:8080", "http://[::1]:8080", ""] {
+            let message = usageMessage(["fleet", "advance-clock", "1h", "--emulator", url])
+            #expect(message?.contains("--emulator") == true, "\(url): \(message ?? "accepted")")
+        }
+        #expect(usageMessage(["fleet", "status"] + emulator)?.contains("--emulator is for 'fleet advance-clock'") == true)
+        #expect(usageMessage(["fleet", "status", "--admin-token", "/t"])?.contains("--admin-token is for 'fleet advance-clock'") == true)
+        #expect(usageMessage(["fleet", "advance-clock", "1h"] + emulator + ["--admin-token"])?.contains("needs a value") == true)
+    }
+
+    @Test func noInstancesIsAnErrorAndNothingMoves() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-empty-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let output = CapturedOutput()
+        // No emulator listens on port 9 either: the instances are checked first.
+        let f = try invocation(["fleet", "--socket-dir", dir, "advance-clock", "1h", "--emulator", "http://127.0.0.1:9"])
+        #expect(FleetTool.run(f, output: output, now: { Date() }) == .notRunning)
+        #expect(output.err.joined(separator: "\n").contains("no instances to move"))
+        #expect(output.out.isEmpty)
+    }
+
+    @Test func aDownInstanceStopsItBeforeAnythingMoves() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-down-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(FileManager.default.createFile(atPath: dir + "/device-1.sock", contents: nil))  // nobody listens
+        let output = CapturedOutput()
+        let f = try invocation(["fleet", "--socket-dir", dir, "--timeout", "1", "advance-clock", "1h", "--emulator", "http://127.0.0.1:9"])
+        #expect(FleetTool.run(f, output: output, now: { Date() }) == .notRunning)
+        #expect(output.err.joined(separator: "\n").contains("device-1 is down") && output.err.joined(separator: "\n").contains("nothing was moved"))
+        // An admin token file that cannot be used is named before any device is asked.
+        for (contents, why) in [(nil, "cannot read the file"), ("", "the file is empty"), ("two words\n", "the token contains white space")] {
+            let file = dir + "/token"
+            try? FileManager.default.removeItem(atPath: file)
+            if let contents { #expect(FileManager.default.createFile(atPath: file, contents: Data(contents.utf8))) }
+            let out = CapturedOutput()
+            let g = try invocation(["fleet", "--socket-dir", dir, "advance-clock", "1h", "--emulator", "http://127.0.0.1:9", "--admin-token", file])
+            #expect(FleetTool.run(g, output: out, now: { Date() }) == .usage)
+            #expect(out.err.joined().contains("--admin-token \(file): \(why)"), "\(out.err)")
+        }
+    }
+}

@@ -1,0 +1,90 @@
+"""The pytest fixtures' types, importable without pytest: :class:`RunningEmulator`
+(``pushwoosh_emulator``), :class:`Fleet` (what ``pushwoosh_fleet(n)`` returns) and
+:class:`Lab` (``pushwoosh_lab``)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .client import AgentClient
+from .emulator import EmulatorClient
+from .lab import ClockAdvance, advance_lab
+from .processes import AgentProcess, EmulatorProcess, tail
+
+__all__ = ["RunningEmulator", "Fleet", "Lab"]
+
+
+class RunningEmulator(EmulatorClient):
+    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
+
+    def __init__(self, process: EmulatorProcess) -> None:
+        super().__init__(process.base_url, ca_file=process.ca_file, admin_token=process.admin_token)
+        self.process = process
+        #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
+        self.ca_file = process.ca_file
+        self.log_path = process.log_path
+        #: The example application's code.
+        self.app_code = "ABCDE-12345"
+
+    def log(self) -> str:
+        """The emulator's log so far."""
+        return tail(self.log_path, 1 << 30)
+
+    def stop(self) -> Optional[int]:
+        """Stops the emulator (SIGTERM): its port refuses connections until :meth:`start`."""
+        return self.process.stop()
+
+    def start(self) -> "RunningEmulator":
+        """Starts the emulator again on the same port (its state afresh from the apps file)."""
+        self.process.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process.running
+
+
+class Fleet(List[AgentProcess]):
+    """The agents of ``pushwoosh_fleet``, in order (agent ``i`` has User ID ``user_ids[i]``),
+    against ``emulator``."""
+
+    def __init__(self, agents: List[AgentProcess], user_ids: List[str],
+                 emulator: Optional[EmulatorClient] = None) -> None:
+        super().__init__(agents)
+        self.user_ids = user_ids
+        self.emulator = emulator
+
+    def advance_clock(self, seconds: float) -> ClockAdvance:
+        """Moves the emulator's clock and every running agent's device clock ``seconds``
+        forward together, timer to timer (:func:`pushwoosh_agent.lab.advance_lab`); the agents
+        need ``clock="controlled"``. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``."""
+        if self.emulator is None:
+            raise ValueError("advance_clock: this fleet has no emulator (Fleet(..., emulator=...))")
+        return advance_lab(self.emulator, [agent.client for agent in self if agent.running], seconds)
+
+    @property
+    def clients(self) -> List[AgentClient]:
+        """Each agent's :class:`AgentClient`."""
+        return [agent.client for agent in self]
+
+    def hwids(self) -> List[str]:
+        """Each agent's HWID (from its ``status``)."""
+        return [str(agent.client.status()["hwid"]) for agent in self]
+
+
+class Lab:
+    """The ``pushwoosh_lab`` fixture: the test's emulator and every agent it started."""
+
+    def __init__(self, emulator: "RunningEmulator", started: List[AgentProcess]) -> None:
+        self.emulator = emulator
+        self._started = started
+
+    @property
+    def agents(self) -> List[AgentProcess]:
+        """The agents the test started (``pushwoosh_agent``, ``pushwoosh_fleet``), in order."""
+        return list(self._started)
+
+    def advance_clock(self, seconds: float) -> ClockAdvance:
+        """Moves the emulator's clock and every running agent's device clock ``seconds`` forward
+        together; ``{"now", "fired": {HWID: [...]}, "requests"}`` (see :mod:`pushwoosh_agent.lab`)."""
+        return advance_lab(self.emulator, [agent.client for agent in self._started if agent.running], seconds)
