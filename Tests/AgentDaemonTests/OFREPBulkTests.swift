@@ -124,12 +124,15 @@ import Testing
         let config = AgentProcess.config(server: emulator.serverURL, extra: "RequestTimeout=60s", dir: dir.path)
             + "\n[HTTP]\nListen=127.0.0.1:\(port)\n"
         let agent = try AgentProcess(dir: dir, config: config, server: emulator.serverURL)
-        let http = LoopbackHTTP(port: port, timeout: 60)
-        #expect(eventually(timeout: 60) { (try? http.call("GET", "/readyz", body: nil))?.status == 200 })
+        @Sendable func call(_ method: String, _ path: String, body: String? = nil) -> HTTPClient.Response? {
+            (try? HTTPClient(.tcp(port), timeout: 60))?.request(method, path, body: body)
+        }
+        #expect(eventually(timeout: 60) { call("GET", "/readyz")?.status == 200 })
         let done = ReplyBox()
+        let requestBody = String(decoding: Self.body, as: UTF8.self)
         let bulk = Thread {
-            let r = try? http.call("POST", HTTPInterface.bulk, body: Self.body)
-            done.response = HTTPServerResponse(status: r?.status ?? 0, body: r?.body ?? [])
+            let r = call("POST", HTTPInterface.bulk, body: requestBody)
+            done.response = HTTPServerResponse(status: r?.status ?? 0, body: Array((r?.body ?? "").utf8))
             done.signal()
         }
         usleep(100_000)
@@ -137,7 +140,7 @@ import Testing
         var slowest = 0.0, probes = 0
         while !done.isSignalled {
             let started = Date()
-            #expect((try? http.call("GET", "/healthz", body: nil))?.status == 200)
+            #expect(call("GET", "/healthz")?.status == 200)
             slowest = max(slowest, Date().timeIntervalSince(started))
             probes += 1
             usleep(20_000)
