@@ -49,7 +49,7 @@ let package = Package(
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
         // docs/fleet.md E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentFleet"],
+        .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet"],
                           swiftSettings: strict),
         .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentWire", "LabClock"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
@@ -63,7 +63,7 @@ let package = Package(
 
         // MARK: The soak runner
         .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-soak", dependencies: ["Soak"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-soak", dependencies: ["AgentCore", "Soak"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "LabClock"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 

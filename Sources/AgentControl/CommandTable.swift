@@ -32,18 +32,26 @@ let visualOptions: [(option: String, param: String)] = [
 ]
 
 let commandTable: [CommandInfo] = [
-    CommandInfo(name: .get, synopsis: "get KEY", summary: "show a flag: enabled, rule, properties and where it came from",
-                details: "Prints the flag's key, whether it is enabled, its rule, its properties and the\nprovenance (reason, source, age). Method: get."),
-    CommandInfo(name: .isEnabled, synopsis: "is-enabled KEY [--default true|false]",
+    CommandInfo(name: .get, synopsis: "get KEY [--strict]", summary: "show a flag: enabled, rule, properties and where it came from",
+                details: "Prints the flag's key, whether it is enabled, its rule, its properties and the\nprovenance (reason, source, age). \(fallbackNote) Method: get.",
+                flags: ["--strict"]),
+    CommandInfo(name: .isEnabled, synopsis: "is-enabled KEY [--default true|false] [--strict]",
                 summary: "print true or false",
-                details: "Prints whether the flag is enabled; --default (false unless given) is what the\nagent answers when it has no valid flag. Exits 0 either way: read the output.\nMethod: isEnabled.",
-                valued: ["--default"]),
-    CommandInfo(name: .property, synopsis: "property KEY PROP --type string|number|bool|json-object|json-array [--default V]",
+                details: "Prints whether the flag is enabled; --default (false unless given) is what the\nagent answers when it has no valid flag. \(fallbackNote) Method: isEnabled.",
+                valued: ["--default"], flags: ["--strict"]),
+    CommandInfo(name: .property, synopsis: "property KEY PROP --type string|number|bool|jsonObject|jsonArray [--default V] [--strict]",
                 summary: "print one property of a flag",
-                details: "Prints the property's value, else the default. For scalar types --default\ndefaults to \"\", 0 or false; JSON types take no default (null when absent).\nMethod: property.",
-                valued: ["--type", "--default"]),
-    CommandInfo(name: .refresh, synopsis: "refresh", summary: "fetch the flags now and wait for the outcome",
-                details: "Exits 1 when the refresh failed. Method: refresh."),
+                details: "Prints the property's value, else the default. For scalar types --default\ndefaults to \"\", 0 or false; JSON types take no default (null when absent).\n--type also takes json or json-object for jsonObject, json-array for jsonArray.\n\(fallbackNote) Method: property.",
+                valued: ["--type", "--default"], flags: ["--strict"]),
+    CommandInfo(name: .refresh, synopsis: "refresh [--strict]", summary: "fetch the flags now and wait for the outcome",
+                details: """
+                    Prints "refresh: sent" and the flags that changed when the request went to the
+                    server, or "refresh: not sent (throttle window until T; the stored flags are in
+                    use)" when it was answered from the stored flags inside the 5-minute throttle
+                    window (T in device time). Exits 1 when the refresh failed; with --strict, 5
+                    when it was not sent. Method: refresh.
+                    """,
+                flags: ["--strict"]),
     CommandInfo(name: .logImpression, synopsis: "log-impression KEY", summary: "record that the user saw the flag's feature",
                 details: "Method: logImpression."),
     CommandInfo(name: .setUser, synopsis: "set-user USERID", summary: "set the User ID (then the flags are refreshed)",
@@ -94,6 +102,21 @@ let commandTable: [CommandInfo] = [
                 valued: ["--to"]),
     CommandInfo(name: .fleet, synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]|advance-clock SPAN --emulator URL",
                 summary: "ask every instance of the fleet at once ('fleet --help')"),
-    CommandInfo(name: .watch, synopsis: "watch", summary: "print flag updates as they happen, until interrupted",
-                details: "Subscribes and prints each featureFlagsDidUpdate notification with a local\ntimestamp. With --json, one JSON object per line. Method: subscribe."),
+    CommandInfo(name: .watch, synopsis: "watch [--events flags,refresh,state] [--reconnect]",
+                summary: "print flag updates (and refreshes, state changes) as they happen, until interrupted",
+                details: """
+                    Subscribes and prints one line per notification, each stamped with the device
+                    time of the event: flags (featureFlagsDidUpdate, the default), refresh
+                    (refreshCompleted: every refresh, sent or not) and state (stateChanged).
+                    --reconnect keeps watching when the agent restarts, saying so on standard
+                    error. With --json, one JSON object per line. Method: subscribe.
+                    """,
+                valued: ["--events"], flags: ["--reconnect"]),
 ]
+
+/// What the read commands say about a fallback.
+let fallbackNote = """
+    When the agent answers with the caller's default (FLAG_NOT_FOUND, TYPE_MISMATCH,
+    PROVIDER_NOT_READY) the value is printed as usual and a warning naming the code goes to
+    standard error; --strict then exits 5.
+    """

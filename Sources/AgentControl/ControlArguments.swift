@@ -54,10 +54,12 @@ public enum ControlArguments {
               --json              print the agent's raw result as JSON
               --timeout SECONDS   wait at most this long for an answer (default 120; 0: no limit)
               -h, --help          this help; 'pushwoosh-agentctl COMMAND --help' for a command
+              --version           the version
 
             Exit status: 0 success, 1 the agent answered with an error (or a refresh failed, or
             an answer was not understood), 2 usage error, 3 the agent is not running or not
-            answering, 4 permission denied.
+            answering, 4 permission denied, 5 with --strict: a read answered with the caller's
+            default (FLAG_NOT_FOUND, TYPE_MISMATCH, PROVIDER_NOT_READY) or a refresh not sent.
             """
     }
 
@@ -80,6 +82,7 @@ public enum ControlArguments {
         while i < arguments.count {
             let (name, inline) = split(arguments[i])
             if name == "-h" || name == "--help" { return .help(usage) }
+            if name == "--version" { return .help(PackageVersion.line("pushwoosh-agentctl")) }
             if name == "--json" { json = true; i += 1; continue }
             if globalValued.contains(name) {
                 let value = try takeValue(name, inline, arguments, &i, command: nil)
@@ -112,8 +115,8 @@ public enum ControlArguments {
 
         let command = try makeCommand(info, scanned)
         let socket = socketPath ?? instance.map { instanceSocketPath($0) } ?? defaultSocketPath(environment: environment)
-        return .run(ControlInvocation(socketPath: socket,
-                                      json: json, timeout: timeout, command: command))
+        return .run(ControlInvocation(socketPath: socket, json: json, timeout: timeout, command: command,
+                                      strict: scanned.flags.contains("--strict")))
     }
 
     private static func split(_ argument: String) -> (String, String?) {
@@ -236,9 +239,11 @@ public enum ControlArguments {
         case .property:
             let p = try positionals(s, ["KEY", "PROP"], info)
             guard let typeName = s.values["--type"] else {
-                throw UsageError("'property' needs --type string|number|bool|json-object|json-array", command: info.name.rawValue)
+                throw UsageError("'property' needs --type string|number|bool|jsonObject|jsonArray", command: info.name.rawValue)
             }
-            let type = try choice(typeName, "--type", PropertyType.self, info)
+            guard let type = PropertyType(spelling: typeName) else {
+                throw UsageError("--type must be one of \(PropertyType.spellings), got \"\(typeName)\"", command: info.name.rawValue)
+            }
             let def: JSONValue?
             switch type {
             case .string: def = .string(s.values["--default"] ?? "")
@@ -281,7 +286,18 @@ public enum ControlArguments {
             return .metrics
         case .watch:
             _ = try positionals(s, [], info)
-            return .watch
+            var events: [SubscriptionEvent] = [.flags]
+            if let list = s.values["--events"] {
+                events = []
+                for name in list.split(separator: ",", omittingEmptySubsequences: false).map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                    guard let event = SubscriptionEvent(rawValue: name) else {
+                        throw UsageError("--events takes a comma-separated list of \(SubscriptionEvent.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(list)\"",
+                                         command: info.name.rawValue)
+                    }
+                    if !events.contains(event) { events.append(event) }
+                }
+            }
+            return .watch(events: events, reconnect: s.flags.contains("--reconnect"))
         case .clock:
             _ = try positionals(s, [], info)
             return .clock

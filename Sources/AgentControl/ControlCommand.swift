@@ -5,24 +5,6 @@ import Foundation
 // `pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]`:
 // one command per socket method (docs/socket-api.md B.1, B.2). Parsing is a pure function.
 
-/// `property --type`: the CLI's spelling and the socket API's.
-public enum PropertyType: String, Sendable, CaseIterable {
-    case string, number, bool
-    case jsonObject = "json-object"
-    case jsonArray = "json-array"
-
-    /// The `type` parameter of the `property` method.
-    public var wireName: String {
-        switch self {
-        case .string: "string"
-        case .number: "number"
-        case .bool: "bool"
-        case .jsonObject: "jsonObject"
-        case .jsonArray: "jsonArray"
-        }
-    }
-}
-
 /// One command of the CLI.
 public enum ControlCommand: Sendable, Equatable {
     case get(key: String)
@@ -39,7 +21,8 @@ public enum ControlCommand: Sendable, Equatable {
     case primer([String: JSONValue])
     case status
     case metrics
-    case watch
+    /// `subscribe` to `events`; `reconnect`: keep watching across restarts of the agent.
+    case watch(events: [SubscriptionEvent], reconnect: Bool)
     /// docs/device-clock.md H.
     case clock
     /// `seconds` or an ISO 8601 time (`to`).
@@ -51,7 +34,7 @@ public enum ControlCommand: Sendable, Equatable {
         case .get(let key): (.get, ["key": .string(key)])
         case .isEnabled(let key, let def): (.isEnabled, ["key": .string(key), "default": .bool(def)])
         case .property(let key, let property, let type, let def):
-            (.property, ["key": .string(key), "property": .string(property), "type": .string(type.wireName)]
+            (.property, ["key": .string(key), "property": .string(property), "type": .string(type.rawValue)]
                 .merging(def.map { ["default": $0] } ?? [:]) { a, _ in a })
         case .refresh: (.refresh, [:])
         case .logImpression(let key): (.logImpression, ["key": .string(key)])
@@ -63,7 +46,8 @@ public enum ControlCommand: Sendable, Equatable {
         case .primer(let params): (.presentPushPrimer, params)
         case .status: (.status, [:])
         case .metrics: (.metrics, [:])
-        case .watch: (.subscribe, [:])
+        case .watch(let events, _):
+            (.subscribe, events == [.flags] ? [:] : ["events": .array(events.map { .string($0.rawValue) })])
         case .clock: (.clock, [:])
         case .advanceClock(let seconds, let to):
             (.advanceClock, seconds.map { ["seconds": .number($0)] } ?? to.map { ["to": .string($0)] } ?? [:])
@@ -79,13 +63,16 @@ public struct ControlInvocation: Sendable, Equatable {
     /// `--timeout`: seconds to wait for an answer; nil waits as long as it takes.
     public var timeout: Double?
     public var command: ControlCommand
+    /// `--strict` (reads and `refresh`): the caller's default, or a refresh not sent, exits 5.
+    public var strict: Bool
 
     public init(socketPath: String, json: Bool = false, timeout: Double? = ControlArguments.defaultTimeout,
-                command: ControlCommand) {
+                command: ControlCommand, strict: Bool = false) {
         self.socketPath = socketPath
         self.json = json
         self.timeout = timeout
         self.command = command
+        self.strict = strict
     }
 }
 

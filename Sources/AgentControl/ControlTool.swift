@@ -62,9 +62,22 @@ public enum ControlTool {
 
     static func execute(_ invocation: ControlInvocation, output: some ControlOutput, now: () -> Date,
                         timeZone: TimeZone) throws(ClientError) -> ExitCode {
+        if case .watch(let events, let reconnect) = invocation.command {
+            return try watch(invocation, events: events, reconnect: reconnect, output: output, now: now, timeZone: timeZone)
+        }
         let client = try SocketClient(path: invocation.socketPath, timeout: invocation.timeout)
+        // `refresh` says what it changed: the updates heard on this connection while it is
+        // waited for (the agent sends them before its answer).
+        var changed: [String]?
+        if case .refresh = invocation.command, !invocation.json,
+           case .success = try client.call(method: .subscribe, params: [:]).outcome {
+            changed = []
+        }
         let (method, params) = invocation.command.request
-        let response = try client.call(method: method, params: params)
+        let response = try client.call(method: method, params: params) { method, params in
+            guard changed != nil, case .flagsDidUpdate(.refresh, let keys, _)? = try? SocketNotification(method: method, params: params) else { return }
+            for key in keys where !changed!.contains(key) { changed!.append(key) }
+        }
         let result: JSONValue
         switch response.outcome {
         case .failure(let error):
@@ -74,19 +87,62 @@ public enum ControlTool {
         case .success(let value):
             result = value
         }
-        guard case .watch = invocation.command else {
-            let (text, exit) = OutputFormatter.format(invocation.command, result: result, json: invocation.json)
-            output.out(text)
-            return exit
+        var (text, exit) = OutputFormatter.format(invocation.command, result: result, json: invocation.json)
+        if case .refresh = invocation.command, !invocation.json, exit == .success, let answer = try? RefreshAnswer(json: result) {
+            text = OutputFormatter.refresh(answer, changed: changed?.sorted())
         }
-        // watch: subscribed; print notifications until the agent goes away or we are interrupted.
-        client.setTimeout(nil)
-        if !invocation.json { output.err("watching \(invocation.socketPath) for flag updates (Ctrl-C to stop)") }
-        while let line = try client.readLine() {
-            guard case .notification(let method, let params)? = try? RPCServerMessage.parse(line) else { continue }
-            output.out(OutputFormatter.formatNotification(method: method, params: params, at: now(),
-                                                          timeZone: timeZone, json: invocation.json))
+        output.out(text)
+        // A fallback is never silent: the value as asked, and on standard error what it is.
+        if let warning = OutputFormatter.warning(invocation.command, result: result) {
+            if case .refresh = invocation.command, !invocation.json {
+                // "refresh: not sent (…)" on standard output says it already.
+            } else {
+                output.err(warning)
+            }
+            if invocation.strict, exit == .success { exit = .notAsAsked }
         }
-        throw ClientError(exit: .notRunning, message: "pushwoosh-agentd closed the connection")
+        return exit
+    }
+
+    /// `watch`: subscribed; prints notifications until the agent goes away or we are
+    /// interrupted. With `reconnect`, a closed connection is reopened once the agent is back.
+    static func watch(_ invocation: ControlInvocation, events: [SubscriptionEvent], reconnect: Bool, output: some ControlOutput,
+                      now: () -> Date, timeZone: TimeZone) throws(ClientError) -> ExitCode {
+        let names = events.map(\.rawValue).joined(separator: ", ")
+        var connected = false
+        while true {
+            let client: SocketClient
+            do {
+                client = try SocketClient(path: invocation.socketPath, timeout: invocation.timeout)
+                let (method, params) = invocation.command.request
+                if case .failure(let error) = try client.call(method: method, params: params).outcome {
+                    let (text, exit) = OutputFormatter.format(error: error)
+                    output.err(text)
+                    return exit
+                }
+            } catch {
+                guard reconnect, connected, error.exit == .notRunning else { throw error }
+                usleep(200_000)  // the agent is restarting: try again
+                continue
+            }
+            if connected {
+                output.err("reconnected to \(invocation.socketPath); watching \(names) again")
+            } else if !invocation.json {
+                output.err("watching \(invocation.socketPath) for \(names) (Ctrl-C to stop)")
+            }
+            connected = true
+            client.setTimeout(nil)
+            do {
+                while let line = try client.readLine() {
+                    guard case .notification(let method, let params)? = try? RPCServerMessage.parse(line) else { continue }
+                    output.out(OutputFormatter.formatNotification(method: method, params: params, received: now(),
+                                                                  timeZone: timeZone, json: invocation.json))
+                }
+            } catch {
+                guard reconnect else { throw error }
+            }
+            guard reconnect else { throw ClientError(exit: .notRunning, message: "pushwoosh-agentd closed the connection") }
+            output.err("pushwoosh-agentd closed the connection; reconnecting (--reconnect)")
+        }
     }
 }

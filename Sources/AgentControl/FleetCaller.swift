@@ -24,8 +24,10 @@ public struct FleetTarget: Sendable, Equatable {
 public enum FleetOutcome: Sendable, Equatable {
     case result(JSONValue)
     case error(RPCError)
-    /// Not answering: no socket, refused, closed, or no answer in time.
+    /// Not answering: refused, closed, or no answer in time.
     case down(String)
+    /// Not there: no socket at its path (stopped, never started, or a wrong name).
+    case missing(String)
 }
 
 public struct FleetAnswer: Sendable, Equatable {
@@ -145,6 +147,8 @@ private final class Exchange {
         if result != 0 {
             if errno == EINPROGRESS {
                 connecting = true
+            } else if errno == ENOENT || errno == ENOTDIR {
+                finish(.missing(Self.describe(connectError: errno, path: target.socketPath)))
             } else {
                 finish(.down(Self.describe(connectError: errno, path: target.socketPath)))
             }

@@ -97,6 +97,7 @@ public enum FleetAdvanceClock {
         for answer in clocks {
             switch answer.outcome {
             case .down(let why): return fail(.notRunning, "\(answer.target.name) is down (\(why)); nothing was moved")
+            case .missing(let why): return fail(.notRunning, "\(answer.target.name) is missing (\(why)); nothing was moved")
             case .error(let e): return fail(.agentError, "\(answer.target.name): \(e.message) (\(e.code)); nothing was moved")
             case .result: continue
             }

@@ -34,13 +34,17 @@ public struct FleetInvocation: Sendable, Equatable {
     public var json = false
     /// Per instance.
     public var timeout: Double = FleetArguments.defaultTimeout
+    /// `--expect NAME,…`: instances that must be there besides the source's; one without a
+    /// socket is listed `missing` (exit 3).
+    public var expected: [String] = []
 }
 
 public enum FleetArguments {
     public static let defaultTimeout: Double = 10
 
     public static let usage = """
-        Usage: pushwoosh-agentctl fleet [--manifest FILE | --socket-dir DIR] [--json] [--timeout SECONDS]
+        Usage: pushwoosh-agentctl fleet [--manifest FILE | --socket-dir DIR] [--expect NAME[,NAME…]]
+                                        [--json] [--timeout SECONDS]
                                         status | metrics | call METHOD [PARAMS-JSON]
                                         | advance-clock SPAN --emulator URL [--admin-token FILE]
 
@@ -48,7 +52,8 @@ public enum FleetArguments {
         its own timeout, and prints the answers in the instances' order.
 
           status    one line per instance: name, state, User ID, flags age, last refresh,
-                    failures; an instance that does not answer is "down" with the reason
+                    failures; an instance that does not answer is "down" with the reason,
+                    an expected one without a socket "missing"
           metrics   one Prometheus text for all instances: each series gains an instance
                     label, HELP and TYPE once per family; pushwoosh_agent_fleet_up says
                     which instances answered
@@ -67,13 +72,16 @@ public enum FleetArguments {
         Instances: those of --manifest FILE (default /etc/pushwoosh-agent/fleet.conf), at
         /run/pushwoosh-agent/NAME.sock; without that file, every NAME.sock in
         /run/pushwoosh-agent but agent.sock; with --socket-dir DIR, every NAME.sock in DIR.
+        The manifest's instances are expected; --expect names more (with --socket-dir, the
+        ones that must be in DIR): an expected instance without a socket, whatever the
+        reason, is listed "missing".
 
         Options:
           --json              one JSON document: an array with each instance's answer
           --timeout SECONDS   per instance (default 10)
 
         Exit status: 0 every instance answered, 1 some answered with an error (or, for
-        call refresh, its refresh failed), 2 usage error, 3 some instance is down.
+        call refresh, its refresh failed), 2 usage error, 3 some instance is down or missing.
         """
 
     /// `arguments` after `fleet`; `json`/`timeout` given before `fleet` carry over.
@@ -82,6 +90,7 @@ public enum FleetArguments {
         var json = json
         var timeout = timeout ?? defaultTimeout
         var positionals: [String] = []
+        var expected: [String] = []
         var emulator: String?
         var adminToken: String?
         var i = 0
@@ -118,6 +127,13 @@ public enum FleetArguments {
                     throw UsageError("--timeout must be a number of seconds above 0, got \"\(v)\"", command: "fleet")
                 }
                 timeout = t
+            case "--expect":
+                for name in try value(argument).split(separator: ",", omittingEmptySubsequences: false).map(String.init) {
+                    guard InstanceName.isValid(name) else {
+                        throw UsageError("--expect takes instance names separated by commas (letters, digits, '-', '_', '.'), got \"\(name)\"", command: "fleet")
+                    }
+                    if !expected.contains(name) { expected.append(name) }
+                }
             case "--emulator": emulator = try value(argument)
             case "--admin-token": adminToken = try value(argument)
             case "--socket", "--instance":
@@ -159,46 +175,8 @@ public enum FleetArguments {
         if case .advanceClock = command {} else if emulator != nil || adminToken != nil {
             throw UsageError("\(emulator != nil ? "--emulator" : "--admin-token") is for 'fleet advance-clock'", command: "fleet")
         }
-        return FleetInvocation(command: command, source: source ?? .manifest(FleetManifest.defaultPath), json: json, timeout: timeout)
-    }
-}
-
-// MARK: - Instances
-
-public enum FleetTargets {
-    public static let socketDirectory = AgentPaths.socketDirectory
-
-    /// The instances `source` names, in order.
-    public static func resolve(_ source: FleetSource) throws(ClientError) -> [FleetTarget] {
-        switch source {
-        case .socketDirectory(let dir):
-            return try sockets(in: dir, skipping: [])
-        case .manifest(let path):
-            guard access(path, F_OK) == 0 else {
-                guard path == FleetManifest.defaultPath else {
-                    throw ClientError(exit: .usage, message: "\(path): cannot read the configuration file: no such file")
-                }
-                return try sockets(in: socketDirectory, skipping: ["agent"])
-            }
-            do {
-                let manifest = try FleetManifest.load(path)
-                return manifest.instances.map { FleetTarget(name: $0.name, socketPath: ControlArguments.instanceSocketPath($0.name)) }
-            } catch {
-                throw ClientError(exit: .usage, message: "\(error)")
-            }
-        }
-    }
-
-    static func sockets(in dir: String, skipping: Set<String>) throws(ClientError) -> [FleetTarget] {
-        let entries: [String]
-        do {
-            entries = try FileManager.default.contentsOfDirectory(atPath: dir)
-        } catch {
-            throw ClientError(exit: .notRunning, message: "cannot list \(dir): no fleet running here")
-        }
-        return entries.filter { $0.hasSuffix(".sock") }.map { String($0.dropLast(5)) }
-            .filter { !$0.isEmpty && !skipping.contains($0) }
-            .sorted().map { FleetTarget(name: $0, socketPath: dir + "/" + $0 + ".sock") }
+        return FleetInvocation(command: command, source: source ?? .manifest(FleetManifest.defaultPath), json: json, timeout: timeout,
+                               expected: expected)
     }
 }
 
@@ -208,7 +186,9 @@ public enum FleetOutput {
     /// The exit status of a set of answers: 3 when any instance is down, 1 when any answered
     /// with an error or (for `refresh`, as `pushwoosh-agentctl refresh`) a failed refresh.
     public static func exit(_ answers: [FleetAnswer], method: SocketMethod? = nil) -> ExitCode {
-        if answers.contains(where: { if case .down = $0.outcome { true } else { false } }) { return .notRunning }
+        if answers.contains(where: { if case .down = $0.outcome { true } else if case .missing = $0.outcome { true } else { false } }) {
+            return .notRunning
+        }
         if answers.contains(where: { if case .error = $0.outcome { true } else { false } }) { return .agentError }
         if method == .refresh, answers.contains(where: { refreshFailed($0.outcome) }) { return .agentError }
         return .success
@@ -229,6 +209,7 @@ public enum FleetOutput {
             case .result(let r): o["result"] = r
             case .error(let e): o["error"] = ["code": .number(Double(e.code)), "message": .string(e.message)]
             case .down(let why): o["down"] = .string(why)
+            case .missing(let why): o["missing"] = .string(why)
             }
             return .object(o)
         }
@@ -258,6 +239,9 @@ public enum FleetOutput {
             case .down(let why):
                 counts["down", default: 0] += 1
                 rows.append([a.target.name, "down (\(why))", "-", "-", "-", "-"])
+            case .missing(let why):
+                counts["missing", default: 0] += 1
+                rows.append([a.target.name, "missing (\(why))", "-", "-", "-", "-"])
             }
         }
         let summary = "\(answers.count) instance\(answers.count == 1 ? "" : "s")"
@@ -265,13 +249,20 @@ public enum FleetOutput {
         return table(rows) + "\n" + summary
     }
 
-    /// `fleet call`: one line per instance.
-    public static func call(_ answers: [FleetAnswer]) -> String {
+    /// `fleet call`: one line per instance. A `refresh` says whether it was sent (and, when
+    /// answered from the throttle window, until when), never a bare "ok".
+    public static func call(_ answers: [FleetAnswer], method: SocketMethod? = nil) -> String {
         table(answers.map { a in
             switch a.outcome {
-            case .result(let r): [a.target.name, "ok", JSONWriter.string(r)]
-            case .error(let e): [a.target.name, "error", "\(e.code) \(e.message)"]
-            case .down(let why): [a.target.name, "down", why]
+            case .result(let r) where method == .refresh:
+                guard let answer = try? RefreshAnswer(json: r) else { return [a.target.name, "not understood", JSONWriter.string(r)] }
+                if let error = answer.error { return [a.target.name, "failed", error.summary] }
+                if answer.sent { return [a.target.name, "sent", JSONWriter.string(r)] }
+                return [a.target.name, "not sent", answer.throttledUntil.map { "throttle window until \(SocketTime.string($0))" } ?? JSONWriter.string(r)]
+            case .result(let r): return [a.target.name, "ok", JSONWriter.string(r)]
+            case .error(let e): return [a.target.name, "error", "\(e.code) \(e.message)"]
+            case .down(let why): return [a.target.name, "down", why]
+            case .missing(let why): return [a.target.name, "missing", why]
             }
         })
     }
@@ -355,7 +346,7 @@ public enum FleetTool {
     public static func run(_ invocation: FleetInvocation, output: some ControlOutput, now: () -> Date) -> ExitCode {
         let targets: [FleetTarget]
         do {
-            targets = try FleetTargets.resolve(invocation.source)
+            targets = try FleetTargets.resolve(invocation.source, expecting: invocation.expected)
         } catch {
             output.err("pushwoosh-agentctl: " + error.message)
             return error.exit
@@ -377,7 +368,7 @@ public enum FleetTool {
             switch invocation.command {
             case .status: output.out(FleetOutput.status(answers, now: now()))
             case .metrics: output.out(FleetOutput.metrics(answers))
-            case .call, .advanceClock: output.out(FleetOutput.call(answers))
+            case .call, .advanceClock: output.out(FleetOutput.call(answers, method: method))
             }
         }
         return FleetOutput.exit(answers, method: method)

@@ -12,6 +12,9 @@ public enum ExitCode: Int32, Sendable {
     case notRunning = 3
     /// EACCES on connect, or JSON-RPC -32001.
     case permissionDenied = 4
+    /// `--strict`: a read answered with the caller's default (FLAG_NOT_FOUND, TYPE_MISMATCH,
+    /// PROVIDER_NOT_READY), or a refresh that was not sent.
+    case notAsAsked = 5
 }
 
 /// What to print and how to exit. Pure functions of the answer.
@@ -43,9 +46,7 @@ public enum OutputFormatter {
         case .get(let key): return formatFlag(key: key, try FlagAnswer(json: r))
         case .isEnabled: return r["enabled"]?.boolValue.map { $0 ? "true" : "false" } ?? JSONWriter.string(r)
         case .property: return scalar(r["value"] ?? .null)
-        case .refresh:
-            guard let error = try RefreshAnswer(json: r).error else { return "refresh: ok" }
-            return "refresh failed: " + Visible.escape(error.summary)
+        case .refresh: return refresh(try RefreshAnswer(json: r), changed: nil)
         case .logImpression(let key):
             return r["logged"]?.boolValue == true
                 ? "impression of \(Visible.escape(key)) logged"
@@ -85,6 +86,51 @@ public enum OutputFormatter {
             }
             return aligned(lines)
         }
+    }
+
+    /// `refresh`: whether it went to the server, and what changed when the keys are known
+    /// (`changed`: the `featureFlagsDidUpdate` keys heard while waiting for the answer).
+    public static func refresh(_ answer: RefreshAnswer, changed: [String]?) -> String {
+        if let error = answer.error { return "refresh failed: " + Visible.escape(error.summary) + (answer.sent ? "" : " (not sent)") }
+        guard answer.sent else {
+            guard let until = answer.throttledUntil else { return "refresh: not sent (the stored flags are in use)" }
+            return "refresh: not sent (throttle window until \(SocketTime.string(until)); the stored flags are in use)"
+        }
+        guard let changed else { return "refresh: sent" }
+        return "refresh: sent; " + (changed.isEmpty ? "no flags changed" : "changed " + changed.map(Visible.escape).joined(separator: ", "))
+    }
+
+    /// The standard-error line for a read answered with the caller's default (its `errorCode`),
+    /// or a refresh that did not reach the server; nil when the answer is what was asked for.
+    public static func warning(_ command: ControlCommand, result: JSONValue) -> String? {
+        if case .refresh = command {
+            guard let answer = try? RefreshAnswer(json: result), answer.error == nil, !answer.sent else { return nil }
+            return "warning: refresh not sent: " + (answer.throttledUntil.map {
+                "answered from the stored flags inside the throttle window (until \(SocketTime.string($0)))"
+            } ?? "answered without a request")
+        }
+        guard let code = result["errorCode"]?.stringValue.flatMap(EvaluationErrorCode.init(rawValue:)) else { return nil }
+        let printed: String
+        let what: String
+        switch command {
+        case .get(let key):
+            printed = "no flag printed"
+            what = code == .flagNotFound ? "no flag \"\(key)\" in the served flags" : ""
+        case .isEnabled(let key, _):
+            printed = "printed the default"
+            what = code == .flagNotFound ? "no flag \"\(key)\" in the served flags" : ""
+        case .property(let key, let property, let type, _):
+            printed = !type.isScalar ? "printed null" : "printed the default"
+            switch code {
+            case .flagNotFound: what = "no flag \"\(key)\" in the served flags"
+            case .typeMismatch: what = "flag \"\(key)\" has no \(type.rawValue) property \"\(property)\" (missing or of another type)"
+            case .providerNotReady: what = ""
+            }
+        default:
+            return nil
+        }
+        let reason = code == .providerNotReady ? "no valid flags are served (none received yet, or past their lifetime)" : what
+        return "warning: \(code.rawValue): \(reason); \(printed)"
     }
 
     /// `get`: key, enabled, rule, properties, then provenance.
@@ -156,17 +202,26 @@ public enum OutputFormatter {
         seconds.isFinite && seconds >= 0 ? TimeSpan.rough(seconds, parts: 2) : "?"
     }
 
-    /// `watch`: one line per notification, stamped with the local time.
-    public static func formatNotification(method: String, params: JSONValue, at date: Date, timeZone: TimeZone,
+    /// `watch`: one line per notification, stamped with the device time of the event (the
+    /// notification's `at`); `received` in `timeZone` only for an agent that does not say.
+    public static func formatNotification(method: String, params: JSONValue, received: Date, timeZone: TimeZone,
                                           json: Bool) -> String {
-        let stamp = timestamp(date, timeZone: timeZone)
+        let notification = try? SocketNotification(method: method, params: params)
+        let stamp = notification?.at.map(SocketTime.string) ?? timestamp(received, timeZone: timeZone)
         if json {
             return JSONWriter.string(["time": .string(stamp), "method": .string(method), "params": params])
         }
-        guard case .flagsDidUpdate(let reason, let changed)? = try? SocketNotification(method: method, params: params) else {
-            return "\(stamp) \(method) \(JSONWriter.string(params))"
+        switch notification {
+        case .flagsDidUpdate(let reason, let changed, _)?:
+            return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.map(Visible.escape).joined(separator: ", "))
+        case .refreshCompleted(let trigger, let error, let sent, _)?:
+            let outcome = error.map { "failed: " + Visible.escape($0.summary) } ?? (sent ? "sent" : "not sent (answered from the stored flags)")
+            return "\(stamp) refresh (\(trigger.rawValue)): " + outcome
+        case .stateChanged(let state, let previous, _)?:
+            return "\(stamp) state: \(state.rawValue)" + (previous.map { " (was \($0.rawValue))" } ?? "")
+        case nil:
+            return "\(stamp) \(Visible.escape(method)) \(Visible.escape(JSONWriter.string(params)))"
         }
-        return "\(stamp) \(reason.rawValue): " + (changed.isEmpty ? "no flags changed" : "changed " + changed.map(Visible.escape).joined(separator: ", "))
     }
 
     /// Local ISO 8601 with milliseconds and the offset: `2025-05-01T14:03:07.125+02:00`.

@@ -229,6 +229,9 @@ public final class Agent {
     public var servedFlagsReceivedAt: Date? { machine.servedFlagsReceivedAt(now: now) }
     public func servedSnapshot() -> (snapshot: FlagSnapshot, source: FlagSource)? { machine.servedSnapshot(now: now) }
     public func status() -> AgentStatus { machine.status(now: now) }
+    /// RF-6: the device time the throttle window ends, while a `refresh` now would be
+    /// answered from the stored flags; nil when it would be sent.
+    public func throttleWindowEnd() -> Date? { machine.throttleWindowEnd(now: now) }
 
     /// RF-12: a stable per-device share of the period.
     public static func deviceOffset(hwid: String, period: Seconds) -> Seconds {

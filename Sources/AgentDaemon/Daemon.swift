@@ -239,7 +239,7 @@ public final class Daemon {
         metrics.record(event)
         switch event {
         case .flagsChanged(let reason, let keys):
-            server?.broadcast(.flagsDidUpdate(reason: reason, changed: keys))
+            server?.broadcast(.flagsDidUpdate(reason: reason, changed: keys, at: host.clock.wall))
             log(.info, "flags changed", ["reason": reason.rawValue, "count": keys.count, "keys": keys.prefix(10).joined(separator: ",")])
         case .refreshSucceeded(let trigger, let count, let partial):
             log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])

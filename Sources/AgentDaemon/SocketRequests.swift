@@ -124,11 +124,17 @@ extension ControlServer {
         case .refresh:
             // A refresh answered at once never went to the server: the throttle window
             // (RF-6) or no flags URL (RF-8). `sent` says which kind it was (docs/device-clock.md H).
+            // A success answered at once is the throttle's: `throttledUntil` names the
+            // window's end in device time, rounded up to the second it is printed in.
             var returned = false
+            let agent = self.agent
             agent.refresh { [weak host] error in
                 let sent = returned
                 if !sent { host?.onUnsentRefresh?(error) }
-                done(.success(RefreshAnswer(error: error, sent: sent).json))
+                let until = sent || error != nil ? nil : agent.throttleWindowEnd().map {
+                    Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.up))
+                }
+                done(.success(RefreshAnswer(error: error, sent: sent, throttledUntil: until).json))
             }
             returned = true
         case .logImpression(let key):

@@ -5,7 +5,7 @@ import FoundationEssentials
 /// How the agent describes itself: the `status` method's result (docs/socket-api.md B.2) and the
 /// `STATUS=` line for systemd (docs/configuration.md C).
 public enum StatusReport {
-    public static let version = "0.1.0"
+    public static let version = PackageVersion.current
 
     static func span(_ seconds: Seconds) -> String { TimeSpan.rough(seconds) }
 

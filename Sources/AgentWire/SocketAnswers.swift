@@ -62,23 +62,31 @@ extension RefreshError {
     public var summary: String { "\(message) (\(RefreshError.domain) code \(code))" }
 }
 
-/// `refresh`'s result (B.1, docs/device-clock.md H): the error (nil on success) and whether a request
-/// went to the server (false: answered from the throttle window, RF-6, or no flags URL, RF-8).
+/// `refresh`'s result (B.1, docs/device-clock.md H): the error (nil on success), whether a request went
+/// to the server (false: answered from the throttle window, RF-6, or no flags URL, RF-8), and
+/// when it was answered from the stored flags because of the throttle window, the device
+/// time that window ends (nil otherwise).
 public struct RefreshAnswer: Sendable, Equatable {
     public var error: RefreshError?
     public var sent: Bool
+    public var throttledUntil: Date?
 
-    public init(error: RefreshError?, sent: Bool) {
+    public init(error: RefreshError?, sent: Bool, throttledUntil: Date? = nil) {
         self.error = error
         self.sent = sent
+        self.throttledUntil = throttledUntil
     }
 
-    public var json: JSONValue { ["error": RefreshError.json(error), "sent": .bool(sent)] }
+    public var json: JSONValue {
+        ["error": RefreshError.json(error), "sent": .bool(sent), "throttledUntil": SocketTime.json(throttledUntil)]
+    }
 
     public init(json: JSONValue) throws(AnswerError) {
         let r = AnswerReader(json)
         error = try r.optionalObject("error").map { (e) throws(AnswerError) in try RefreshError(json: e, path: "error.") }
         sent = try r.bool("sent")
+        throttledUntil = try r.optionalTime("throttledUntil")
+        if sent, throttledUntil != nil { throw AnswerError("throttledUntil", "set on a refresh that was sent") }
     }
 }
 

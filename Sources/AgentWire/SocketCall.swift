@@ -68,7 +68,10 @@ public enum SocketCall: Sendable, Equatable {
         case .property:
             let key = try p.string("key")
             let name = try p.string("property")
-            let type = try p.enumeration("type", as: PropertyType.self)
+            let spelled = try p.string("type")
+            guard let type = PropertyType(spelling: spelled) else {
+                throw .invalidParams("parameter 'type' must be one of: \(PropertyType.spellings)", parameter: "type")
+            }
             try p.rejectUnknown(for: method)
             var fallback: JSONValue = .null
             if type.isScalar {

@@ -44,6 +44,7 @@ public enum EmulatorCommand {
           --apps-from-har FILE   print an --apps definition serving the recorded flags, and exit
           --verbose              log every request to standard error
           --help                 show this help
+          --version              show the version
 
         The request log (GET /admin/requests) shows an Authorization header's scheme only
         ("Token [redacted]"), and neither token anywhere. Request bodies are limited to 1 MiB
@@ -66,6 +67,7 @@ public enum EmulatorCommand {
         public var recordLimit = 20_000
         public var verbose = false
         public var help = false
+        public var version = false
         public var tlsCertificate: String?
         public var tlsKey: String?
         public var upstream: String?
@@ -136,6 +138,7 @@ public enum EmulatorCommand {
                 if inline != nil { throw UsageError(description: "\(arg) takes no value") }
                 o.verbose = true
             case "--help", "-h": o.help = true
+            case "--version": o.version = true
             default: throw UsageError(description: "unknown argument \"\(args[k])\"")
             }
             k += 1
@@ -250,6 +253,10 @@ public enum EmulatorCommand {
         }
         if options.help {
             print(usage)
+            return 0
+        }
+        if options.version {
+            print(PackageVersion.line("pushwoosh-emulator"))
             return 0
         }
         if let file = options.appsFromHAR {

@@ -268,7 +268,7 @@ public final class AgentDriver: @unchecked Sendable {
         guard let r = result(.refresh) else { return }
         ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
         do throws(AnswerError) {  // decoding checks the error's domain too (PWFeatureFlagsErrorDomain)
-            ctx.recorder.count(agent: index, try RefreshAnswer(json: r).error != nil ? "refreshFailed" : "refreshOk")
+            ctx.recorder.count(agent: index, try RefreshAnswer(json: r).soakCount)
         } catch { violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))") }
     }
 

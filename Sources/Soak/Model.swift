@@ -334,3 +334,9 @@ public func describe(_ c: DeviceCall) -> String {
     if let i = c.impression { s += " impression=\(i)" }
     return s
 }
+
+extension RefreshAnswer {
+    /// How the soak counts a manual refresh: failed, sent, or answered from the throttle
+    /// window (RF-6). Decoding already refuses a sent refresh that names a window.
+    var soakCount: String { error != nil ? "refreshFailed" : sent ? "refreshSent" : "refreshThrottled" }
+}

@@ -51,7 +51,7 @@ public struct SoakOptions: Sendable {
     usage: pushwoosh-soak [--duration 10m] [--agents N] [--seed S] [--bin DIR] [--report DIR] [--junit FILE]
                           [--lifetime 60s] [--session-gap 10s] [--refresh 15s] [--throttle 5s]
                           [--pace 1s] [--restart-every 60s] [--chaos-every 5s] [--no-faults]
-                          [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet]
+                          [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet] [--version]
                           [--real-timings [--device-days 7] [--speed 2000]]
 
     Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened

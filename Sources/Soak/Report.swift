@@ -133,12 +133,20 @@ public enum TimelineSVG {
         }
     }
 
-    public static func render(_ d: TimelineData) -> String {
+    /// The page's geometry: where a time falls on the x axis.
+    struct Canvas {
+        let d: TimelineData
         let width = 1400.0, left = 120.0, right = 24.0, top = 112.0, laneHeight = 96.0
+        let height: Double
+        func x(_ t: Time) -> Double {
+            left + (min(max(t, d.start), d.end) - d.start) / max(1, d.end - d.start) * (width - left - right)
+        }
+    }
+
+    public static func render(_ d: TimelineData) -> String {
         let lanes = Array(d.lanes.prefix(maxLanes))
-        let height = top + Double(lanes.count) * laneHeight + 40
-        let span = max(1, d.end - d.start)
-        func x(_ t: Time) -> Double { left + (min(max(t, d.start), d.end) - d.start) / span * (width - left - right) }
+        let c = Canvas(d: d, height: 112.0 + Double(lanes.count) * 96.0 + 40)
+        let width = c.width, height = c.height
         var s = """
         <?xml version="1.0" encoding="UTF-8"?>
         <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" viewBox="0 0 \(Int(width)) \(Int(height))" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">
@@ -146,7 +154,18 @@ public enum TimelineSVG {
         <text x="12" y="22" font-size="15" font-weight="bold">\(esc(d.title))</text>
 
         """
-        // Legend.
+        s += legend(d) + axis(c)
+        for (i, lane) in lanes.enumerated() {
+            s += self.lane(lane, y: c.top + Double(i) * c.laneHeight, c)
+        }
+        s += overlays(c, lanes: lanes.count)
+        s += "</svg>\n"
+        return s
+    }
+
+    /// The two legend rows: the marks, the tracked flag's states, the cache age, violations.
+    static func legend(_ d: TimelineData) -> String {
+        var s = ""
         var lx = 12.0
         let legend: [(String, String)] = [("#2e9d4f", "refresh ok"), ("#d64545", "refresh failed"), ("#e8eaed", "background"),
                                           ("#f08c00", "SIGTERM"), ("#7048e8", "SIGKILL"), ("#1c7ed6", "READY=1"),
@@ -167,14 +186,19 @@ public enum TimelineSVG {
         s += "<line x1=\"\(f(lx))\" y1=\"60\" x2=\"\(f(lx + 20))\" y2=\"60\" stroke=\"#1c7ed6\" stroke-width=\"1.5\"/><text x=\"\(f(lx + 24))\" y=\"64\">cache age (0…lifetime \(Int(d.lifetime)) s)</text>\n"
         lx += 24 + Double("cache age (0…lifetime \(Int(d.lifetime)) s)".count) * 6.5 + 14
         s += "<line x1=\"\(f(lx))\" y1=\"54\" x2=\"\(f(lx))\" y2=\"68\" stroke=\"#e03131\" stroke-width=\"2\"/><text x=\"\(f(lx + 5))\" y=\"64\">violation</text>\n"
+        return s
+    }
 
-        // Time axis, from the start, in the run's clock.
+    /// The time axis, from the start, in the run's clock, with its grid lines.
+    static func axis(_ c: Canvas) -> String {
+        let d = c.d, left = c.left, top = c.top, height = c.height, span = max(1, d.end - d.start)
+        var s = ""
         s += "<text x=\"\(f(left))\" y=\"\(f(top - 32))\" fill=\"#555\">time axis: \(esc(d.clock)), from \(esc(iso8601(d.start)))</text>\n"
         let steps: [Double] = [5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400]
         let step = steps.first { span / $0 <= 14 } ?? 172_800
         var tick = 0.0
         while tick <= span + 0.001 {
-            let tx = x(d.start + tick)
+            let tx = c.x(d.start + tick)
             let label = tick >= 86400 ? String(format: "%dd%02dh", Int(tick) / 86400, Int(tick) % 86400 / 3600)
                 : tick >= 3600 ? String(format: "%dh%02dm", Int(tick) / 3600, Int(tick) % 3600 / 60)
                 : tick >= 60 ? String(format: "%dm%02ds", Int(tick) / 60, Int(tick) % 60) : "\(Int(tick))s"
@@ -182,81 +206,101 @@ public enum TimelineSVG {
             s += "<text x=\"\(f(tx))\" y=\"\(f(top - 16))\" text-anchor=\"middle\" fill=\"#555\">\(label)</text>\n"
             tick += step
         }
+        return s
+    }
 
-        for (i, lane) in lanes.enumerated() {
-            let y = top + Double(i) * laneHeight
-            s += "<g>\n<rect x=\"\(f(left))\" y=\"\(f(y))\" width=\"\(f(width - left - right))\" height=\"\(f(laneHeight - 8))\" fill=\"#fafbfc\" stroke=\"#d0d7de\" stroke-width=\"0.5\"/>\n"
-            s += "<text x=\"8\" y=\"\(f(y + 16))\" font-weight=\"bold\">\(esc(lane.title))</text>\n"
-            s += "<text x=\"8\" y=\"\(f(y + 30))\" fill=\"#555\">refreshes</text><text x=\"8\" y=\"\(f(y + 47))\" fill=\"#555\">\(esc(d.trackedFlag))</text><text x=\"8\" y=\"\(f(y + 72))\" fill=\"#555\">cache age</text>\n"
-            for (b, e) in lane.background {
-                s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(e ?? d.end) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"#e8eaed\" opacity=\"0.8\"><title>background \(esc(iso8601(b)))</title></rect>\n"
-            }
-            for span in lane.faults {
-                s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(y))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(laneHeight - 8))\" "
-                    + "fill=\"\(faultColor)\" opacity=\"0.3\"><title>\(esc(spanTitle(span, d.clock)))</title></rect>\n"
-            }
-            // Every request, each with its tooltip (a run's requests stay in the thousands).
-            for mark in lane.refreshes {
-                let color = mark.succeeded ? "#2e9d4f" : "#d64545"
-                s += "<line x1=\"\(f(x(mark.time)))\" y1=\"\(f(y + 20))\" x2=\"\(f(x(mark.time)))\" y2=\"\(f(y + 36))\" stroke=\"\(color)\" "
-                    + "stroke-width=\"\(mark.succeeded ? 1.5 : 2.5)\"><title>\(esc(mark.tooltip(clock: d.clock)))</title></line>\n"
-            }
-            for (t, user) in lane.users {
-                s += "<path d=\"M\(f(x(t))),\(f(y + 3)) l4,5 l-4,5 l-4,-5 z\" fill=\"\(userColor)\"><title>user switch to \(esc(user)) at \(esc(iso8601(t))) (\(esc(d.clock)))</title></path>\n"
-            }
-            // Tracked flag state band.
-            for (k, (t, st)) in lane.tracked.enumerated() {
-                let next = k + 1 < lane.tracked.count ? lane.tracked[k + 1].0 : min(d.end, t + 2)
-                s += "<rect x=\"\(f(x(t)))\" y=\"\(f(y + 40))\" width=\"\(f(max(0.8, x(next) - x(t))))\" height=\"10\" fill=\"\(stateColor(st))\" stroke=\"none\"><title>\(esc(d.trackedFlag)) \(st.rawValue) at \(esc(iso8601(t)))</title></rect>\n"
-            }
-            s += "<rect x=\"\(f(left))\" y=\"\(f(y + 40))\" width=\"\(f(width - left - right))\" height=\"10\" fill=\"none\" stroke=\"#bbb\" stroke-width=\"0.5\"/>\n"
-            // Cache age line, 0 at the bottom, the lifetime at the dashed line.
-            let ageTop = y + 56, ageBottom = y + laneHeight - 12
-            func ay(_ age: Double) -> Double { ageBottom - min(age, d.lifetime * 1.05) / d.lifetime * (ageBottom - ageTop) }
-            s += "<line x1=\"\(f(left))\" y1=\"\(f(ay(d.lifetime)))\" x2=\"\(f(width - right))\" y2=\"\(f(ay(d.lifetime)))\" stroke=\"#e03131\" stroke-width=\"0.7\" stroke-dasharray=\"4 3\"/>\n"
-            var points = lane.ages.filter { $0.0 >= d.start && $0.0 <= d.end }
-            if points.count > 3000 {
-                let stride = Double(points.count) / 3000
-                points = (0..<3000).map { points[Int(Double($0) * stride)] }
-            }
-            var run: [String] = []
-            func flush() {
-                if run.count > 1 { s += "<polyline fill=\"none\" stroke=\"#1c7ed6\" stroke-width=\"1.2\" points=\"\(run.joined(separator: " "))\"/>\n" }
-                if run.count == 1 { s += "<circle cx=\"\(run[0].split(separator: ",")[0])\" cy=\"\(run[0].split(separator: ",")[1])\" r=\"1.2\" fill=\"#1c7ed6\"/>\n" }
-                run.removeAll()
-            }
-            var previous: Double?
-            for (t, age) in points {
-                if let age {
-                    // A drop in age is a new response: draw it as a step, not a slope.
-                    if let p = previous, age < p - 0.5, let last = run.last {
-                        let lastX = last.split(separator: ",")[0]
-                        run.append("\(lastX),\(f(ay(age)))")
-                        _ = t
-                    }
-                    run.append("\(f(x(t))),\(f(ay(age)))")
-                    previous = age
-                } else {
-                    flush()
-                    previous = nil
-                }
-            }
-            flush()
-            for (t, sig) in lane.restarts where t >= d.start && t <= d.end {
-                let color = sig == SIGKILL ? "#7048e8" : "#f08c00"
-                s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"\(color)\" stroke-width=\"1.5\"><title>\(signalName(sig)) at \(esc(iso8601(t)))</title></line>"
-                s += "<text x=\"\(f(x(t) + 2))\" y=\"\(f(y + 12))\" fill=\"\(color)\" font-size=\"9\">\(sig == SIGKILL ? "K" : "T")</text>\n"
-            }
-            for t in lane.readies where t >= d.start && t <= d.end {
-                s += "<path d=\"M\(f(x(t))),\(f(y + laneHeight - 8)) l-3,-6 l6,0 z\" fill=\"#1c7ed6\"><title>READY=1 at \(esc(iso8601(t)))</title></path>\n"
-            }
-            for t in lane.violations {
-                s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"#e03131\" stroke-width=\"2.5\"><title>violation at \(esc(iso8601(t)))</title></line>\n"
-            }
-            s += "</g>\n"
+    /// One agent's lane: background periods, faults, requests, user switches, the tracked
+    /// flag, the cache age, restarts, READY=1 and violations.
+    static func lane(_ lane: TimelineLane, y: Double, _ c: Canvas) -> String {
+        let d = c.d, width = c.width, left = c.left, right = c.right, laneHeight = c.laneHeight
+        func x(_ t: Time) -> Double { c.x(t) }
+        var s = "<g>\n<rect x=\"\(f(left))\" y=\"\(f(y))\" width=\"\(f(width - left - right))\" height=\"\(f(laneHeight - 8))\" fill=\"#fafbfc\" stroke=\"#d0d7de\" stroke-width=\"0.5\"/>\n"
+        s += "<text x=\"8\" y=\"\(f(y + 16))\" font-weight=\"bold\">\(esc(lane.title))</text>\n"
+        s += "<text x=\"8\" y=\"\(f(y + 30))\" fill=\"#555\">refreshes</text><text x=\"8\" y=\"\(f(y + 47))\" fill=\"#555\">\(esc(d.trackedFlag))</text><text x=\"8\" y=\"\(f(y + 72))\" fill=\"#555\">cache age</text>\n"
+        for (b, e) in lane.background {
+            s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(e ?? d.end) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"#e8eaed\" opacity=\"0.8\"><title>background \(esc(iso8601(b)))</title></rect>\n"
         }
-        // What hit every device: faults armed for everyone, flag changes, across all lanes.
-        let bottom = top + Double(lanes.count) * laneHeight - 8
+        for span in lane.faults {
+            s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(y))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(laneHeight - 8))\" "
+                + "fill=\"\(faultColor)\" opacity=\"0.3\"><title>\(esc(spanTitle(span, d.clock)))</title></rect>\n"
+        }
+        // Every request, each with its tooltip (a run's requests stay in the thousands).
+        for mark in lane.refreshes {
+            let color = mark.succeeded ? "#2e9d4f" : "#d64545"
+            s += "<line x1=\"\(f(x(mark.time)))\" y1=\"\(f(y + 20))\" x2=\"\(f(x(mark.time)))\" y2=\"\(f(y + 36))\" stroke=\"\(color)\" "
+                + "stroke-width=\"\(mark.succeeded ? 1.5 : 2.5)\"><title>\(esc(mark.tooltip(clock: d.clock)))</title></line>\n"
+        }
+        for (t, user) in lane.users {
+            s += "<path d=\"M\(f(x(t))),\(f(y + 3)) l4,5 l-4,5 l-4,-5 z\" fill=\"\(userColor)\"><title>user switch to \(esc(user)) at \(esc(iso8601(t))) (\(esc(d.clock)))</title></path>\n"
+        }
+        // Tracked flag state band.
+        for (k, (t, st)) in lane.tracked.enumerated() {
+            let next = k + 1 < lane.tracked.count ? lane.tracked[k + 1].0 : min(d.end, t + 2)
+            s += "<rect x=\"\(f(x(t)))\" y=\"\(f(y + 40))\" width=\"\(f(max(0.8, x(next) - x(t))))\" height=\"10\" fill=\"\(stateColor(st))\" stroke=\"none\"><title>\(esc(d.trackedFlag)) \(st.rawValue) at \(esc(iso8601(t)))</title></rect>\n"
+        }
+        s += "<rect x=\"\(f(left))\" y=\"\(f(y + 40))\" width=\"\(f(width - left - right))\" height=\"10\" fill=\"none\" stroke=\"#bbb\" stroke-width=\"0.5\"/>\n"
+        s += ageLine(lane, y: y, c)
+        for (t, sig) in lane.restarts where t >= d.start && t <= d.end {
+            let color = sig == SIGKILL ? "#7048e8" : "#f08c00"
+            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"\(color)\" stroke-width=\"1.5\"><title>\(signalName(sig)) at \(esc(iso8601(t)))</title></line>"
+            s += "<text x=\"\(f(x(t) + 2))\" y=\"\(f(y + 12))\" fill=\"\(color)\" font-size=\"9\">\(sig == SIGKILL ? "K" : "T")</text>\n"
+        }
+        for t in lane.readies where t >= d.start && t <= d.end {
+            s += "<path d=\"M\(f(x(t))),\(f(y + laneHeight - 8)) l-3,-6 l6,0 z\" fill=\"#1c7ed6\"><title>READY=1 at \(esc(iso8601(t)))</title></path>\n"
+        }
+        for t in lane.violations {
+            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"#e03131\" stroke-width=\"2.5\"><title>violation at \(esc(iso8601(t)))</title></line>\n"
+        }
+        s += "</g>\n"
+        return s
+    }
+
+    /// The cache age line, 0 at the bottom, the lifetime at the dashed line; a drop in age (a
+    /// new response) drawn as a step.
+    static func ageLine(_ lane: TimelineLane, y: Double, _ c: Canvas) -> String {
+        let d = c.d, width = c.width, left = c.left, right = c.right, laneHeight = c.laneHeight
+        func x(_ t: Time) -> Double { c.x(t) }
+        var s = ""
+        let ageTop = y + 56, ageBottom = y + laneHeight - 12
+        func ay(_ age: Double) -> Double { ageBottom - min(age, d.lifetime * 1.05) / d.lifetime * (ageBottom - ageTop) }
+        s += "<line x1=\"\(f(left))\" y1=\"\(f(ay(d.lifetime)))\" x2=\"\(f(width - right))\" y2=\"\(f(ay(d.lifetime)))\" stroke=\"#e03131\" stroke-width=\"0.7\" stroke-dasharray=\"4 3\"/>\n"
+        var points = lane.ages.filter { $0.0 >= d.start && $0.0 <= d.end }
+        if points.count > 3000 {
+            let stride = Double(points.count) / 3000
+            points = (0..<3000).map { points[Int(Double($0) * stride)] }
+        }
+        var run: [String] = []
+        func flush() {
+            if run.count > 1 { s += "<polyline fill=\"none\" stroke=\"#1c7ed6\" stroke-width=\"1.2\" points=\"\(run.joined(separator: " "))\"/>\n" }
+            if run.count == 1 { s += "<circle cx=\"\(run[0].split(separator: ",")[0])\" cy=\"\(run[0].split(separator: ",")[1])\" r=\"1.2\" fill=\"#1c7ed6\"/>\n" }
+            run.removeAll()
+        }
+        var previous: Double?
+        for (t, age) in points {
+            if let age {
+                // A drop in age is a new response: draw it as a step, not a slope.
+                if let p = previous, age < p - 0.5, let last = run.last {
+                    let lastX = last.split(separator: ",")[0]
+                    run.append("\(lastX),\(f(ay(age)))")
+                    _ = t
+                }
+                run.append("\(f(x(t))),\(f(ay(age)))")
+                previous = age
+            } else {
+                flush()
+                previous = nil
+            }
+        }
+        flush()
+        return s
+    }
+
+    /// What hit every device: faults armed for everyone, flag changes, across all lanes.
+    static func overlays(_ c: Canvas, lanes: Int) -> String {
+        let d = c.d, left = c.left, top = c.top, height = c.height
+        func x(_ t: Time) -> Double { c.x(t) }
+        var s = ""
+        let bottom = top + Double(lanes) * c.laneHeight - 8
         for span in d.faults {
             s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(top - 10))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(bottom - top + 10))\" "
                 + "fill=\"\(faultColor)\" opacity=\"0.22\"><title>\(esc(spanTitle(span, d.clock)))</title></rect>\n"
@@ -265,10 +309,9 @@ public enum TimelineSVG {
             s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(top - 10))\" x2=\"\(f(x(t)))\" y2=\"\(f(bottom))\" stroke=\"\(changeColor)\" stroke-width=\"1\" "
                 + "stroke-dasharray=\"3 2\" opacity=\"0.7\"><title>flag change: \(esc(what)) at \(esc(iso8601(t))) (\(esc(d.clock)))</title></line>\n"
         }
-        if d.lanes.count > lanes.count {
-            s += "<text x=\"\(f(left))\" y=\"\(f(height - 16))\" fill=\"#555\">\(d.lanes.count - lanes.count) more agents not drawn (see summary.json)</text>\n"
+        if d.lanes.count > lanes {
+            s += "<text x=\"\(f(left))\" y=\"\(f(height - 16))\" fill=\"#555\">\(d.lanes.count - lanes) more agents not drawn (see summary.json)</text>\n"
         }
-        s += "</svg>\n"
         return s
     }
 }

@@ -9,6 +9,7 @@
 // For tests and by hand: --manifest FILE and --unit-dir DIR (default: the units beside
 // this program, ../../system from lib/systemd/system-generators).
 import AgentConfigFile
+import AgentCore
 import AgentFleet
 import Glibc
 
@@ -109,6 +110,22 @@ while let argument = arguments.popFirst() {
     case "--unit-dir":
         guard let value = arguments.popFirst() else { fail("--unit-dir needs a directory", status: 2) }
         unitDirectory = value
+    case "--version":
+        print(PackageVersion.line(program))
+        exit(0)
+    case "--help", "-h":
+        print("""
+            usage: \(program) [--manifest FILE] [--unit-dir DIR] NORMAL_DIR [EARLY_DIR LATE_DIR]
+
+            The systemd generator of the device fleet: turns \(FleetManifest.defaultPath) into
+            pushwoosh-agent@NAME instances wanted by pushwoosh-agent-fleet.target, written into
+            NORMAL_DIR. systemd runs it at boot and at every daemon-reload.
+
+              --manifest FILE   the fleet's configuration (default \(FleetManifest.defaultPath))
+              --unit-dir DIR    where the package's units are (default: beside this program)
+              --version         the version
+            """)
+        exit(0)
     default:
         guard !argument.hasPrefix("-") else { fail("unknown option \(argument)", status: 2) }
         directories.append(argument)

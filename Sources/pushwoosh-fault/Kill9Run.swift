@@ -227,7 +227,10 @@ final class Kill9Run {
             record.started(at: monotonicSeconds(), version: v)
             guard client.send(RPCEncoder.request(id: .number(Double(id)), method: .refresh)),
                   let answer = client.readLine() else { return }  // killed
-            guard answer.contains(#""error":null"#) else {
+            // The refresh must have gone to the server (the agent runs without the throttle):
+            // one answered from the stored flags would ack a version never fetched.
+            guard let result = (try? JSONReader.parse(answer))?["result"], let refresh = try? RefreshAnswer(json: result),
+                  refresh.error == nil, refresh.sent else {
                 record.error("refresh: \(answer.prefix(200))")
                 return
             }

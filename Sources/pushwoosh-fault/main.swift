@@ -31,6 +31,14 @@ import LabClock
 let args = Array(CommandLine.arguments.dropFirst())
 guard let command = args.first else { die("usage: pushwoosh-fault kill9|notify|rpc|check-state|http|hold|abuse …") }
 switch command {
+case "--version":
+    print(PackageVersion.line("pushwoosh-fault"))
+    exit(0)
+
+case "--help", "-h":
+    print(faultUsage)
+    exit(0)
+
 case "kill9":
     var o = Kill9Options()
     var i = 1
@@ -129,4 +137,22 @@ case "hold", "abuse":
 
 default:
     die("unknown command \(command)")
+}
+
+/// `pushwoosh-fault --help`.
+var faultUsage: String {
+    """
+    usage: pushwoosh-fault COMMAND [ARGS]
+
+    The fault suite's helper (scripts/fault-kill9, scripts/fault-disk):
+      kill9 --bin DIR --work DIR [--kills N] [--seed S] [--flags N]
+                              SIGKILL the agent during refreshes, check the state on disk
+      notify PATH             print every datagram received on a new datagram socket at PATH
+      rpc SOCKET METHOD [PARAMS-JSON]
+                              one JSON-RPC call; prints the answer line
+      check-state FILE        print none, flags <count> version <v>, or invalid: … (exit 1)
+      http METHOD URL [BODY]  one plain HTTP/1.1 call on loopback; prints the status and body
+      app FLAGS VERSION       print the versioned application definition kill9 uses
+      --version               the version
+    """
 }

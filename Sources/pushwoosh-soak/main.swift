@@ -1,9 +1,19 @@
+import AgentCore
 import Foundation
 import Soak
 
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("--version") {
+    print(PackageVersion.line("pushwoosh-soak"))
+    exit(0)
+}
+if arguments.contains("--help") || arguments.contains("-h") {
+    print(SoakOptions.usage)
+    exit(0)
+}
 let options: SoakOptions
 do {
-    options = try SoakOptions.parse(Array(CommandLine.arguments.dropFirst()))
+    options = try SoakOptions.parse(arguments)
 } catch {
     FileHandle.standardError.write(Data("\(error)\n".utf8))
     exit(error.description.hasPrefix("usage:") ? 0 : 2)

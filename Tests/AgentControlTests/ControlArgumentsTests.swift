@@ -47,7 +47,15 @@ private func usageError(_ args: [String]) -> String? {
         #expect(try command(["unregister-push"]) == .unregisterPush)
         #expect(try command(["set-authorization", "provisional"]) == .setAuthorization(.provisional))
         #expect(try command(["status"]) == .status)
-        #expect(try command(["watch"]) == .watch)
+        #expect(try command(["watch"]) == .watch(events: [.flags], reconnect: false))
+        #expect(try command(["watch", "--events", "flags,refresh,state", "--reconnect"])
+            == .watch(events: [.flags, .refresh, .state], reconnect: true))
+        #expect(try command(["watch", "--events=state"]) == .watch(events: [.state], reconnect: false))
+        // One vocabulary of property types, three spellings of a JSON object alike.
+        for spelling in ["json", "jsonObject", "json-object"] {
+            #expect(try command(["property", "k", "p", "--type", spelling]) == .property(key: "k", property: "p", type: .jsonObject, default: nil))
+        }
+        #expect(try command(["property", "k", "p", "--type", "jsonArray"]) == .property(key: "k", property: "p", type: .jsonArray, default: nil))
         #expect(try command(["get", "--", "-odd-key"]) == .get(key: "-odd-key"))
     }
 
@@ -126,9 +134,16 @@ private func usageError(_ args: [String]) -> String? {
         (["get", "k", "--default", "true"], "unknown option --default for 'get'"),
         (["is-enabled", "k", "--default", "maybe"], #"--default must be true or false, got "maybe""#),
         (["is-enabled", "k", "--default"], "option --default needs a value"),
-        (["property", "k", "p"], "'property' needs --type string|number|bool|json-object|json-array"),
+        (["property", "k", "p"], "'property' needs --type string|number|bool|jsonObject|jsonArray"),
         (["property", "k"], "'property' needs PROP"),
-        (["property", "k", "p", "--type", "int"], #"--type must be one of string, number, bool, json-object, json-array, got "int""#),
+        (["property", "k", "p", "--type", "int"], #"--type must be one of string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array), got "int""#),
+        (["property", "k", "p", "--type", "JSON"], #"--type must be one of string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array), got "JSON""#),
+        (["status", "--strict"], "unknown option --strict for 'status'"),
+        (["set-user", "a", "--strict"], "unknown option --strict for 'set-user'"),
+        (["refresh", "--strict=yes"], "option --strict takes no value"),
+        (["watch", "--events", "flags,changes"], #"--events takes a comma-separated list of flags, refresh, state, got "flags,changes""#),
+        (["watch", "--events", ""], #"--events takes a comma-separated list of flags, refresh, state, got """#),
+        (["watch", "--reconnect=1"], "option --reconnect takes no value"),
         (["property", "k", "p", "--type", "number", "--default", "x"], #"--default must be a number, got "x""#),
         (["property", "k", "p", "--type", "json-object", "--default", "{}"], "--default is for string, number and bool properties only"),
         (["refresh", "now"], #"unexpected argument "now" for 'refresh'"#),
@@ -177,6 +192,9 @@ private func usageError(_ args: [String]) -> String? {
             == p + #""presentPushPrimer","params":{"acceptButton":"A","answer":"decline","declineButton":"D","message":"M","title":"T"}}"#)
         #expect(try requestJSON(["status"]) == p + #""status","params":{}}"#)
         #expect(try requestJSON(["watch"]) == p + #""subscribe","params":{}}"#)
+        #expect(try requestJSON(["watch", "--events", "refresh,state"]) == p + #""subscribe","params":{"events":["refresh","state"]}}"#)
+        #expect(try requestJSON(["property", "k", "layout", "--type", "json"])
+            == p + #""property","params":{"key":"k","property":"layout","type":"jsonObject"}}"#)
     }
 
     // MARK: --instance NAME (docs/fleet.md E) and the default socket
@@ -194,6 +212,17 @@ private func usageError(_ args: [String]) -> String? {
             Issue.record("help instead of a command"); return
         }
         #expect(after.socketPath == "/run/pushwoosh-agent/b.sock")
+    }
+
+    @Test func strictOnReadsAndRefresh() throws {
+        for args in [["get", "k"], ["is-enabled", "k"], ["property", "k", "p", "--type", "string"], ["refresh"]] {
+            guard case .run(let plain) = try ControlArguments.parse(args, environment: env),
+                  case .run(let strict) = try ControlArguments.parse(args + ["--strict"], environment: env),
+                  case .run(let before) = try ControlArguments.parse([args[0], "--strict"] + args.dropFirst(), environment: env) else {
+                Issue.record("help instead of a command"); return
+            }
+            #expect(!plain.strict && strict.strict && before.strict, "\(args)")
+        }
     }
 
     @Test func instanceErrors() {

@@ -27,6 +27,13 @@ import Glibc
         #expect(c.command == .call(.setAppState, ["state": "background"]))
         #expect(c.source == .manifest("/etc/pushwoosh-agent/fleet.conf"))
         #expect(try invocation(["fleet", "call", "refresh"]).command == .call(.refresh, [:]))
+        #expect(try invocation(["fleet", "--socket-dir", "/d", "status", "--expect", "a,b", "--expect=c,a"]).expected == ["a", "b", "c"])
+        #expect(try invocation(["fleet", "status"]).expected == [])
+        for (bad, message) in [(["fleet", "--expect", "a,,b", "status"], #"--expect takes instance names separated by commas (letters, digits, '-', '_', '.'), got """#),
+                               (["fleet", "--expect", "a/b", "status"], #"--expect takes instance names separated by commas (letters, digits, '-', '_', '.'), got "a/b""#),
+                               (["fleet", "status", "--expect"], "option --expect needs a value")] {
+            #expect(throws: UsageError(message, command: "fleet"), "\(bad)") { try ControlArguments.parse(bad, environment: [:]) }
+        }
         guard case .help(let text) = try ControlArguments.parse(["fleet", "--help"], environment: [:]) else {
             Issue.record("no help"); return
         }
@@ -93,6 +100,14 @@ import Glibc
         #expect(lines[2].contains("down (no socket at /run/x/device-2.sock)"))
         #expect(lines[3].contains("error -32001: permission denied"))
         #expect(lines[4] == "3 instances: 1 down, 1 error, 1 ready")
+        // An expected instance without a socket is missing, and the fleet is not all there.
+        let missing = Self.answer("c", .missing("no socket at /run/x/c.sock"))
+        let withMissing = FleetOutput.status([Self.answer("a", .result(ready)), missing], now: now).split(separator: "\n").map(String.init)
+        #expect(withMissing[2].hasPrefix("c ") && withMissing[2].contains("missing (no socket at /run/x/c.sock)"), "\(withMissing)")
+        #expect(withMissing.last == "2 instances: 1 missing, 1 ready")
+        #expect(FleetOutput.exit([Self.answer("a", .result(ready)), missing]) == .notRunning)
+        #expect(FleetOutput.json([missing]) == #"[{"instance":"c","missing":"no socket at /run/x/c.sock","socket":"/run/x/c.sock"}]"#)
+        #expect(FleetOutput.metrics([missing]).contains(#"pushwoosh_agent_fleet_up{instance="c"} 0"#))
         #expect(FleetOutput.exit([Self.answer("a", .result(ready))]) == .success)
         #expect(FleetOutput.exit([Self.answer("a", .result(ready)), Self.answer("b", .error(RPCError(code: 1, message: "x")))]) == .agentError)
         #expect(FleetOutput.exit([Self.answer("a", .error(RPCError(code: 1, message: "x"))), Self.answer("b", .down("x"))]) == .notRunning)
@@ -103,6 +118,16 @@ import Glibc
         #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null, "sent": true]))], method: .refresh) == .success)
         // An answer that is not a refresh result (here without `sent`) is not counted a success.
         #expect(FleetOutput.exit([Self.answer("a", .result(["error": .null]))], method: .refresh) == .agentError)
+        // fleet call refresh says sent or not sent, never a bare "ok".
+        let calls = FleetOutput.call([
+            Self.answer("a", .result(RefreshAnswer(error: nil, sent: true).json)),
+            Self.answer("b", .result(RefreshAnswer(error: nil, sent: false, throttledUntil: Date(timeIntervalSince1970: 1_764_669_900)).json)),
+            failed,
+        ], method: .refresh).split(separator: "\n").map(String.init)
+        #expect(calls[0].hasPrefix("a  sent      {"), "\(calls)")
+        #expect(calls[1] == "b  not sent  throttle window until 2025-12-02T10:05:00Z", "\(calls)")
+        #expect(calls[2] == "a  failed    HTTP 500 (PWFeatureFlagsErrorDomain code 500)", "\(calls)")
+        #expect(FleetOutput.call([Self.answer("a", .result(["logged": true]))], method: .logImpression) == #"a  ok  {"logged":true}"#)
     }
 
     /// Real sockets: two canned agents answer, a socket file without a listener is refused,
@@ -129,7 +154,7 @@ import Glibc
         #expect(answers[1].outcome == .error(RPCError(code: -32001, message: "permission denied")))
         #expect(answers[2].outcome == .down("connection refused on \(dead)"))
         #expect(answers[3].outcome == .down("no answer within 1 s"))
-        #expect(answers[4].outcome == .down("no socket at \(dir)/missing.sock"))
+        #expect(answers[4].outcome == .missing("no socket at \(dir)/missing.sock"))
         #expect(elapsed >= 0.9 && elapsed < 2.5, "took \(elapsed) s")
         a.finish()
         b.finish()
@@ -143,6 +168,9 @@ import Glibc
             #expect(FileManager.default.createFile(atPath: dir + "/" + name, contents: nil))
         }
         #expect(try FleetTargets.resolve(.socketDirectory(dir)).map(\.name) == ["agent", "device-10", "device-2"])
+        // --expect: the expected names the directory lacks join the list, at DIR/NAME.sock.
+        #expect(try FleetTargets.resolve(.socketDirectory(dir), expecting: ["device-2", "device-3"]).map(\.socketPath)
+            == [dir + "/agent.sock", dir + "/device-10.sock", dir + "/device-2.sock", dir + "/device-3.sock"])
         #expect(try FleetTargets.sockets(in: dir, skipping: ["agent"]).map(\.socketPath) == [dir + "/device-10.sock", dir + "/device-2.sock"])
         try "[Fleet]\nDevices=3\nNamePrefix=qa\n".write(toFile: dir + "/fleet.conf", atomically: true, encoding: .utf8)
         #expect(try FleetTargets.resolve(.manifest(dir + "/fleet.conf")).map(\.socketPath)

@@ -64,11 +64,48 @@ import Testing
     }
 
     @Test func refresh() {
-        #expect(OutputFormatter.format(.refresh, result: ["error": nil, "sent": true], json: false) == ("refresh: ok", .success))
+        #expect(OutputFormatter.format(.refresh, result: ["error": nil, "sent": true, "throttledUntil": nil], json: false)
+            == ("refresh: sent", .success))
         let failed: JSONValue = ["error": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"], "sent": true]
         #expect(OutputFormatter.format(.refresh, result: failed, json: false)
             == ("refresh failed: HTTP 503 (PWFeatureFlagsErrorDomain code 503)", .agentError))
         #expect(OutputFormatter.format(.refresh, result: failed, json: true).exit == .agentError)
+        // RF-6: answered from the stored flags, and until when; never "ok".
+        let throttled: JSONValue = ["error": nil, "sent": false, "throttledUntil": "2026-12-02T10:05:00Z"]
+        #expect(OutputFormatter.format(.refresh, result: throttled, json: false)
+            == ("refresh: not sent (throttle window until 2026-12-02T10:05:00Z; the stored flags are in use)", .success))
+        #expect(OutputFormatter.warning(.refresh, result: throttled)
+            == "warning: refresh not sent: answered from the stored flags inside the throttle window (until 2026-12-02T10:05:00Z)")
+        #expect(OutputFormatter.warning(.refresh, result: ["error": nil, "sent": true, "throttledUntil": nil]) == nil)
+        #expect(OutputFormatter.warning(.refresh, result: failed) == nil)
+        let sent = RefreshAnswer(error: nil, sent: true)
+        #expect(OutputFormatter.refresh(sent, changed: ["a", "b"]) == "refresh: sent; changed a, b")
+        #expect(OutputFormatter.refresh(sent, changed: []) == "refresh: sent; no flags changed")
+        // RF-8: not sent, and failed.
+        #expect(OutputFormatter.refresh(RefreshAnswer(error: RefreshError(code: 0, message: "no flags URL"), sent: false), changed: nil)
+            == "refresh failed: no flags URL (PWFeatureFlagsErrorDomain code 0) (not sent)")
+        // A sent refresh that names a throttle window is not a refresh answer.
+        #expect(OutputFormatter.format(.refresh, result: ["error": nil, "sent": true, "throttledUntil": "2026-12-02T10:05:00Z"], json: false).exit
+            == .agentError)
+    }
+
+    @Test func fallbackWarningsNameTheCodeAndTheKey() {
+        #expect(OutputFormatter.warning(.isEnabled(key: "nosuchflag", default: false),
+                                        result: ["enabled": false, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND", "source": "network"])
+            == #"warning: FLAG_NOT_FOUND: no flag "nosuchflag" in the served flags; printed the default"#)
+        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .string, default: ""),
+                                        result: ["value": "", "reason": "ERROR", "errorCode": "TYPE_MISMATCH"])
+            == #"warning: TYPE_MISMATCH: flag "k" has no string property "n" (missing or of another type); printed the default"#)
+        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .jsonObject, default: nil),
+                                        result: ["value": nil, "reason": "ERROR", "errorCode": "TYPE_MISMATCH"])
+            == #"warning: TYPE_MISMATCH: flag "k" has no jsonObject property "n" (missing or of another type); printed null"#)
+        #expect(OutputFormatter.warning(.isEnabled(key: "k", default: true), result: ["enabled": true, "reason": "ERROR", "errorCode": "PROVIDER_NOT_READY"])
+            == "warning: PROVIDER_NOT_READY: no valid flags are served (none received yet, or past their lifetime); printed the default")
+        #expect(OutputFormatter.warning(.get(key: "zz"), result: ["flag": nil, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND"])
+            == #"warning: FLAG_NOT_FOUND: no flag "zz" in the served flags; no flag printed"#)
+        // A value the agent served: no warning, whatever it is.
+        #expect(OutputFormatter.warning(.isEnabled(key: "k", default: false), result: ["enabled": false, "reason": "DISABLED", "source": "cache"]) == nil)
+        #expect(OutputFormatter.warning(.status, result: ["errorCode": "FLAG_NOT_FOUND"]) == nil)
     }
 
     @Test func deviceCommands() {
@@ -191,14 +228,36 @@ import Testing
         let date = Date(timeIntervalSince1970: 1_746_108_187.125)  // 2025-05-01T14:03:07.125Z
         let zone = TimeZone(secondsFromGMT: 2 * 3600)!
         #expect(OutputFormatter.timestamp(date, timeZone: zone) == "2025-05-01T16:03:07.125+02:00")
-        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": ["a", "b"]],
-                                                   at: date, timeZone: zone, json: false)
-            == "2025-05-01T16:03:07.125+02:00 refresh: changed a, b")
-        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "expired", "changed": []],
-                                                   at: date, timeZone: zone, json: false)
-            == "2025-05-01T16:03:07.125+02:00 expired: no flags changed")
+        // Every line carries the device time of the event, whatever the host's clock says.
+        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate",
+                                                   params: ["reason": "refresh", "changed": ["a", "b"], "at": "2026-12-02T10:00:00Z"],
+                                                   received: date, timeZone: zone, json: false)
+            == "2026-12-02T10:00:00Z refresh: changed a, b")
+        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "expired", "changed": [], "at": "2026-12-02T10:00:00Z"],
+                                                   received: date, timeZone: zone, json: false)
+            == "2026-12-02T10:00:00Z expired: no flags changed")
+        #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": ["a"], "at": "2026-12-02T10:00:00Z"],
+                                                   received: date, timeZone: zone, json: true)
+            == #"{"method":"featureFlagsDidUpdate","params":{"at":"2026-12-02T10:00:00Z","changed":["a"],"reason":"refresh"},"time":"2026-12-02T10:00:00Z"}"#)
+        #expect(OutputFormatter.formatNotification(method: "refreshCompleted",
+                                                   params: ["trigger": "periodic", "error": nil, "sent": true, "at": "2026-12-02T11:00:00Z"],
+                                                   received: date, timeZone: zone, json: false)
+            == "2026-12-02T11:00:00Z refresh (periodic): sent")
+        #expect(OutputFormatter.formatNotification(method: "refreshCompleted",
+                                                   params: ["trigger": "manual", "error": nil, "sent": false, "at": "2026-12-02T11:00:00Z"],
+                                                   received: date, timeZone: zone, json: false)
+            == "2026-12-02T11:00:00Z refresh (manual): not sent (answered from the stored flags)")
+        #expect(OutputFormatter.formatNotification(method: "refreshCompleted",
+                                                   params: ["trigger": "retry", "error": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"],
+                                                            "sent": true, "at": "2026-12-02T11:00:00Z"],
+                                                   received: date, timeZone: zone, json: false)
+            == "2026-12-02T11:00:00Z refresh (retry): failed: HTTP 503 (PWFeatureFlagsErrorDomain code 503)")
+        #expect(OutputFormatter.formatNotification(method: "stateChanged", params: ["state": "stale", "previous": "ready", "at": "2026-12-02T12:00:00Z"],
+                                                   received: date, timeZone: zone, json: false)
+            == "2026-12-02T12:00:00Z state: stale (was ready)")
+        // An agent that does not stamp its updates: the local time it was heard.
         #expect(OutputFormatter.formatNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": ["a"]],
-                                                   at: date, timeZone: zone, json: true)
-            == #"{"method":"featureFlagsDidUpdate","params":{"changed":["a"],"reason":"refresh"},"time":"2025-05-01T16:03:07.125+02:00"}"#)
+                                                   received: date, timeZone: zone, json: false)
+            == "2025-05-01T16:03:07.125+02:00 refresh: changed a")
     }
 }

@@ -1,6 +1,7 @@
 import AgentCore
 import AgentPosix
 import AgentTestSupport
+import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
@@ -105,23 +106,28 @@ import Testing
         #expect(d.call("status")["state"] == "notReady")
     }
 
-    @Test("RF-2, RF-12: ten device hours in the foreground bring 9 to 11 hourly requests, each listed as fired")
+    @Test("RF-2, RF-12: ten device hours (and the 10% a slot may lie past its hour) bring exactly 10 hourly requests, each on its slot")
     func tenHoursOfHourlyRefreshes() throws {
         let d = try Device()
         #expect(d.waitForFlags())
         let requests = d.flagRequests
-        let result = d.advance(10 * 3600)
+        let startedAt = (d.call("status")["lastRefreshAt"]?.stringValue).flatMap(SocketTime.parse)
+        let result = d.advance(10 * 3600 + 360)
         let refreshes = d.fired(result, "refresh")
-        #expect((9...11).contains(refreshes.count), "\(result)")
+        #expect(refreshes.count == 10, "\(result)")
         #expect(refreshes.allSatisfy { $0["trigger"] == "periodic" })
         #expect(result["requests"]?.numberValue == Double(refreshes.count))
         #expect(d.flagRequests - requests == refreshes.count)
-        // RF-12: each gap is the period plus this device's offset (under 8 %) plus jitter (under 2 %).
+        // RF-12: refresh k lies k hours after the session's request plus this device's offset
+        // (a phase, 1% to 9% of the hour), moved by its own jitter (1% either way, to the second).
         let offset = Agent.deviceOffset(hwid: d.call("status")["hwid"]?.stringValue ?? "", period: 3600)
         let times = refreshes.compactMap { $0["at"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) } }
-        for (a, b) in zip(times, times.dropFirst()) {
-            let gap = b.timeIntervalSince(a)
-            #expect(gap >= 3600 + offset - 1 && gap <= 3600 + offset + 72 + 1, "gap \(gap), offset \(offset): \(times)")
+        #expect(times.count == 10)
+        if let startedAt {
+            for (k, t) in times.enumerated() {
+                let off = t.timeIntervalSince(startedAt) - Double(k + 1) * 3600 - offset
+                #expect(abs(off) <= 36 + 2, "refresh \(k + 1) is \(off) s off its slot (offset \(offset)): \(times)")
+            }
         }
         #expect(d.call("status")["state"] == "ready")
     }
@@ -132,12 +138,22 @@ import Testing
         #expect(d.waitForFlags())
         // The first refresh's complete answer opened the window.
         let requests = d.flagRequests
-        #expect(d.call("refresh") == ["error": .null, "sent": false])
+        let opened = (d.call("status")["lastRefreshAt"]?.stringValue).flatMap(SocketTime.parse)
+        let first = d.call("refresh")
+        #expect(first["error"] == .null && first["sent"] == false, "\(first)")
+        // The window's end in device time: the answer that opened it plus 5 min, to the second above.
+        let until = (first["throttledUntil"]?.stringValue).flatMap(SocketTime.parse)
+        if let opened, let until {
+            #expect(until.timeIntervalSince(opened) >= 300 && until.timeIntervalSince(opened) <= 302, "\(opened) \(until)")
+        } else {
+            Issue.record("no throttledUntil or lastRefreshAt: \(first)")
+        }
         _ = d.advance(4 * 60)
-        #expect(d.call("refresh")["sent"] == false)
+        let second = d.call("refresh")
+        #expect(second["sent"] == false && second["throttledUntil"] == first["throttledUntil"], "\(second)")
         #expect(d.flagRequests == requests)
         _ = d.advance(61)
-        #expect(d.call("refresh") == ["error": .null, "sent": true])
+        #expect(d.call("refresh") == ["error": .null, "sent": true, "throttledUntil": .null])
         #expect(d.flagRequests == requests + 1)
         let metrics = d.call("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains("pushwoosh_agent_refreshes_not_sent_total 2\n"), "\(metrics)")
@@ -214,11 +230,9 @@ import Testing
         #expect(abs(offsetAfter - offsetBefore - 30 * 86400) < 0.002, "offset \(offsetBefore) → \(offsetAfter)")
         let elapsed = monotonicSeconds() - started
         let refreshes = d.fired(result, "refresh").count
-        // RF-12: each period is 1 h plus this device's offset (under 8 %) plus jitter (under 2 %).
-        let offset = Agent.deviceOffset(hwid: d.call("status")["hwid"]?.stringValue ?? "", period: 3600)
-        let fewest = Int((30 * 86400 / (3600 + offset + 72)).rounded(.down)) - 1
-        let most = Int((30 * 86400 / (3600 + offset)).rounded(.up))
-        #expect((fewest...most).contains(refreshes), "\(refreshes) refreshes, expected \(fewest)-\(most)")
+        // RF-2, RF-12: the device keeps its hour: 24 a day, the last slot of the 30 days
+        // (720) falling inside the advance or just after it, by the device's phase.
+        #expect((719...720).contains(refreshes), "\(refreshes) refreshes, expected 24 a day: 719 or 720")
         #expect(d.fired(result, "expired").isEmpty)
         #expect(elapsed < 60, "30 days took \(elapsed) s")
         print("DeviceClockTests: 30 device days, \(refreshes) refreshes, in \(String(format: "%.2f", elapsed)) s")

@@ -101,4 +101,37 @@ import Testing
         #expect(try LineClient(path: sockets.path + "/device-1.sock").call("status")["result"]?["appState"] == "background")
         for (i, agent) in agents.enumerated() where i != 2 { #expect(agent.stop().status == 0) }
     }
+
+    @Test("fleet status --expect: a device stopped cleanly (its socket gone) is missing, exit 3; without --expect nothing knew it was expected")
+    func aStoppedDeviceIsMissing() throws {
+        let emulator = try EmulatorProcess()
+        let sockets = TempDir()
+        let agents = try (1...3).map { n in
+            let dir = TempDir()
+            let config = AgentProcess.config(server: emulator.serverURL, extra: "UserId=user-\(n)", dir: dir.path)
+                .replacingOccurrences(of: "Socket=\(dir.path)/agent.sock", with: "Socket=\(sockets.path)/device-\(n).sock")
+            return try AgentProcess(dir: dir, config: config, server: emulator.serverURL)
+        }
+        for agent in agents { #expect(agent.waitForNotify("READY=1") != nil, "\(agent.stderrText)") }
+        #expect(eventually {
+            (try? agentctl(["fleet", "--socket-dir", sockets.path, "--json", "status"]).out.components(separatedBy: "\"state\":\"ready\"").count) == 4
+        })
+        #expect(agents[2].stop().status == 0)  // a clean stop removes its socket
+        #expect(!FileManager.default.fileExists(atPath: sockets.path + "/device-3.sock"))
+
+        // What a socket directory alone can say: the two that are there.
+        let listed = try agentctl(["fleet", "--socket-dir", sockets.path, "status"])
+        #expect(listed.status == 0)
+        #expect(listed.out.split(separator: "\n").last == "2 instances: 2 ready", "\(listed.out)")
+
+        let expected = try agentctl(["fleet", "--socket-dir", sockets.path, "status", "--expect", "device-1,device-2,device-3"])
+        #expect(expected.status == 3, "\(expected.out)")
+        let lines = expected.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("device-3 ") && $0.contains("missing (no socket at \(sockets.path)/device-3.sock)") }, "\(expected.out)")
+        #expect(lines.last == "3 instances: 1 missing, 2 ready", "\(expected.out)")
+        let json = try agentctl(["fleet", "--socket-dir", sockets.path, "--json", "--expect", "device-3", "status"])
+        #expect(json.status == 3 && json.out.contains(#""missing":"no socket at \#(sockets.path)/device-3.sock""#), "\(json.out)")
+        print("FleetCommandDaemonTests: without --expect: \(listed.out.split(separator: "\n").last ?? "") (exit \(listed.status)); with: \(lines.last ?? "") (exit \(expected.status))")
+        for agent in agents.prefix(2) { #expect(agent.stop().status == 0) }
+    }
 }

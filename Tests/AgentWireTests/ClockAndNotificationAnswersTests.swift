@@ -51,8 +51,8 @@ import Testing
 
     @Test func notificationsRoundTrip() throws {
         let all: [SocketNotification] = [
-            .flagsDidUpdate(reason: .refresh, changed: ["a", "b"]),
-            .flagsDidUpdate(reason: .expired, changed: []),
+            .flagsDidUpdate(reason: .refresh, changed: ["a", "b"], at: Self.t),
+            .flagsDidUpdate(reason: .expired, changed: [], at: nil),
             .refreshCompleted(trigger: .periodic, error: nil, sent: true, at: Self.t),
             .refreshCompleted(trigger: .manual, error: RefreshError(code: 0, message: "no answer"), sent: false, at: Self.t),
             .stateChanged(state: .stale, previous: .ready, at: Self.t),
@@ -63,7 +63,11 @@ import Testing
         }
         #expect(all.map(\.event) == [.flags, .flags, .refresh, .refresh, .state, .state])
         #expect(all[0].method == "featureFlagsDidUpdate")
-        #expect(all[0].params == ["reason": "refresh", "changed": ["a", "b"]])
+        #expect(all[0].params == ["reason": "refresh", "changed": ["a", "b"], "at": "2026-11-30T00:53:20Z"])
+        #expect(all.map(\.at) == [Self.t, nil, Self.t, Self.t, Self.t, Self.t])
+        // An agent that does not stamp the update is still understood.
+        #expect(try SocketNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": []])
+            == .flagsDidUpdate(reason: .refresh, changed: [], at: nil))
         #expect(all[4].params == ["state": "stale", "previous": "ready", "at": "2026-11-30T00:53:20Z"])
     }
 
@@ -75,6 +79,8 @@ import Testing
         #expect(field { _ = try SocketNotification(method: "refreshCompleted", params: ["trigger": "periodic", "error": nil, "at": "2026-11-30T00:53:20Z"]) }
             == "params.sent")
         #expect(field { _ = try SocketNotification(method: "stateChanged", params: "ready") } == "params")
+        #expect(field { _ = try SocketNotification(method: "featureFlagsDidUpdate", params: ["reason": "refresh", "changed": [], "at": "soon"]) }
+            == "params.at")
         #expect(field { _ = try SocketNotification(method: "somethingElse", params: [:]) } == "method")
     }
 }

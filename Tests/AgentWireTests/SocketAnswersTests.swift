@@ -95,13 +95,18 @@ import Testing
     @Test func refreshAnswersRoundTripAndNameTheField() throws {
         let failed = RefreshAnswer(error: RefreshError(code: 503, message: "HTTP 503"), sent: true)
         #expect(try RefreshAnswer(json: failed.json) == failed)
-        let throttled = RefreshAnswer(error: nil, sent: false)
-        #expect(throttled.json == ["error": nil, "sent": false])
+        let throttled = RefreshAnswer(error: nil, sent: false, throttledUntil: Date(timeIntervalSince1970: 1_764_669_900))
+        #expect(throttled.json == ["error": nil, "sent": false, "throttledUntil": "2025-12-02T10:05:00Z"])
         #expect(try RefreshAnswer(json: throttled.json) == throttled)
+        #expect(RefreshAnswer(error: nil, sent: true).json == ["error": nil, "sent": true, "throttledUntil": nil])
+        // An agent without the field reads as "no throttle window".
+        #expect(try RefreshAnswer(json: ["error": nil, "sent": false]) == RefreshAnswer(error: nil, sent: false))
         func field(_ json: JSONValue) -> String? {
             do throws(AnswerError) { _ = try RefreshAnswer(json: json); return nil } catch { return error.field }
         }
         #expect(field(["error": nil]) == "sent")
+        #expect(field(["error": nil, "sent": false, "throttledUntil": "soon"]) == "throttledUntil")
+        #expect(field(["error": nil, "sent": true, "throttledUntil": "2025-12-02T10:05:00Z"]) == "throttledUntil")
         #expect(field(["error": ["domain": "NSURLErrorDomain", "code": 1, "message": "x"], "sent": true]) == "error.domain")
         #expect(field(["error": ["domain": "PWFeatureFlagsErrorDomain", "message": "x"], "sent": true]) == "error.code")
         #expect(field(["error": "failed", "sent": true]) == "error")

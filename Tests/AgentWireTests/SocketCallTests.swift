@@ -27,6 +27,13 @@ import Testing
                 == .property(key: "a", property: "p", type: .number, default: 3))
         #expect(try decode(.property, ["key": "a", "property": "p", "type": "jsonObject"])
                 == .property(key: "a", property: "p", type: .jsonObject, default: .null))
+        // One vocabulary of property types: json and json-object are jsonObject, json-array jsonArray.
+        for spelling in ["json", "json-object"] {
+            #expect(try decode(.property, ["key": "a", "property": "p", "type": .string(spelling)])
+                    == .property(key: "a", property: "p", type: .jsonObject, default: .null))
+        }
+        #expect(try decode(.property, ["key": "a", "property": "p", "type": "json-array"])
+                == .property(key: "a", property: "p", type: .jsonArray, default: .null))
         #expect(try decode(.refresh) == .refresh)
         #expect(try decode(.logImpression, ["key": "a"]) == .logImpression(key: "a"))
         #expect(try decode(.subscribe) == .subscribe(events: [.flags]))
@@ -72,6 +79,12 @@ import Testing
         #expect(refused(.isEnabled, ["key": "a"])?.parameter == "default")
         #expect(refused(.isEnabled, ["key": "a", "default": "yes"])?.parameter == "default")
         #expect(refused(.property, ["key": "a", "property": "p", "type": "colour"])?.parameter == "type")
+        do {
+            _ = try decode(.property, ["key": "a", "property": "p", "type": "colour"])
+        } catch {
+            #expect(error.message == "parameter 'type' must be one of: string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)")
+        }
+        #expect(refused(.property, ["key": "a", "property": "p", "type": 3])?.parameter == "type")
         #expect(refused(.property, ["key": "a", "property": "p", "type": "number", "default": "3"])?.parameter == "default")
         #expect(refused(.setUserId, ["userId": ""])?.parameter == "userId")
         #expect(refused(.setAppState, ["state": "asleep"])?.parameter == "state")

@@ -30,6 +30,24 @@ public struct FeatureFlag: Sendable, Equatable, Codable {
 public enum PropertyType: String, Sendable, CaseIterable {
     case string, number, bool, jsonObject, jsonArray
 
+    /// The one vocabulary a user types (agentctl `property --type`, the socket's `type`, the
+    /// Python client): `string`, `number`, `bool`, `jsonObject`, `jsonArray`; `json` and
+    /// `json-object` are accepted for `jsonObject`, `json-array` for `jsonArray`.
+    public init?(spelling: String) {
+        if let exact = PropertyType(rawValue: spelling) {
+            self = exact
+            return
+        }
+        switch spelling {
+        case "json", "json-object": self = .jsonObject
+        case "json-array": self = .jsonArray
+        default: return nil
+        }
+    }
+
+    /// How an error names the accepted spellings.
+    public static let spellings = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
+
     public var isScalar: Bool {
         switch self {
         case .string, .number, .bool: true

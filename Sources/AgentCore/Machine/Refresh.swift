@@ -45,6 +45,17 @@ struct RefreshMachine: Sendable {
     private var interval: Seconds
     /// RF-2: the next hourly request.
     private(set) var periodicDeadline: Seconds?
+    /// RF-2, RF-12: the hourly slots: slot k lies at `anchor + k·interval + deviceOffset`,
+    /// each refresh moved by its own jitter around its slot. Neither the offset nor the
+    /// jitter accumulates: the device keeps to its hour (24 refreshes a day).
+    private(set) var slots: PeriodicSlots?
+
+    struct PeriodicSlots: Sendable, Equatable {
+        /// Where the slots are counted from: the last request of another trigger.
+        var anchor: Seconds
+        /// The slot the periodic deadline is for (1: an hour after the anchor).
+        var next: Int
+    }
     /// RF-10: the next retry of a failed automatic request.
     private(set) var retryDeadline: Seconds?
 
@@ -58,6 +69,11 @@ struct RefreshMachine: Sendable {
         throttle = RefreshThrottle(window: flags.throttleWindow, disabled: flags.disableThrottle)
         retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
         interval = flags.refreshInterval
+    }
+
+    /// RF-6: where the window that answers a manual refresh from the stored flags ends.
+    func throttleWindowEnd(now: Seconds, flagsValid: Bool) -> Seconds? {
+        throttle.windowEnd(now: now, flagsValid: flagsValid)
     }
 
     /// Both timers' deadlines (nil when not armed).
@@ -113,6 +129,7 @@ struct RefreshMachine: Sendable {
         throttle.window = flags.throttleWindow
         throttle.disabled = flags.disableThrottle
         retryPolicy = RetryPolicy(refreshInterval: flags.refreshInterval)
+        if flags.refreshInterval != interval { slots = nil }  // RF-2: a new period counts from the last request
         interval = flags.refreshInterval
         defer { fatal = false }
         return fatal
@@ -129,8 +146,16 @@ struct RefreshMachine: Sendable {
         if let d = periodicDeadline, d <= now {
             periodicDeadline = nil
             if world.active, !fatal {
+                // The next slot first (the request below keeps it): the one after this, or,
+                // when slots passed unseen (the app away, the device stalled), the first one
+                // still ahead: a missed hour is made up once, as an iOS timer does, not per slot.
+                if var s = slots {
+                    let ahead = Int(((now - s.anchor - world.deviceOffset) / interval).rounded(.down)) + 1
+                    s.next = max(s.next + 1, ahead)
+                    slots = s
+                }
                 out += automatic(.periodic, world, &random)  // joins a request in flight (RF-9)
-                if periodicDeadline == nil { schedulePeriodic(world, &random, after: now) }
+                if periodicDeadline == nil { schedulePeriodic(world, &random) }
             }
         }
         return out
@@ -152,7 +177,13 @@ struct RefreshMachine: Sendable {
         requestsSent += 1
         lastRequestAt = world.now.monotonic
         retryDeadline = nil
-        schedulePeriodic(world, &random)
+        // RF-2: a request of another trigger starts the slots afresh; the hourly one (and
+        // its retries) keeps them.
+        if trigger == .periodic || trigger == .retry {
+            schedulePeriodic(world, &random)
+        } else {
+            schedulePeriodic(world, &random, restart: true)
+        }
         // A.1: the N-th automatic retry after N failures says so in `X-Retry-Count`.
         return [.send(generation: generation, retryCount: trigger == .retry ? consecutiveFailures : 0)]
     }
@@ -214,22 +245,31 @@ struct RefreshMachine: Sendable {
         return out + finished.waiters.map { .complete($0, error) }
     }
 
-    /// RF-2, RF-12: the next hourly refresh, offset by a stable per-device amount plus a
-    /// little jitter, together within 10% of the period.
-    mutating func schedulePeriodic(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator, after floor: Seconds? = nil) {
+    /// RF-2, RF-12: the next hourly refresh: the next slot, at its place in the hour (the
+    /// anchor plus whole periods plus this device's offset), moved by a jitter of its own of
+    /// at most 1% of the period either way. `restart`: the slots count from now (a request of
+    /// another trigger was just sent).
+    mutating func schedulePeriodic(_ world: RefreshWorld, _ random: inout some RandomNumberGenerator, restart: Bool = false) {
         guard world.active, !fatal else {
             periodicDeadline = nil
             return
         }
         let now = world.now.monotonic
-        let anchor = max(lastRequestAt ?? now, floor ?? -.infinity)
-        let jitter = Double.random(in: 0..<1, using: &random) * interval * 0.02
-        periodicDeadline = max(now, anchor + interval + world.deviceOffset + jitter)
+        let slots = restart ? PeriodicSlots(anchor: now, next: 1) : self.slots ?? PeriodicSlots(anchor: lastRequestAt ?? now, next: 1)
+        self.slots = slots
+        let jitter = (Double.random(in: 0..<1, using: &random) * 2 - 1) * interval * Self.jitterShare
+        // A slot that passed while the app was away is due at once (fireDueTimers then skips
+        // to the first slot ahead).
+        periodicDeadline = max(now, slots.anchor + Double(slots.next) * interval + world.deviceOffset + jitter)
     }
 
-    /// RF-12: a stable per-device share of the period, below 8% (jitter adds up to 2%).
+    /// RF-12: the jitter around each slot, as a share of the period (either way).
+    static let jitterShare = 0.01
+
+    /// RF-12: a stable per-device place in the period, from 1% to 9% of it (with the jitter,
+    /// each refresh lies within 10% past its hour).
     static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
-        Double(fnv1a(hwid) % 10_000) / 10_000 * period * 0.08
+        (jitterShare + Double(fnv1a(hwid) % 10_000) / 10_000 * 0.08) * period
     }
 }
 
@@ -243,6 +283,14 @@ extension AgentMachine {
         RefreshWorld(now: now, active: session.appState == .active, flagsValid: validity.served != nil,
                      canRequest: PushwooshAPI.supportsFeatureFlags(baseURL: baseURL),
                      deviceOffset: RefreshMachine.deviceOffset(hwid: state.hwid, period: settings.flags.refreshInterval))
+    }
+
+    /// RF-6: when a manual refresh at `now` would be answered from the stored flags, the
+    /// device time at which the throttle window ends; nil when it would be sent.
+    public func throttleWindowEnd(now: Now) -> Date? {
+        guard refresh.inFlight == nil,
+              let end = refresh.throttleWindowEnd(now: now.monotonic, flagsValid: servedFlags(at: now) != nil) else { return nil }
+        return now.wall.addingTimeInterval(end - now.monotonic)
     }
 
     /// RF-5: refreshes on demand; `waiter` completes once, with nil on success.
@@ -320,7 +368,8 @@ extension AgentMachine {
         return [.notify(.baseURLChanged(newBaseURL))]
     }
 
-    /// RF-12: a stable per-device share of the period, below 8% (jitter adds up to 2%).
+    /// RF-12: a stable per-device place in the period, 1% to 9% of it (the jitter moves each
+    /// refresh at most 1% either way).
     public static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
         RefreshMachine.deviceOffset(hwid: hwid, period: period)
     }

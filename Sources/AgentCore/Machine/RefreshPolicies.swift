@@ -21,8 +21,14 @@ struct RefreshThrottle: Sendable {
 
     /// Whether a manual refresh at `now` may be answered from the stored flags.
     func answersFromStore(now: Seconds, flagsValid: Bool) -> Bool {
-        guard !disabled, flagsValid, let opened = windowOpenedAt else { return false }
-        return now - opened < window
+        windowEnd(now: now, flagsValid: flagsValid) != nil
+    }
+
+    /// The end of the window that answers a manual refresh at `now` from the stored flags;
+    /// nil when such a refresh would be sent.
+    func windowEnd(now: Seconds, flagsValid: Bool) -> Seconds? {
+        guard !disabled, flagsValid, let opened = windowOpenedAt, now - opened < window else { return nil }
+        return opened + window
     }
 }
 

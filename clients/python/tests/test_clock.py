@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 import pytest
 
-from pushwoosh_agent import AgentClient, AgentError, AgentTimeout
+from conftest import APP
+from pushwoosh_agent import AgentClient, AgentError, AgentTimeout, RefreshResult
+from pushwoosh_agent.plugin import RunningEmulator
 
 
 @pytest.mark.pushwoosh_agent(clock="controlled")
@@ -25,13 +28,29 @@ def test_the_real_throttle_and_the_hourly_refresh(pushwoosh_agent: AgentClient) 
     # The fixture keeps the real 5-min throttle: a refresh right after the first is not sent.
     assert pushwoosh_agent.call("refresh")["sent"] is False
     with pushwoosh_agent.events("refresh") as events:
-        result = pushwoosh_agent.advance_clock(3 * 3600)
+        # RF-2, RF-12: three hours (and the 10 % a slot may lie past its hour): exactly three.
+        result = pushwoosh_agent.advance_clock(3 * 3600 + 360)
         fired = [f for f in result["fired"] if f["event"] == "refresh"]
-        assert len(fired) in (2, 3) and result["requests"] == len(fired)
+        assert len(fired) == 3 and result["requests"] == len(fired)
         completed = [events.next("refreshCompleted", timeout=5) for _ in fired]
     assert all(c["trigger"] == "periodic" and c["error"] is None and c["sent"] for c in completed)
     clock = pushwoosh_agent.clock()
     assert clock["controlled"] is True and clock["offsetSeconds"] >= 3 * 3600 - 5  # device time flowed meanwhile too
+
+
+@pytest.mark.pushwoosh_agent(clock="controlled")
+def test_refresh_says_whether_it_was_sent_and_until_when_it_is_throttled(pushwoosh_agent: AgentClient,
+                                                                         pushwoosh_emulator: RunningEmulator) -> None:
+    opened = datetime.fromisoformat(pushwoosh_agent.status()["lastRefreshAt"].replace("Z", "+00:00"))
+    throttled = pushwoosh_agent.refresh()
+    assert throttled.sent is False and throttled.changed == []
+    assert throttled.throttled_until is not None and throttled.throttled_until.tzinfo is not None
+    assert 300 <= (throttled.throttled_until - opened).total_seconds() <= 302  # the window's end, device time
+    pushwoosh_emulator.put_flag(APP, {"key": "brand_new", "rules": [{"id": "r_all", "enabled": True}]})
+    assert pushwoosh_agent.refresh() == throttled  # still inside: nothing fetched, nothing changed
+    assert pushwoosh_agent.get("brand_new") is None
+    pushwoosh_agent.advance_clock(6 * 60)
+    assert pushwoosh_agent.refresh() == RefreshResult(sent=True, throttled_until=None, changed=["brand_new"])
 
 
 @pytest.mark.pushwoosh_agent(clock="controlled")

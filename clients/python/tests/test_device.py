@@ -111,8 +111,8 @@ def test_status(pushwoosh_agent: AgentClient) -> None:
 
 def test_the_package_version_is_the_agents(pushwoosh_agent: AgentClient) -> None:
     assert pushwoosh_agent.status()["version"] == __version__
-    with open(f"{REPO}/Sources/AgentDaemon/StatusReport.swift", encoding="utf-8") as f:
-        swift = re.search(r'static let version = "([^"]+)"', f.read())
+    with open(f"{REPO}/Sources/AgentCore/Support/Version.swift", encoding="utf-8") as f:
+        swift = re.search(r'static let current = "([^"]+)"', f.read())
     assert swift is not None and swift.group(1) == __version__
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import APP
-from pushwoosh_agent import AgentClient, Flag, RefreshError
+from pushwoosh_agent import PROPERTY_TYPES, AgentClient, Flag, RefreshError, RefreshResult
 from pushwoosh_agent.plugin import RunningEmulator
 
 pytestmark = pytest.mark.pushwoosh_agent(user_id="alice")  # alice matches new_checkout's r_qa_team
@@ -59,16 +59,28 @@ def test_property_of_every_type(pushwoosh_agent: AgentClient) -> None:
     assert agent.property("new_checkout", "nope", "string") == ""
     assert agent.property("new_checkout", "nope", "number") == 0
     assert agent.property("new_checkout", "nope", "bool") is False
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="jsonObject \\(or json, json-object\\)"):
         agent.property("new_checkout", "button_color", "text")
+
+
+def test_property_types_have_one_vocabulary(pushwoosh_agent: AgentClient) -> None:
+    layout = {"columns": 1, "sections": ["recent", "recommended"]}
+    for spelling in ["json", "jsonObject", "json-object", dict]:
+        assert pushwoosh_agent.property("home_layout", "layout", spelling) == layout, spelling
+    for spelling in ["jsonArray", "json-array", list]:
+        assert pushwoosh_agent.property("home_layout", "layout", spelling) is None, spelling
+    # The socket takes the same spellings (a user typing JSON-RPC by hand).
+    assert pushwoosh_agent.call("property", {"key": "home_layout", "property": "layout", "type": "json"})["value"] == layout
+    assert set(PROPERTY_TYPES.values()) == {"string", "number", "bool", "jsonObject", "jsonArray"}
 
 
 def test_refresh_picks_up_a_change(pushwoosh_agent: AgentClient, pushwoosh_emulator: RunningEmulator) -> None:
     pushwoosh_emulator.put_flag(APP, {"key": "brand_new", "rules": [{"id": "r_all", "enabled": True}]})
     assert pushwoosh_agent.get("brand_new") is None
-    pushwoosh_agent.refresh()
+    assert pushwoosh_agent.refresh() == RefreshResult(sent=True, throttled_until=None, changed=["brand_new"])
     flag = pushwoosh_agent.get("brand_new")
     assert flag is not None and (flag.is_enabled, flag.rule_id) == (True, "r_all")
+    assert pushwoosh_agent.refresh() == RefreshResult(sent=True, throttled_until=None, changed=[])
 
 
 @pytest.mark.pushwoosh_agent(request_timeout="1s")  # a dropped connection costs the agent a RequestTimeout

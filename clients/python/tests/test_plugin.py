@@ -137,7 +137,43 @@ def test_typo(pushwoosh_agent):
         assert "not on PATH" in result.stdout.str()
     result = pytester.runpytest_subprocess(*_bin_args(pytestconfig), "-p", "no:cacheprovider", "-k", "typo")
     result.assert_outcomes(errors=1)
-    assert "unknown agent setting 'refresh_intervall'" in result.stdout.str()
+    assert "unknown option 'refresh_intervall'; did you mean 'refresh_interval'?" in result.stdout.str()
+
+
+def test_marker_and_fixture_typos_fail_cleanly_naming_the_nearest(pytester: pytest.Pytester,
+                                                                  pytestconfig: pytest.Config) -> None:
+    pytester.makepyfile('''
+import pytest
+
+@pytest.mark.pushwoosh_agent(wait_for_flag=False)
+def test_agent_option(pushwoosh_agent):
+    pass
+
+@pytest.mark.pushwoosh_agent(RefreshIntervall="5s")
+def test_agent_key(pushwoosh_agent):
+    pass
+
+@pytest.mark.pushwoosh_emulator(require_tokn="t")
+def test_emulator_option(pushwoosh_emulator):
+    pass
+
+def test_fleet_option(pushwoosh_fleet):
+    pushwoosh_fleet(1, user_id_s="u{i}")
+
+@pytest.mark.pushwoosh_agent("5s")
+def test_positional(pushwoosh_agent):
+    pass
+''')
+    result = pytester.runpytest_subprocess(*_bin_args(pytestconfig), "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=4, failed=1)
+    output = result.stdout.str()
+    assert "@pytest.mark.pushwoosh_agent: unknown option 'wait_for_flag'; did you mean 'wait_for_flags'?" in output
+    assert "@pytest.mark.pushwoosh_agent: unknown option 'RefreshIntervall'; did you mean 'RefreshInterval'?" in output
+    assert "@pytest.mark.pushwoosh_emulator: unknown option 'require_tokn'; did you mean 'require_token'?" in output
+    assert "pushwoosh_fleet(...): unknown option 'user_id_s'; did you mean 'user_id'?" in output
+    assert "@pytest.mark.pushwoosh_agent takes keyword arguments only" in output
+    # A clean failure: no traceback through the plugin's code.
+    assert "Traceback" not in output and "plugin.py:" not in output, output
 
 
 def test_the_settings_map_is_the_agents_key_table(pushwoosh_bin: Optional[str]) -> None:

@@ -18,6 +18,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 
 from .events import EventStream
@@ -41,6 +42,8 @@ __all__ = [
     "FlagsUpdate",
     "PushRegistration",
     "PrimerResult",
+    "RefreshResult",
+    "PROPERTY_TYPES",
     "default_socket_path",
     "instance_socket_path",
     "resolve_socket_path",
@@ -163,6 +166,35 @@ class FlagsUpdate:
     reason: str
     #: The keys whose flag changed (added, removed, or any field changed).
     changed: List[str]
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What :meth:`AgentClient.refresh` did (a failed refresh raises :class:`RefreshError`).
+
+    ``sent`` is False when no request went to the server: the refresh was answered from
+    the stored flags inside the throttle window (RF-6), and ``throttled_until`` is
+    when that window ends, in device time (an aware UTC datetime; None when sent).
+    ``changed`` lists the keys whose flag the refresh changed (empty when none did, and
+    always when it was not sent).
+    """
+
+    sent: bool
+    throttled_until: Optional[datetime] = None
+    changed: List[str] = field(default_factory=list)
+
+
+def _parse_time(text: Any, what: str) -> Optional[datetime]:
+    """An ISO 8601 UTC time of the socket API (``2026-12-02T10:05:00Z``), or None for null."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ProtocolError(f"{what}: expected an ISO 8601 time, not {text!r}")
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise ProtocolError(f"{what}: expected an ISO 8601 time, not {text!r}") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -534,11 +566,18 @@ class Subscription:
 
 _UNSET: Any = object()
 
-_PROPERTY_TYPES: Dict[object, str] = {
-    "string": "string", "number": "number", "bool": "bool", "jsonObject": "jsonObject",
-    "jsonArray": "jsonArray", str: "string", float: "number", int: "number", bool: "bool",
-    dict: "jsonObject", list: "jsonArray",
+#: The property types a user may type, each with the socket API's name: one vocabulary
+#: (``string``, ``number``, ``bool``, ``jsonObject``, ``jsonArray``) as pushwoosh-agentctl's
+#: ``property --type`` and the socket take it; ``json`` and ``json-object`` are accepted for
+#: ``jsonObject``, ``json-array`` for ``jsonArray``; Python's types stand for their kind.
+PROPERTY_TYPES: Dict[object, str] = {
+    "string": "string", "number": "number", "bool": "bool",
+    "jsonObject": "jsonObject", "json": "jsonObject", "json-object": "jsonObject",
+    "jsonArray": "jsonArray", "json-array": "jsonArray",
+    str: "string", float: "number", int: "number", bool: "bool", dict: "jsonObject", list: "jsonArray",
 }
+_PROPERTY_TYPES = PROPERTY_TYPES
+_PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
 #: present_push_primer's pythonic keywords and the socket API's names (docs/socket-api.md B.2).
@@ -731,8 +770,9 @@ class AgentClient:
     def property(self, key: str, name: str, type: Any, default: Any = None) -> Any:
         """Property ``name`` of flag ``key``, read as ``type``.
 
-        ``type``: ``"string"``, ``"number"``, ``"bool"``, ``"jsonObject"``,
-        ``"jsonArray"`` (or ``str``, ``float``, ``bool``, ``dict``, ``list``).
+        ``type``: ``"string"``, ``"number"``, ``"bool"``, ``"jsonObject"`` (also
+        ``"json"``, ``"json-object"``), ``"jsonArray"`` (also ``"json-array"``), or
+        ``str``, ``float``, ``bool``, ``dict``, ``list``.
         Returns the value, else ``default``; for scalar types a missing default
         is ``""``, ``0`` or ``False`` (as ``pushwoosh-agentctl``), for the JSON
         types the result is None when absent.
@@ -740,8 +780,7 @@ class AgentClient:
         try:
             wire = _PROPERTY_TYPES[type]
         except (KeyError, TypeError):
-            raise ValueError(f"type must be one of string, number, bool, jsonObject, jsonArray; not {type!r}") \
-                from None
+            raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
         params: Dict[str, Any] = {"key": key, "property": name, "type": wire}
         if default is not None:
             params["default"] = default
@@ -749,21 +788,37 @@ class AgentClient:
             params["default"] = _SCALAR_DEFAULTS[wire]
         return self._result("property", params, "value")["value"]
 
-    def refresh(self, *, timeout: Optional[float] = _UNSET) -> None:
+    def refresh(self, *, timeout: Optional[float] = _UNSET) -> RefreshResult:
         """Fetches the flags now and waits for the outcome (RF-5).
 
-        Raises :class:`RefreshError` (``code``, ``domain``, ``message``) when
-        the refresh failed.
+        Returns a :class:`RefreshResult`: whether the request was ``sent`` or answered
+        from the stored flags inside the throttle window (``throttled_until``, RF-6),
+        and the keys it ``changed``. Raises :class:`RefreshError` (``code``, ``domain``,
+        ``message``) when the refresh failed.
         """
-        result = self._result("refresh", {}, "error", timeout=timeout)
+        # The updates the agent sends before its answer are this refresh's changes (or
+        # those of a refresh in flight that this one joined).
+        with self.subscribe() as updates:
+            result = self._result("refresh", {}, "error", "sent", timeout=timeout)
+            heard = updates.drain()
         error = result["error"]
-        if error is None:
-            return
-        if not isinstance(error, dict):
-            raise ProtocolError(f"refresh: unexpected error {error!r}")
-        code = error.get("code")
-        raise RefreshError(code if isinstance(code, int) else -1, str(error.get("domain", "")),
-                           str(error.get("message", "")))
+        if error is not None:
+            if not isinstance(error, dict):
+                raise ProtocolError(f"refresh: unexpected error {error!r}")
+            code = error.get("code")
+            raise RefreshError(code if isinstance(code, int) else -1, str(error.get("domain", "")),
+                               str(error.get("message", "")))
+        sent = result["sent"]
+        if not isinstance(sent, bool):
+            raise ProtocolError(f"refresh: unexpected sent {sent!r}")
+        until = _parse_time(result.get("throttledUntil"), "refresh: throttledUntil")
+        if sent and until is not None:
+            raise ProtocolError(f"refresh: a sent refresh with a throttle window: {result!r}")
+        changed: List[str] = []
+        for update in heard:
+            if update.reason == "refresh":
+                changed += [key for key in update.changed if key not in changed]
+        return RefreshResult(sent=sent, throttled_until=until, changed=sorted(changed) if sent else [])
 
     def log_impression(self, key: str) -> bool:
         """Records that the user saw flag ``key``'s feature; whether an impression was sent or queued."""

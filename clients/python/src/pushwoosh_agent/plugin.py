@@ -82,8 +82,8 @@ from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
-from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
-    short_temp_dir, tail
+from .processes import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, \
+    find_binary, short_temp_dir, tail, unknown_name
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
 
@@ -125,12 +125,32 @@ def _register_log(node: pytest.Item, title: str, path: str) -> None:
         logs.append((title, path))
 
 
+#: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
+AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags"]
+#: The pushwoosh_emulator marker's options.
+EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared"]
+
+
+def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:
+    """A typo in a marker or fixture option ends the test with a clean failure that names
+    the nearest known name, not a traceback from deep inside the fixture."""
+    for name in given:
+        if name not in known:
+            pytest.fail(f"{where}: " + unknown_name("option", name, known), pytrace=False)
+
+
+def _agent_names() -> List[str]:
+    return list(AGENT_SETTINGS) + list(_BY_KEY) + AGENT_FIXTURE_OPTIONS
+
+
 def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
     merged: Dict[str, Any] = {}
     for marker in reversed(list(request.node.iter_markers(name))):  # the closest marker wins
         if marker.args:
-            raise pytest.UsageError(f"@pytest.mark.{name} takes keyword arguments only")
+            pytest.fail(f"@pytest.mark.{name} takes keyword arguments only, not {marker.args!r}", pytrace=False)
         merged.update(marker.kwargs)
+    known = EMULATOR_FIXTURE_OPTIONS if name == "pushwoosh_emulator" else _agent_names()
+    _check_names(f"@pytest.mark.{name}", merged, known)
     return merged
 
 
@@ -172,9 +192,6 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
                        ) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    unknown = set(options) - {"apps", "require_token", "tls", "admin_token", "shared"}
-    if unknown:
-        raise pytest.UsageError(f"@pytest.mark.pushwoosh_emulator: unknown {', '.join(sorted(unknown))}")
     try:
         binary = find_binary("pushwoosh-emulator", pushwoosh_bin)
     except StartError as error:
@@ -299,6 +316,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
     def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
+        _check_names("pushwoosh_fleet(...)", settings, _agent_names())
         options = _agent_options(request, settings)
         if pushwoosh_emulator.ca_file is not None:
             options.setdefault("ca_file", pushwoosh_emulator.ca_file)
@@ -347,4 +365,4 @@ def pushwoosh_lab(pushwoosh_emulator: RunningEmulator, _pushwoosh_started: List[
     return Lab(pushwoosh_emulator, _pushwoosh_started)
 
 
-__all__ = ["RunningEmulator", "Fleet", "Lab", "AGENT_FIXTURE_DEFAULTS"]
+__all__ = ["RunningEmulator", "Fleet", "Lab", "AGENT_FIXTURE_DEFAULTS", "AGENT_FIXTURE_OPTIONS", "EMULATOR_FIXTURE_OPTIONS"]

@@ -10,6 +10,7 @@ classes; they work without pytest too::
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -81,6 +82,18 @@ for _section, _key in AGENT_SETTINGS.values():
 _SECTIONS = ["Agent", "FeatureFlags", "Device", "HTTP"]
 
 
+def unknown_name(what: str, name: object, known: List[str]) -> str:
+    """``unknown WHAT 'x'; did you mean 'y'? (known: …)``: the nearest known names (difflib)."""
+    text = f"unknown {what} {name!r}"
+    nearest = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6) or \
+        difflib.get_close_matches(str(name).lower(), [k.lower() for k in known], n=1, cutoff=0.6)
+    if nearest:
+        suggestion = next((k for k in known if k.lower() == nearest[0].lower()), nearest[0])
+        text += f"; did you mean {suggestion!r}?"
+    pythonic = sorted(k for k in known if not k[:1].isupper())
+    return text + f" (known: {', '.join(pythonic or sorted(known))})"
+
+
 class StartError(PushwooshError):
     """A binary is missing, or a process did not start (the message has its log's tail)."""
 
@@ -121,8 +134,7 @@ def agent_config(settings: Mapping[str, Any], extra: str = "") -> str:
     for name, value in settings.items():
         where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
         if where is None:
-            known = ", ".join(sorted(AGENT_SETTINGS))
-            raise ValueError(f"unknown agent setting {name!r} (known: {known})")
+            raise ValueError(unknown_name("agent setting", name, list(AGENT_SETTINGS) + list(_BY_KEY)))
         if value is None:
             continue
         sections[where[0]].append(f"{where[1]}={_value(value)}")

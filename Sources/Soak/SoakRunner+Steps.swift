@@ -1,0 +1,140 @@
+import AgentCore
+import AgentWire
+import Dispatch
+import Foundation
+import LabClock
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The steps of one run that `soak()` puts in order: the emulator, the soak's own flag, the
+/// drivers, the checker loop, and the verdict.
+extension SoakRunner {
+    /// Starts the emulator and waits (up to 10 s) for the port it prints.
+    func startEmulator(_ binary: String, apps: String, environment: [String: String], logPath: String) throws(HTTPError) -> UInt16 {
+        let pid = try processes.spawn(name: "emulator", executable: binary,
+                                      arguments: ["--listen", "127.0.0.1:0", "--apps", apps, "--record-limit", "200000"],
+                                      environment: environment, logPath: logPath)
+        var port: UInt16 = 0
+        let t0 = now()
+        while port == 0, now() < t0 + 10 {
+            for line in tail(logPath, lines: 50) where line.hasPrefix("listening on ") {
+                port = UInt16(line.split(separator: ":").last ?? "") ?? 0
+            }
+            if processes.child(pid)?.exit != nil { break }
+            usleep(20_000)
+        }
+        guard port != 0 else { throw HTTPError("the emulator did not start: \(tail(logPath, lines: 5).joined(separator: " | "))") }
+        return port
+    }
+
+    /// Adds the flag whose property names the user it was served for, and records the app's
+    /// flags as the run's first flag states.
+    func seedApp(_ http: LoopbackHTTP) throws(HTTPError) -> [FlagChange] {
+        let userFlag: JSONValue = .object([
+            "key": .string(RunContext.userFlag),
+            "properties": ["user": ["type": "string", "default": ""]],
+            "rules": .array(RunContext.userPool.map { u in .object(["id": .string("r_u_\(u)"), "enabled": true,
+                                                                     "when": ["userIds": .array([.string(u)])],
+                                                                     "properties": ["user": .string(u)]]) }),
+        ])
+        _ = try http.json("PUT", "/admin/apps/\(RunContext.applicationCode)/flags/\(RunContext.userFlag)", json: userFlag)
+        let app = try http.json("GET", "/admin/apps/\(RunContext.applicationCode)")
+        var initial: [FlagChange] = []
+        for f in app["flags"]?.arrayValue ?? [] {
+            guard let key = f["key"]?.stringValue else { continue }
+            initial.append(FlagChange(key: key, start: 0, end: 0, killed: f["killed"]?.boolValue ?? false,
+                                      archived: f["archived"]?.boolValue ?? false, description: "initial"))
+        }
+        recorder.state.withLock { $0.changes = initial }
+        return initial
+    }
+
+    /// One thread per agent driver, the chaos thread and (with the real timings) the clock
+    /// driver; the group they leave when done.
+    func startDrivers(_ ctx: RunContext, http: LoopbackHTTP, initial: [FlagChange]) throws(HTTPError) -> DispatchGroup {
+        let group = DispatchGroup()
+        var drivers: [AgentDriver] = []
+        for i in 0..<options.agents {
+            let d = AgentDriver(index: i, ctx: ctx)
+            try d.prepare()
+            drivers.append(d)
+        }
+        for d in drivers {
+            group.enter()
+            ctx.firstStarts.enter()
+            let t = Thread { d.run(); group.leave() }
+            t.stackSize = 1 << 20
+            t.start()
+            if options.agents > 10 { usleep(20_000) }
+        }
+        let chaos = Chaos(http: http, ctx: ctx, initial: initial)
+        if options.chaosEvery > 0 {
+            group.enter()
+            Thread { chaos.run(); group.leave() }.start()
+        }
+        if options.realTimings {
+            let driver = ClockDriver(ctx: ctx, http: http, timeline: ctx.timeline, gate: ctx.gate)
+            clockDriver = driver
+            group.enter()
+            Thread { driver.run(); group.leave() }.start()
+        }
+        timeline = ctx.timeline
+        return group
+    }
+
+    /// The checker loop: crashes, the request log, the invariants and the watchdogs, once a
+    /// second, and the progress line; until the deadline, a stop, or a violation.
+    func checkUntilTheEnd(_ http: LoopbackHTTP, notify: NotifySockets, deadline: Time) {
+        var lastProgress = now(), lastFetch = 0.0, lastSample = 0.0
+        while true {
+            let t = now()
+            if t - lastSample >= 1 { processes.sample(); lastSample = t }
+            for c in processes.drainCrashes() {
+                recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? t,
+                                             "\(c.name) (pid \(c.pid)) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
+                                             evidence: ["last lines of \(c.logPath):"] + tail(c.logPath, lines: 20)))
+            }
+            if t - lastFetch >= 1 {
+                lastFetch = t
+                do { try fetchLog(http) } catch {
+                    if !recorder.stopping { recorder.violation(Violation("emulator", agent: nil, time: t, "cannot read the request log: \(error)")) }
+                }
+                evaluate(settled: min(horizon, now() - 20))
+                checkWatchdogs(notify)
+            }
+            if !options.quiet, t - lastProgress >= options.progressEvery {
+                lastProgress = t
+                say(progressLine())
+            }
+            let failed = recorder.state.withLock { !$0.violations.isEmpty }
+            if (failed && !options.keepGoing) || recorder.stopping || t >= deadline { break }
+            usleep(100_000)
+        }
+    }
+
+    /// The verdict: logs kept on failure, the report written, the last lines printed; the exit status.
+    func finish(summaryLine: String, root: String, emulatorLog: String) throws(HTTPError) -> Int32 {
+        let result = recorder.state.withLock { $0 }
+        let wasInterrupted = interrupted.withLock { $0 }
+        let outcome = !result.violations.isEmpty ? "fail" : (wasInterrupted ? "interrupted" : "pass")
+        if !result.violations.isEmpty {
+            // Keep the logs that show what happened.
+            let logs = options.reportDirectory + "/logs"
+            try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+            for i in 0..<options.agents { try? FileManager.default.copyItem(atPath: root + "/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log") }
+            try? FileManager.default.copyItem(atPath: emulatorLog, toPath: logs + "/emulator.log")
+        }
+        let covered = coverage(result)
+        try writeReport(result, outcome: outcome, coverage: covered)
+        say(summaryLine)
+        for line in covered.lines { say(line) }
+        if let first = result.violations.first {
+            say("\n" + first.description)
+            if result.violations.count > 1 { say("(\(result.violations.count - 1) more in \(options.reportDirectory)/summary.json)") }
+        }
+        say("pushwoosh-soak: \(outcome.uppercased()); report in \(options.reportDirectory)/summary.json and timeline.svg")
+        return outcome == "fail" ? 1 : (outcome == "interrupted" ? 130 : 0)
+    }
+}
