@@ -227,6 +227,7 @@ public final class Agent {
 
     public func servedFlagKeys() -> [String]? { machine.servedFlagKeys(now: now) }
     public var servedFlagsReceivedAt: Date? { machine.servedFlagsReceivedAt(now: now) }
+    public func servedSnapshot() -> (snapshot: FlagSnapshot, source: FlagSource)? { machine.servedSnapshot(now: now) }
     public func status() -> AgentStatus { machine.status(now: now) }
     /// RF-6: the device time the throttle window ends, while a `refresh` now would be
     /// answered from the stored flags; nil when it would be sent.

@@ -10,7 +10,7 @@ import AgentPosix
 final class AgentHost: AgentScheduler {
     private(set) var agent: Agent!
     let clock: DeviceClock
-    private let loop: EventLoop
+    let loop: EventLoop
     private var timer: EventLoop.TimerHandle?
     private var armedAt: Double?
     /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.

@@ -81,7 +81,6 @@ public final class Daemon {
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
-        server.otherConnections = { [unowned self] in self.http?.connectionCount ?? 0 }
         // docs/http.md F: the socket named `http` is the HTTP interface's; any other is the socket API's.
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
@@ -122,7 +121,7 @@ public final class Daemon {
             try listener.start(on: loop, onError: { [log] error in log(.warning, "accept failed", ["error": error]) }) {
                 [unowned self] fd in self.server.accept(fd)
             }
-            try http?.start(connectionLimit: configuration.socket.maxConnections)
+            try http?.start()
             signals = try SignalSource(loop: loop, signals: [SIGHUP, SIGTERM, SIGINT]) { [unowned self] signal in
                 self.handle(signal: signal)
             }
@@ -192,7 +191,7 @@ public final class Daemon {
                     ["running": key.show(configuration) ?? "-", "file": key.show(fresh) ?? "-"])
                 key.keep(&fresh, configuration)
             }
-            for warning in try http?.reload(fresh.http) ?? [] { log(.warning, "HTTP token", ["detail": warning]) }
+            for warning in try http?.reload(fresh.http, socket: fresh.socket) ?? [] { log(.warning, "HTTP token", ["detail": warning]) }
             configuration = fresh
             server.update(settings: fresh.socket)
             (network.opened as? CurlTransport)?.network = fresh.network.options  // CAFile=, Proxy=: the next request on
@@ -281,12 +280,14 @@ public final class Daemon {
         if let seconds = environment["PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT"].flatMap({ UInt32($0) }) { settings.idleTimeout = seconds }
         return try HTTPService(
             loop: loop, host: host, metrics: metrics, settings: settings, socket: configuration.socket, inheritedFD: inheritedFD,
-            admit: { [unowned self] in
-                self.server.connectionCount + (self.http?.connectionCount ?? 0) < self.configuration.socket.maxConnections
-            },
             onRefused: { [unowned self] in
                 self.metrics.httpConnectionsRefused += 1
-                self.log(.warning, "HTTP connection refused: too many connections", ["max": self.configuration.socket.maxConnections])
+                self.server.warnings.warn("HTTP connection refused: too many connections", ["max": self.configuration.http.maxConnections])
+            },
+            onRequestTimeout: { [unowned self] in
+                self.metrics.httpRequestReadTimeouts += 1
+                self.server.warnings.warn("HTTP connection closed: no request within RequestReadTimeout",
+                         ["timeout": TimeSpan.format(self.configuration.socket.requestReadTimeout)])
             },
             metricsText: { [unowned self] in self.metricsText() })
     }

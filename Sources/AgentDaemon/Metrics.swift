@@ -30,6 +30,9 @@ final class Metrics {
     var socketConnectionsAccepted = 0
     var socketConnectionsRefused = 0
     var httpConnectionsRefused = 0
+    /// Connections closed for not completing a request within `RequestReadTimeout`.
+    var socketRequestReadTimeouts = 0
+    var httpRequestReadTimeouts = 0
     /// JSON-RPC requests by method label; the fast path's two methods are counted apart
     /// (`rpcFastRequest`, no name hashed per request) and added here.
     var rpcRequests: [String: Int] {
@@ -153,6 +156,10 @@ final class Metrics {
         out.sample("pushwoosh_agent_http_connections", [], Double(s.httpConnections))
         out.family("pushwoosh_agent_http_connections_refused_total", "counter", "HTTP connections refused over MaxConnections.")
         out.sample("pushwoosh_agent_http_connections_refused_total", [], Double(httpConnectionsRefused))
+        out.family("pushwoosh_agent_request_read_timeouts_total", "counter",
+                   "Connections closed for not completing a request within RequestReadTimeout, by door.")
+        out.sample("pushwoosh_agent_request_read_timeouts_total", [("door", "socket")], Double(socketRequestReadTimeouts))
+        out.sample("pushwoosh_agent_request_read_timeouts_total", [("door", "http")], Double(httpRequestReadTimeouts))
         out.family("pushwoosh_agent_http_requests_total", "counter", "HTTP requests answered, by status code.")
         for (code, n) in httpRequests.sorted(by: { $0.key < $1.key }) {
             out.sample("pushwoosh_agent_http_requests_total", [("code", String(code))], Double(n))

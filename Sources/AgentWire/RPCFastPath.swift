@@ -132,6 +132,7 @@ private struct Scanner {
         guard digits > 0 else { return nil }
         if digits > 1, p[start] == UInt8(ascii: "0") { return nil }  // leading zero: not JSON
         if i < end, p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "e") || p[i] == UInt8(ascii: "E") { return nil }
+        if negative, value == 0 { return nil }  // `-0`: the general path echoes it as written
         return Double(negative ? -value : value)
     }
 
