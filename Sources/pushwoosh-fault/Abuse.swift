@@ -49,7 +49,7 @@ func serverClosed(_ fd: Int32) -> Bool {
 
 let halfLine = Array(#"{"jsonrpc":"2.0","id":1,"method":"sta"#.utf8)
 let halfHeaders = Array("POST /ofrep/v1/evaluate/flags HTTP/1.1\r\nHost: x\r\nContent-Le".utf8)
-let statusLine = RPCEncoder.request(id: .number(1), method: .status)
+let statusLine = RPCEncoder.request(id: .number(1), SocketCall.status)
 
 struct HoldOptions {
     var socket: String?
