@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 from .client import AgentClient
 from .emulator import EmulatorClient
 from .errors import AgentNotRunning, AgentTimeout, PushwooshError
+from .results import FiredTimer
 
 __all__ = [
     "FiredTimer",
@@ -52,19 +53,6 @@ __all__ = [
 PAST_TIMER = 0.001
 #: A device less than this behind the lab is not moved.
 SLACK = 0.0005
-
-
-class _FiredRequired(TypedDict):
-    at: str
-    event: str
-
-
-class FiredTimer(_FiredRequired, total=False):
-    """One timer that ran on a device (as ``advanceClock`` answers it): ``at`` (ISO 8601, device
-    time), ``event`` (``refresh``, ``retry``, ``expired``, ``sessionEnd``, ...) and, when it
-    started a refresh, ``trigger``."""
-
-    trigger: str
 
 
 class ClockAdvance(TypedDict):

@@ -1,0 +1,97 @@
+"""The socket's framing (docs/socket-api.md B): one JSON-RPC message per line, both ways.
+
+One limit for every line this client reads (:data:`MAX_LINE`, as ``pushwoosh-agentctl``), one
+encoder for every request it writes (:func:`encode_request`, held to the agent's own limit,
+:data:`MAX_REQUEST_LINE`). Imports only :mod:`pushwoosh_agent.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Optional
+
+from .errors import ProtocolError
+
+__all__ = ["MAX_LINE", "MAX_REQUEST_LINE", "LineTooLong", "LineReader", "encode_request", "decode_line"]
+
+#: The agent answers a longer request line with -32600 and closes the connection.
+MAX_REQUEST_LINE = 1 << 20
+#: The longest line this client reads from the agent (as pushwoosh-agentctl). Larger than the
+#: agent's request limit on purpose: an answer carries stored flags, and a flag's properties
+#: may take several MiB (the agent accepts a flags body of up to 16 MiB).
+MAX_LINE = 64 << 20
+
+
+class LineTooLong(ProtocolError):
+    """The agent sent a line longer than the limit (the connection cannot be read further)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"a line from the agent longer than {limit} bytes")
+
+
+class LineReader:
+    """Splits the bytes read from the socket into lines (without ``\\n`` and a trailing ``\\r``).
+
+    :meth:`feed` raises :class:`LineTooLong` once a line, complete or not, is longer than
+    ``limit`` (:data:`MAX_LINE` unless given).
+    """
+
+    def __init__(self, limit: Optional[int] = None) -> None:
+        self.limit = MAX_LINE if limit is None else limit
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> List[bytes]:
+        """The lines ``chunk`` completes, in order."""
+        scan = len(self._buffer)
+        self._buffer += chunk
+        lines: List[bytes] = []
+        start = 0
+        while True:
+            newline = self._buffer.find(b"\n", scan)
+            if newline < 0:
+                break
+            if newline - start > self.limit:
+                raise LineTooLong(self.limit)
+            line = bytes(self._buffer[start:newline])
+            lines.append(line[:-1] if line.endswith(b"\r") else line)
+            start = scan = newline + 1
+        if start:
+            del self._buffer[:start]
+        if len(self._buffer) > self.limit:
+            raise LineTooLong(self.limit)
+        return lines
+
+
+def decode_line(line: bytes) -> List[Dict[str, Any]]:
+    """The JSON-RPC messages of one line (a batch gives several); none for a blank line or one
+    that is not JSON (nothing could be routed to it)."""
+    if not line.strip():
+        return []
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return []
+    return [item for item in (message if isinstance(message, list) else [message]) if isinstance(item, dict)]
+
+
+def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> bytes:
+    """The line of request ``call_id``; ``TypeError``/``ValueError`` when it cannot be sent (not
+    JSON, a lone surrogate, longer than :data:`MAX_REQUEST_LINE`)."""
+    if not isinstance(method, str) or not method:
+        raise TypeError(f"method must be a non-empty string, not {method!r}")
+    request = {"jsonrpc": "2.0", "id": call_id, "method": method, "params": dict(params)}
+    try:
+        text = json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except TypeError as error:
+        raise TypeError(f"{method}: the parameters are not JSON: {error}") from None
+    except ValueError as error:
+        raise ValueError(f"{method}: the parameters are not JSON: {error}") from None
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{method}: a parameter is not valid Unicode (lone surrogate): {error}") from None
+    if len(data) > MAX_REQUEST_LINE:
+        raise ValueError(f"{method}: the request is {len(data)} bytes; the agent takes at most "
+                         f"{MAX_REQUEST_LINE}")
+    return data + b"\n"
