@@ -8,7 +8,7 @@ encoder for every request it writes (:func:`encode_request`, held to the agent's
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from .errors import ProtocolError
 
@@ -41,11 +41,10 @@ class LineReader:
         self.limit = MAX_LINE if limit is None else limit
         self._buffer = bytearray()
 
-    def feed(self, chunk: bytes) -> List[bytes]:
-        """The lines ``chunk`` completes, in order."""
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        """The lines ``chunk`` completes, in order (each is yielded before a later one can fail)."""
         scan = len(self._buffer)
         self._buffer += chunk
-        lines: List[bytes] = []
         start = 0
         while True:
             newline = self._buffer.find(b"\n", scan)
@@ -54,13 +53,12 @@ class LineReader:
             if newline - start > self.limit:
                 raise LineTooLong(self.limit)
             line = bytes(self._buffer[start:newline])
-            lines.append(line[:-1] if line.endswith(b"\r") else line)
             start = scan = newline + 1
+            yield line[:-1] if line.endswith(b"\r") else line
         if start:
             del self._buffer[:start]
         if len(self._buffer) > self.limit:
             raise LineTooLong(self.limit)
-        return lines
 
 
 def decode_line(line: bytes) -> List[Dict[str, Any]]:

@@ -170,8 +170,11 @@ class AgentClient:
         return self._connection().call(method, params or {}, self.timeout if timeout is _UNSET else timeout)
 
     def _result(self, method: str, params: Mapping[str, Any], *keys: str,
-                timeout: Optional[float] = _UNSET) -> Dict[str, Any]:
-        result = self.call(method, params, timeout=timeout)
+                timeout: Optional[float] = _UNSET, on: Optional[Connection] = None) -> Dict[str, Any]:
+        """``method``'s result, checked to be an object with ``keys``; on connection ``on`` when
+        given (one that must not be replaced by a new one), else the client's."""
+        conn = on if on is not None else self._connection()
+        result = conn.call(method, params, self.timeout if timeout is _UNSET else timeout)
         if not isinstance(result, dict) or any(k not in result for k in keys):
             raise ProtocolError(f"{method}: unexpected result {result!r} (expected {', '.join(keys) or 'an object'})")
         return result
@@ -241,8 +244,9 @@ class AgentClient:
         """
         # The updates the agent sends before its answer are this refresh's changes (or
         # those of a refresh in flight that this one joined).
+        # On the subscription's connection: on a new one its updates would not be heard.
         with self.subscribe() as updates:
-            result = self._result("refresh", {}, "error", "sent", timeout=timeout)
+            result = self._result("refresh", {}, "error", "sent", timeout=timeout, on=updates._conn)
             heard = updates.drain()
         error = result["error"]
         if error is not None:
