@@ -56,11 +56,10 @@ __all__ = [
     "resolve_socket_path",
     "DEFAULT_SOCKET_PATH",
     "INSTANCE_RUNTIME_ROOT",
-    "MAX_LINE",
-    "MAX_REQUEST_LINE",
 ]
 
-#: The longest answer line this client accepts (one limit for every reader: ``_framing.MAX_LINE``).
+#: The longest line this client reads (kept under its old name; the one limit of every reader
+#: is ``_framing.MAX_LINE``).
 MAX_ANSWER_LINE = MAX_LINE
 
 _UNSET: Any = object()

@@ -128,24 +128,24 @@ class Subscription:
 class EventStream:
     """Notifications of ``events`` (``flags``, ``refresh``, ``state``) in arrival order.
 
-    ``source``: an :class:`AgentClient` (its connection, as :meth:`AgentClient.events` does) or
-    a socket path (a connection of the stream's own). Subscribed when constructed (so nothing
+    ``socket_path``: a socket path (a connection of the stream's own), or an :class:`AgentClient`
+    (its connection, as :meth:`AgentClient.events` does). Subscribed when constructed (so nothing
     that happens after the constructor returns is missed); a context manager that closes it.
     """
 
-    def __init__(self, source: Union[str, ConnectionSource], events: Iterable[str],
+    def __init__(self, socket_path: Union[str, ConnectionSource], events: Iterable[str],
                  timeout: Optional[float] = 30.0) -> None:
         names = list(events)
         unknown = [n for n in names if n not in EVENTS]
         if not names or unknown:
             raise ValueError(f"events must name some of {', '.join(EVENTS)}; not {unknown or names!r}")
         self._owned: Optional[Connection] = None
-        if isinstance(source, str):
-            self.socket_path = source
-            self._owned = conn = Connection(source, timeout)
+        if isinstance(socket_path, str):
+            self.socket_path = socket_path
+            self._owned = conn = Connection(socket_path, timeout)
         else:
-            self.socket_path = source.socket_path
-            conn = source._connection()
+            self.socket_path = socket_path.socket_path
+            conn = socket_path._connection()
         self._conn = conn
         self._timeout = timeout
         self._listener = Listener(names)
