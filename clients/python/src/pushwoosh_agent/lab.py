@@ -32,7 +32,8 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from .client import AgentClient
 from .emulator import EmulatorClient
-from .errors import AgentNotRunning, AgentTimeout, PushwooshError
+from . import results
+from .errors import AgentNotRunning, AgentTimeout, ProtocolError, PushwooshError
 from .results import FiredTimer
 
 __all__ = [
@@ -75,10 +76,12 @@ class LabClockError(PushwooshError):
 
 
 def parse_time(text: str) -> float:
-    """Unix seconds of an ISO 8601 UTC time as the agent and the emulator write it."""
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    return _dt.datetime.fromisoformat(text).timestamp()
+    """Unix seconds of an ISO 8601 UTC time as the agent and the emulator write it
+    (:func:`pushwoosh_agent.results.parse_time`; :class:`ProtocolError` when it is not one)."""
+    moment = results.parse_time(text, "a lab time")
+    if moment is None:
+        raise ProtocolError("a lab time: expected an ISO 8601 time, not None")
+    return moment.timestamp()
 
 
 def _iso(seconds: float) -> str:
