@@ -1,8 +1,9 @@
 """The socket's framing (docs/socket-api.md B): one JSON-RPC message per line, both ways.
 
-One limit for every line this client reads (:data:`MAX_LINE`, as ``pushwoosh-agentctl``), one
-encoder for every request it writes (:func:`encode_request`, held to the agent's own limit,
-:data:`MAX_REQUEST_LINE`). Imports only :mod:`pushwoosh_agent.errors`.
+One limit for every line, read or written: :data:`MAX_LINE`, the agent's (1 MiB, not counting
+the newline). The agent refuses a longer request and never sends a longer answer (it answers
+-32600 naming the limit instead), so :class:`LineReader` holds every line it reads to it and
+:func:`encode_request` every request. Imports only :mod:`pushwoosh_agent.errors`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from .errors import ProtocolError
 
 __all__ = ["MAX_LINE", "MAX_REQUEST_LINE", "LineTooLong", "LineReader", "encode_request", "decode_line"]
 
-#: The agent answers a longer request line with -32600 and closes the connection.
-MAX_REQUEST_LINE = 1 << 20
-#: The longest line this client reads from the agent (as pushwoosh-agentctl). Larger than the
-#: agent's request limit on purpose: an answer carries stored flags, and a flag's properties
-#: may take several MiB (the agent accepts a flags body of up to 16 MiB).
-MAX_LINE = 64 << 20
+#: The longest line, without its newline, either side sends: the agent's line limit.
+MAX_LINE = 1 << 20
+#: The same limit, under the name the client had for requests.
+MAX_REQUEST_LINE = MAX_LINE
 
 
 class LineTooLong(ProtocolError):
@@ -75,7 +74,7 @@ def decode_line(line: bytes) -> List[Dict[str, Any]]:
 
 def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> bytes:
     """The line of request ``call_id``; ``TypeError``/``ValueError`` when it cannot be sent (not
-    JSON, a lone surrogate, longer than :data:`MAX_REQUEST_LINE`)."""
+    JSON, a lone surrogate, longer than :data:`MAX_LINE`)."""
     if not isinstance(method, str) or not method:
         raise TypeError(f"method must be a non-empty string, not {method!r}")
     request = {"jsonrpc": "2.0", "id": call_id, "method": method, "params": dict(params)}
@@ -89,7 +88,7 @@ def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> byte
         data = text.encode("utf-8")
     except UnicodeEncodeError as error:
         raise ValueError(f"{method}: a parameter is not valid Unicode (lone surrogate): {error}") from None
-    if len(data) > MAX_REQUEST_LINE:
+    if len(data) > MAX_LINE:
         raise ValueError(f"{method}: the request is {len(data)} bytes; the agent takes at most "
-                         f"{MAX_REQUEST_LINE}")
+                         f"{MAX_LINE}")
     return data + b"\n"

@@ -58,8 +58,8 @@ __all__ = [
     "INSTANCE_RUNTIME_ROOT",
 ]
 
-#: The longest line this client reads (kept under its old name; the one limit of every reader
-#: is ``_framing.MAX_LINE``).
+#: The longest answer line this client reads, under its old name: the one line limit,
+#: ``_framing.MAX_LINE`` (the agent's, both ways).
 MAX_ANSWER_LINE = MAX_LINE
 
 _UNSET: Any = object()
