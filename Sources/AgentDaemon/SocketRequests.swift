@@ -67,7 +67,13 @@ extension ControlServer {
                 let e = agent.get(request.key)
                 RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
             }
-            w.bytes.withUnsafeBytes { client.connection.send($0) }
+            // A flag too large for one line (its properties over 1 MiB) gets the general path's
+            // refusal, never a line the client must cut.
+            if w.bytes.count > LineFramer.defaultMaximumLineLength + 1 {
+                sendAnswer(w.bytes, to: client)
+            } else {
+                w.bytes.withUnsafeBytes { client.connection.send($0) }
+            }
         }
         answered(client)
     }
