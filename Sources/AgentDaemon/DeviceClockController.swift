@@ -31,14 +31,14 @@ final class DeviceClockController {
     static let maximumSeconds: Seconds = 10 * 365 * 86_400
 
     let clock: DeviceClock
-    private let host: AgentHost
+    private let host: AgentOnLoop
     private let transport: MeteredTransport
     private let loop: EventLoop
     private let log: Log
     private var queue: [Advance] = []
     private var stepScheduled = false
 
-    init(clock: DeviceClock, host: AgentHost, transport: MeteredTransport, loop: EventLoop, log: Log) {
+    init(clock: DeviceClock, host: AgentOnLoop, transport: MeteredTransport, loop: EventLoop, log: Log) {
         self.clock = clock
         self.host = host
         self.transport = transport

@@ -162,10 +162,10 @@ extension ControlServer {
         case .status:
             done(.success(StatusAnswer(version: StatusReport.version, status: agent.status()).json))
         case .clock:
-            guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
+            guard let controller = clockController else { throw .clockNotControlled(method: call.method.rawValue) }
             done(.success(controller.clockResult()))
         case .advanceClock(let target):
-            guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
+            guard let controller = clockController else { throw .clockNotControlled(method: call.method.rawValue) }
             try controller.advance(target, done)
         case .subscribe(let events):
             client.events = events
