@@ -15,14 +15,18 @@ final class AgentOnLoop: AgentScheduler {
     private var timer: EventLoop.TimerHandle?
     private var armedAt: Double?
 
-    init(loop: EventLoop, clock: DeviceClock) {
+    /// The one wiring of an agent to the loop, for the daemon and for the tests that run the
+    /// servers in-process: the agent is made here, with this value as its scheduler.
+    /// The agent's events go to `onEvent`, which its owner sets once it exists.
+    init(loop: EventLoop, clock: DeviceClock, settings: AgentSettings, transport: any HTTPTransport, store: any StateStore) {
         self.loop = loop
         self.clock = clock
+        agent = Agent(settings: settings, clock: clock, transport: transport, store: store, scheduler: self,
+                      onEvent: { [unowned self] event in self.onEvent?(event) })
     }
 
-    func attach(_ agent: Agent) {
-        self.agent = agent
-    }
+    /// Where the agent's events go (the daemon's handler); nil: nowhere.
+    var onEvent: ((AgentEvent) -> Void)?
 
     /// Re-arms the loop timer when the agent's next deadline moved. Cheap when it did not.
     func schedule(at next: Seconds?) {

@@ -65,22 +65,21 @@ public final class Daemon {
         let mode = configuration.device.clock
         abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
         let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
-        host = AgentOnLoop(loop: loop, clock: clock)
         network = DeferredTransport { [loop, options = configuration.network.options] in
             CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)", network: options)
         }
         let transport = MeteredTransport(network, metrics: metrics)
         store = TrimmingStore(files, loop: loop)
         store.onSaveFailure = { [metrics] in metrics.storageErrors["save", default: 0] += 1 }
-        let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
-                          store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
-        host.attach(agent)
+        host = AgentOnLoop(loop: loop, clock: clock, settings: Self.agentSettings(configuration, environment: environment),
+                           transport: transport, store: store)
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         if mode == .controlled {
             server.clockController = DeviceClockController(clock: clock, host: host, transport: transport, loop: loop, log: log)
         }
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
+        host.onEvent = { [unowned self] event in self.handle(event) }
         // docs/http.md F: the socket named `http` is the HTTP interface's; any other is the socket API's.
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {

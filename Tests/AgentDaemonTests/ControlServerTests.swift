@@ -38,10 +38,9 @@ final class InProcessServer {
         let ends = serverEnds
         thread = Thread {
             let clock = DeviceClock(base: SystemClock(), mode: .system)
-            let host = AgentOnLoop(loop: loop, clock: clock)
-            let agent = Agent(settings: VirtualLoop.defaultSettings(), clock: clock, transport: AnswersOnTheLoop(loop: loop, flags: flags),
-                              store: MemoryStore(), scheduler: host)
-            host.attach(agent)
+            let host = AgentOnLoop(loop: loop, clock: clock, settings: VirtualLoop.defaultSettings(),
+                                   transport: AnswersOnTheLoop(loop: loop, flags: flags), store: MemoryStore())
+            let agent = host.agent!
             let server = ControlServer(loop: loop, host: host, settings: settings, log: Log(minimum: .error))
             for (fd, peer) in ends {
                 if let peer { server.accept(FileDescriptor(fd), credentials: peer) } else { server.accept(FileDescriptor(fd)) }

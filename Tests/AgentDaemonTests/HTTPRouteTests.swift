@@ -25,16 +25,14 @@ import Testing
         init(flags: [FeatureFlag]?, token: String? = nil) throws {
             loop = try EventLoop()
             let clock = DeviceClock(base: SystemClock(), mode: .system)
-            host = AgentOnLoop(loop: loop, clock: clock)
             var state = PersistentState(hwid: "H")
             state.flags = flags.map { list in
                 FlagSnapshot(flags: Dictionary(uniqueKeysWithValues: list.map { ($0.key, $0) }), receivedAt: clock.wall.addingTimeInterval(-60),
                              applicationCode: "ABCDE-12345", userId: "H")
             }
-            let agent = Agent(settings: VirtualLoop.defaultSettings(), clock: clock, transport: Silent(),
-                              store: MemoryStore(committed: state), scheduler: host)
-            host.attach(agent)
-            agent.start()
+            host = AgentOnLoop(loop: loop, clock: clock, settings: VirtualLoop.defaultSettings(), transport: Silent(),
+                               store: MemoryStore(committed: state))
+            host.agent.start()
             interface = HTTPInterface(host: host, metrics: metrics, token: token.map { Array($0.utf8) }, metricsText: { "# metrics\n" })
         }
 
