@@ -233,8 +233,9 @@ public final class Agent {
     /// answered from the stored flags; nil when it would be sent.
     public func throttleWindowEnd() -> Date? { machine.throttleWindowEnd(now: now) }
 
-    /// RF-12: a stable per-device share of the period.
+    /// RF-12: a device's stable place in the period, 1% to 9% of it (the refresh machine's;
+    /// public for the tests that predict a device's slots).
     public static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
-        AgentMachine.deviceOffset(hwid: hwid, period: period)
+        RefreshMachine.deviceOffset(hwid: hwid, period: period)
     }
 }

@@ -367,10 +367,4 @@ extension AgentMachine {
         state.baseURL = newBaseURL
         return [.notify(.baseURLChanged(newBaseURL))]
     }
-
-    /// RF-12: a stable per-device place in the period, 1% to 9% of it (the jitter moves each
-    /// refresh at most 1% either way).
-    public static func deviceOffset(hwid: String, period: Seconds) -> Seconds {
-        RefreshMachine.deviceOffset(hwid: hwid, period: period)
-    }
 }
