@@ -244,6 +244,16 @@ public final class EventLoop: @unchecked Sendable {
         runDeferred()
     }
 
+    /// One iteration on the calling thread, waiting for I/O at most `milliseconds` (0: only
+    /// what is ready now): for an embedded driver (a test that owns the loop and steps it
+    /// between writing a client's bytes and reading the server's, with no thread and no sleep).
+    public func turn(waitingAtMost milliseconds: Int32 = 0) throws(PosixError) {
+        precondition(loopThread.load(ordering: .relaxed) == 0, "EventLoop.turn() while run() is running")
+        loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+        defer { loopThread.store(0, ordering: .relaxed) }
+        try runOnce(waitingAtMost: milliseconds)
+    }
+
     /// Makes `run()` return after the current iteration. Any thread.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
@@ -256,9 +266,10 @@ public final class EventLoop: @unchecked Sendable {
         _ = withUnsafeBytes(of: &one) { Glibc.write(wakeFD.rawValue, $0.baseAddress, 8) }
     }
 
-    private func runOnce() throws(PosixError) {
+    private func runOnce(waitingAtMost limit: Int32? = nil) throws(PosixError) {
         runDeferred()
-        let timeout = waitTimeout()
+        let natural = waitTimeout()
+        let timeout = limit.map { natural < 0 ? $0 : min($0, natural) } ?? natural
         let count = try retryingEINTR("epoll_wait") {
             Linux.epollWait(epollFD.rawValue, eventsBuffer, maxEvents, timeout)
         }

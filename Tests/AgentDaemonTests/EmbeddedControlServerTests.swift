@@ -1,0 +1,59 @@
+import AgentCore
+import AgentPosix
+import AgentTestSupport
+import AgentWire
+import Testing
+@testable import AgentDaemon
+
+/// The control server bytes in, bytes out (EmbeddedControlServer): the test owns the loop and
+/// turns it; no thread, no sleep, no daemon.
+@Suite struct EmbeddedControlServerTests {
+    static let nobody = PeerCredentials(pid: 1, uid: 65_534, gid: 65_534)
+
+    /// A server over an agent that has fetched `new_checkout` (on the loop, at start).
+    func embedded() throws -> EmbeddedControlServer {
+        let loop = try EventLoop()
+        let clock = DeviceClock(base: SystemClock(), mode: .system)
+        let host = AgentOnLoop(loop: loop, clock: clock, settings: VirtualLoop.defaultSettings(),
+                               transport: AnswersOnTheLoop(loop: loop, flags: [FeatureFlag(key: "new_checkout", isEnabled: true, ruleId: "r1")]),
+                               store: MemoryStore())
+        let server = ControlServer(loop: loop, host: host, settings: SocketSettings(path: "/unused"), log: Log(minimum: .error))
+        host.agent.start(StoreLoad(state: nil))
+        return EmbeddedControlServer(server: server, loop: loop)
+    }
+
+    func lines(_ bytes: [UInt8]) -> [JSONValue] {
+        bytes.split(separator: UInt8(ascii: "\n")).map { (try? JSONReader.parse(Array($0))) ?? .string("unparsable") }
+    }
+
+    @Test func pipelinedRequestsInOneWriteGetTheirAnswersInOneRead() throws {
+        let e = try embedded()
+        let c = try e.connect()
+        _ = e.read(c)  // the start-up refresh has run on the loop by now
+        e.write(c, Array(#"{"jsonrpc":"2.0","id":1,"method":"isEnabled","params":{"key":"new_checkout","default":false}}"#.utf8) + [10]
+                   + Array(#"{"jsonrpc":"2.0","id":2,"method":"get","params":{"key":"nope"}}"#.utf8) + [10])
+        let answers = lines(e.read(c))
+        #expect(answers.count == 2)
+        #expect(answers.first?["result"]?["enabled"] == true)
+        #expect(answers.last?["id"] == 2 && answers.last?["result"]?["flag"] == .null)
+    }
+
+    @Test func aReadOnlyCallerIsRefusedAControlMethodAndNothingChanges() throws {
+        let e = try embedded()
+        let c = try e.connect(as: Self.nobody)
+        e.write(c, Array(#"{"jsonrpc":"2.0","id":7,"method":"setUserId","params":{"userId":"mallory"}}"#.utf8) + [10])
+        let answer = lines(e.read(c)).first
+        #expect(answer?["error"]?["code"] == -32001)
+        #expect(e.server.host.agent.userId != "mallory")
+    }
+
+    @Test func aLineSplitAcrossWritesIsOneRequest() throws {
+        let e = try embedded()
+        let c = try e.connect()
+        let line = Array(#"{"jsonrpc":"2.0","id":3,"method":"status"}"#.utf8) + [10]
+        e.write(c, Array(line[..<10]))
+        #expect(e.read(c).isEmpty)  // half a line: nothing to answer yet
+        e.write(c, Array(line[10...]))
+        #expect(lines(e.read(c)).first?["result"]?["state"] == "ready")
+    }
+}
