@@ -49,14 +49,16 @@ public final class Daemon {
         loop = try EventLoop()
         notifications = Notifications(loop: loop, log: log)
 
-        let files = try FileStateStore(directory: configuration.stateDirectory)  // creates it (0700) when missing
+        try FileStateStore.createDirectory(configuration.stateDirectory)  // 0700 when missing
         // Before anything binds a socket or reads the state: a second agent on the same
-        // directory stops here, naming the directory and the holder's pid.
+        // directory stops here, naming the directory and the holder's pid (a root-run second
+        // agent on an instance's directory included, which the owner check would refuse first).
         let lock = try StateDirectoryLock(directory: configuration.stateDirectory)
         if let error = lock.pidNotRecorded {
             log(.warning, "state directory locked, but the pid not recorded in the lock file", ["error": error])
         }
         stateLock = lock
+        let files = try FileStateStore(directory: configuration.stateDirectory)  // refuses a directory others may write to
         // A state file that cannot be read (permission, EIO) is neither trusted nor
         // overwritten: the agent stops here, naming the file and the error.
         let loaded = try files.load()

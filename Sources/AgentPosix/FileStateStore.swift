@@ -46,10 +46,16 @@ public final class FileStateStore: StateStore {
     public init(directory: String, now: @escaping () -> Date = Date.init) throws {
         self.directory = directory
         self.now = now
+        try Self.createDirectory(directory)
+        try Self.checkOwnership(directory)
+    }
+
+    /// The state directory, created 0700 when missing (the lock is taken in it before the
+    /// store checks who owns it: a second agent is told the directory is in use).
+    public static func createDirectory(_ directory: String) throws(PosixError) {
         if mkdir(directory, 0o700) != 0, errno != EEXIST {
             throw PosixError(errno: errno, call: "mkdir", path: directory)
         }
-        try Self.checkOwnership(directory)
     }
 
     /// The directory must be the agent's (or root's) and writable by no one else.

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentTestSupport
 import Foundation
 import Glibc
@@ -49,5 +50,26 @@ import Testing
         #expect(third.waitForNotify("READY=1") != nil, "\(third.stderrText)")
         #expect(try String(contentsOfFile: first.stateDirectory + "/agent.lock", encoding: .utf8) == "\(third.process.processIdentifier)\n")
         #expect(third.stop().status == 0)
+    }
+
+    /// Root starting a second agent by hand on an instance's directory (owned by that
+    /// instance's dynamic user, as under systemd) is told the directory is in use, not that it
+    /// is owned by another user: the lock is taken before the store checks the owner.
+    @Test func aSecondAgentIsToldOfTheLockBeforeTheOwner() throws {
+        guard geteuid() == 0 else { return }  // chown needs root (CI runs as root)
+        let emulator = try EmulatorProcess()
+        let dir = TempDir()
+        let state = dir.path + "/instance-state"
+        #expect(mkdir(state, 0o700) == 0)
+        #expect(chown(state, 65_534, 65_534) == 0)
+        let holder = try StateDirectoryLock(directory: state, pid: 4242)
+        let config = AgentProcess.config(server: emulator.serverURL, dir: dir.path)
+            .replacingOccurrences(of: "StateDirectory=\(dir.path)/state", with: "StateDirectory=\(state)")
+        let second = try AgentProcess(dir: dir, config: config, server: emulator.serverURL)
+        #expect(eventually(timeout: 10) { !second.process.isRunning })
+        second.process.waitUntilExit()
+        #expect(second.process.terminationStatus == 1)
+        #expect(second.stderrText.contains("state directory \(state) is in use by another agent (pid 4242)"), "\(second.stderrText)")
+        _ = consume holder
     }
 }
