@@ -1,3 +1,4 @@
+import AgentPosix
 import AgentWire
 import Foundation
 import Glibc

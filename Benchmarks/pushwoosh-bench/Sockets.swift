@@ -2,7 +2,6 @@ import AgentCore
 import AgentPosix
 import Glibc
 import HarnessSupport
-import LabClock
 
 /// Small blocking socket helpers for the benchmark's setup steps (not the load driver), on
 /// HarnessSupport's.

@@ -1,8 +1,8 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Dispatch
 import Foundation
-import LabClock
 import Synchronization
 #if canImport(Glibc)
 import Glibc

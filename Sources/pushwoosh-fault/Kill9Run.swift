@@ -7,7 +7,6 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 final class Kill9Run {
     let o: Kill9Options

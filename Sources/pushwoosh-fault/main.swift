@@ -19,7 +19,6 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 // MARK: - Entry
 
