@@ -89,7 +89,7 @@ let package = Package(
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "AgentTestSupport", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),

@@ -95,6 +95,14 @@ public func monotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
 }
 
+/// Sleeps `seconds` (`nanosleep`, resumed after a signal); nothing for 0 or less.
+public func sleepSeconds(_ seconds: Double) {
+    guard seconds > 0 else { return }
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) == -1 && errno == EINTR { request = remaining }
+}
+
 /// Ignores `SIGPIPE` for the whole process, so that writing to a socket whose
 /// peer has gone returns `EPIPE` instead of killing the process. `Connection`
 /// uses `send(MSG_NOSIGNAL)` and does not need it; call it once at start for

@@ -1,5 +1,4 @@
 import AgentPosix
-import AgentTestSupport
 import Foundation
 import HarnessSupport
 import Testing
