@@ -2,8 +2,9 @@
 // pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
 //
 // Dependencies point inward:
-//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (real world)
-//   <- AgentDaemon (composition root) <- executables.
+//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats) <- AgentPosix (the
+//   syscall floor every executable stands on) <- AgentCurl (libcurl) <- AgentDaemon (composition
+//   root) <- executables.
 // Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
 // Each target's dependencies are exactly the package modules its sources import
 // (Tests/PackageTests checks it).
@@ -71,12 +72,12 @@ let package = Package(
         .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
-        // MARK: What tests, benchmarks, the soak runner and the fault tools share
-        // (echo server, NOTIFY_SOCKET receiver, child processes, a line client)
+        // MARK: What tests, benchmarks, the soak runner and the fault tools share beyond AgentPosix
+        // (echo server, NOTIFY_SOCKET receiver, state file reader; the tests' process fixtures:
+        // the built binaries, temporary directories, a real emulator)
         .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix"], swiftSettings: strict),
-        // The lab clock (the emulator's and every device's moved together, timer to timer) and
-        // the loopback HTTP client of the emulator's admin API: what the soak runner, agentctl
-        // and the fault tool share, without the daemon's modules.
+        // The lab clock (the emulator's and every device's moved together, timer to timer): what
+        // the soak runner and agentctl share, without the daemon's modules.
         .target(name: "LabClock", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).

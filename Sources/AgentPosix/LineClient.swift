@@ -161,6 +161,14 @@ public final class LineClient {
         return readLineBytes().flatMap { try? JSONReader.parse($0) } ?? .null
     }
 
+    /// One request, one answer (no pipelining: the answer is the next line), parsed; nil when
+    /// none came.
+    public func request(_ method: SocketMethod, _ params: [String: JSONValue] = [:], id: Int = 1) -> JSONValue? {
+        guard send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params)),
+              let line = readLineBytes() else { return nil }
+        return try? JSONReader.parse(line)
+    }
+
     /// Sends a request and returns its `result` (throws when there is none).
     public func call(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) throws(Failure) -> JSONValue {
         let id = nextID

@@ -1,4 +1,4 @@
-// pushwoosh-fault: small helpers on HarnessSupport (the line client, the notify receiver).
+// pushwoosh-fault: small helpers on AgentPosix and HarnessSupport (the notify receiver, the spawner).
 
 import AgentCore
 import AgentPosix
@@ -28,14 +28,6 @@ extension NotifyReceiver {
             guard left > 0, let message = receive(timeout: left) else { return nil }
             if message.contains(needle) { return message }
         }
-    }
-}
-
-extension LineClient {
-    /// One request, one answer (no pipelining: the answer is the next line), as a typed JSON value.
-    func request(_ method: SocketMethod, _ params: [String: JSONValue] = [:], id: Int = 1) -> JSONValue? {
-        guard send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params)), let line = readLineBytes() else { return nil }
-        return try? JSONReader.parse(line)
     }
 }
 
