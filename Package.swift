@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CLinux"], swiftSettings: strict),
         // The real network: libcurl on the event loop (the agent's transport, the doctor's probe).
         .target(name: "AgentCurl", dependencies: ["AgentCore", "AgentPosix", "CCurl"], swiftSettings: strict),
-        .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
+        .target(name: "AgentSystemd", dependencies: ["AgentPosix", "CSystemd"], swiftSettings: strict),
         // systemd-style INI files (libinih), time spans, instance names: agent.conf and fleet.conf.
         .target(name: "AgentConfigFile", dependencies: ["AgentCore", "CInih"], swiftSettings: strict),
         .target(name: "AgentDaemon",

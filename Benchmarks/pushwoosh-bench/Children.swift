@@ -131,16 +131,6 @@ struct BenchError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-enum Clock {
-    /// CLOCK_MONOTONIC in nanoseconds (the load driver's latencies, without rounding).
-    @inline(__always)
-    static func nanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
-}
-
 /// Reads a whole small file (proc files, logs); nil when it cannot be read.
 func readText(_ path: String) -> String? {
     // procfs files report size 0: read until end of file.

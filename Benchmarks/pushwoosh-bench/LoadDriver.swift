@@ -161,7 +161,7 @@ enum LoadDriver {
                     if n < 0 && errno == EINTR { continue }
                     throw BenchError(n == 0 ? "server closed the connection" : "recv: \(String(cString: strerror(errno)))")
                 }
-                let now = Clock.nanoseconds()
+                let now = monotonicNanoseconds()
                 let completed = try received(0, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
                 if now >= window.end { return }
                 if completed > 0 { try send(0, count: completed) }
@@ -184,14 +184,14 @@ enum LoadDriver {
             let maxEvents = 256
             let events = UnsafeMutableRawPointer.allocate(byteCount: maxEvents * Epoll.eventSize, alignment: 8)
             defer { events.deallocate() }
-            var lastProgress = Clock.nanoseconds()
+            var lastProgress = monotonicNanoseconds()
             while true {
                 let count = Epoll.wait(epfd, events, Int32(maxEvents), 20)
                 if count < 0 {
                     if errno == EINTR { continue }
                     throw BenchError("epoll_wait: \(String(cString: strerror(errno)))")
                 }
-                var now = Clock.nanoseconds()
+                var now = monotonicNanoseconds()
                 if count == 0 {
                     if now >= window.end { return }
                     if now - lastProgress > 5_000_000_000 { throw BenchError("no answers for 5 s") }
@@ -205,7 +205,7 @@ enum LoadDriver {
                         if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
                         throw BenchError(n == 0 ? "server closed the connection" : "recv: \(String(cString: strerror(errno)))")
                     }
-                    now = Clock.nanoseconds()
+                    now = monotonicNanoseconds()
                     let completed = try received(index, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
                     if completed > 0, now < window.end { try send(index, count: completed) }
                 }
@@ -254,7 +254,7 @@ enum LoadDriver {
                 nextID[index] += 1
                 output.append(contentsOf: cell.suffix)
             }
-            let now = Clock.nanoseconds()
+            let now = monotonicNanoseconds()
             for _ in 0..<count {
                 let tail = (ringHead[index] + ringCount[index]) % cell.depth
                 sentAt[index * cell.depth + tail] = now
