@@ -96,6 +96,7 @@ systemd-test: release vm-deps
 fault-test: build
 	scripts/fault-kill9 "$(DEBUG_BIN)"
 	scripts/fault-disk "$(DEBUG_BIN)"
+	scripts/fault-connections "$(DEBUG_BIN)"
 
 # libFuzzer on the line framer, the JSON-RPC parser and the server response parser:
 # FUZZ_SECONDS per target (default 200, so 10 minutes in all).

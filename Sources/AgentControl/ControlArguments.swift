@@ -63,12 +63,6 @@ public enum ControlArguments {
             """
     }
 
-    static func help(for info: CommandInfo) -> String {
-        var text = "Usage: pushwoosh-agentctl [--socket PATH] [--json] \(info.synopsis)\n\n\(info.summary.prefix(1).uppercased() + info.summary.dropFirst())."
-        if !info.details.isEmpty { text += "\n\n" + info.details }
-        return text
-    }
-
     /// Parses the arguments (without the program name).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ControlRequest {
         var socketPath: String?
@@ -106,14 +100,14 @@ public enum ControlArguments {
         }
 
         let scanned = try scan(arguments[i...], info: info)
-        if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(help(for: info)) }
+        if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(info.help) }
         if scanned.flags.contains("--json") { json = true }
         for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name.rawValue) } }
         if socketPath != nil && instance != nil {
             throw UsageError("--socket and --instance name the socket twice; give one", command: info.name.rawValue)
         }
 
-        let command = try makeCommand(info, scanned)
+        let command = try info.build(scanned, info)
         let socket = socketPath ?? instance.map { instanceSocketPath($0) } ?? defaultSocketPath(environment: environment)
         return .run(ControlInvocation(socketPath: socket, json: json, timeout: timeout, command: command,
                                       strict: scanned.flags.contains("--strict")))
@@ -161,7 +155,7 @@ public enum ControlArguments {
         var flags: Set<String> = []
     }
 
-    static func scan(_ arguments: ArraySlice<String>, info: CommandInfo) throws(UsageError) -> Scanned {
+    static func scan(_ arguments: ArraySlice<String>, info: CommandDefinition) throws(UsageError) -> Scanned {
         var result = Scanned()
         let args = Array(arguments)
         var i = 0
@@ -188,7 +182,7 @@ public enum ControlArguments {
         return result
     }
 
-    private static func positionals(_ scanned: Scanned, _ names: [String], _ info: CommandInfo) throws(UsageError) -> [String] {
+    static func positionals(_ scanned: Scanned, _ names: [String], _ info: CommandDefinition) throws(UsageError) -> [String] {
         let p = scanned.positionals
         if p.count < names.count {
             throw UsageError("'\(info.name.rawValue)' needs \(names[p.count])", command: info.name.rawValue)
@@ -202,8 +196,8 @@ public enum ControlArguments {
         return p
     }
 
-    private static func choice<E: RawRepresentable & CaseIterable>(_ value: String, _ what: String, _: E.Type,
-                                                                   _ info: CommandInfo) throws(UsageError) -> E
+    static func choice<E: RawRepresentable & CaseIterable>(_ value: String, _ what: String, _: E.Type,
+                                                                   _ info: CommandDefinition) throws(UsageError) -> E
         where E.RawValue == String
     {
         guard let e = E(rawValue: value) else {
@@ -213,7 +207,13 @@ public enum ControlArguments {
         return e
     }
 
-    static func boolean(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Bool {
+    /// A command without arguments.
+    static func none(_ scanned: Scanned, _ info: CommandDefinition, _ command: ControlCommand) throws(UsageError) -> ControlCommand {
+        _ = try positionals(scanned, [], info)
+        return command
+    }
+
+    static func boolean(_ value: String, _ what: String, _ info: CommandDefinition) throws(UsageError) -> Bool {
         switch value.lowercased() {
         case "true", "yes", "1", "on": return true
         case "false", "no", "0", "off": return false
@@ -221,141 +221,10 @@ public enum ControlArguments {
         }
     }
 
-    static func number(_ value: String, _ what: String, _ info: CommandInfo) throws(UsageError) -> Double {
+    static func number(_ value: String, _ what: String, _ info: CommandDefinition) throws(UsageError) -> Double {
         guard let n = Double(value), n.isFinite else {
             throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name.rawValue)
         }
         return n
-    }
-
-    private static func makeCommand(_ info: CommandInfo, _ s: Scanned) throws(UsageError) -> ControlCommand {
-        switch info.name {
-        case .get:
-            return .get(key: try positionals(s, ["KEY"], info)[0])
-        case .isEnabled:
-            let key = try positionals(s, ["KEY"], info)[0]
-            let def = try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false
-            return .isEnabled(key: key, default: def)
-        case .property:
-            let p = try positionals(s, ["KEY", "PROP"], info)
-            guard let typeName = s.values["--type"] else {
-                throw UsageError("'property' needs --type string|number|bool|jsonObject|jsonArray", command: info.name.rawValue)
-            }
-            guard let type = PropertyType(spelling: typeName) else {
-                throw UsageError("--type must be one of \(PropertyType.spellings), got \"\(typeName)\"", command: info.name.rawValue)
-            }
-            let def: JSONValue?
-            switch type {
-            case .string: def = .string(s.values["--default"] ?? "")
-            case .number: def = .number(try s.values["--default"].map { (v) throws(UsageError) in try number(v, "--default", info) } ?? 0)
-            case .bool: def = .bool(try s.values["--default"].map { (v) throws(UsageError) in try boolean(v, "--default", info) } ?? false)
-            case .jsonObject, .jsonArray:
-                if s.values["--default"] != nil {
-                    throw UsageError("--default is for string, number and bool properties only", command: info.name.rawValue)
-                }
-                def = nil
-            }
-            return .property(key: p[0], property: p[1], type: type, default: def)
-        case .refresh:
-            _ = try positionals(s, [], info)
-            return .refresh
-        case .logImpression:
-            return .logImpression(key: try positionals(s, ["KEY"], info)[0])
-        case .setUser:
-            return .setUser(userId: try positionals(s, ["USERID"], info)[0])
-        case .setAppState:
-            let v = try positionals(s, ["STATE (active or background)"], info)[0]
-            return .setAppState(try choice(v, "the state", AppState.self, info))
-        case .registerPush:
-            _ = try positionals(s, [], info)
-            return .registerPush
-        case .unregisterPush:
-            _ = try positionals(s, [], info)
-            return .unregisterPush
-        case .setAuthorization:
-            let v = try positionals(s, ["STATUS"], info)[0]
-            return .setAuthorization(try choice(v, "the status", NotificationAuthorization.self, info))
-        case .primer:
-            _ = try positionals(s, [], info)
-            return .primer(try primerParams(s, info))
-        case .status:
-            _ = try positionals(s, [], info)
-            return .status
-        case .metrics:
-            _ = try positionals(s, [], info)
-            return .metrics
-        case .watch:
-            _ = try positionals(s, [], info)
-            var events: [SubscriptionEvent] = [.flags]
-            if let list = s.values["--events"] {
-                events = []
-                for name in list.split(separator: ",", omittingEmptySubsequences: false).map({ $0.trimmingCharacters(in: .whitespaces) }) {
-                    guard let event = SubscriptionEvent(rawValue: name) else {
-                        throw UsageError("--events takes a comma-separated list of \(SubscriptionEvent.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(list)\"",
-                                         command: info.name.rawValue)
-                    }
-                    if !events.contains(event) { events.append(event) }
-                }
-            }
-            return .watch(events: events, reconnect: s.flags.contains("--reconnect"))
-        case .clock:
-            _ = try positionals(s, [], info)
-            return .clock
-        case .advanceClock:
-            if let to = s.values["--to"] {
-                _ = try positionals(s, [], info)
-                return .advanceClock(seconds: nil, to: to)
-            }
-            let span = try positionals(s, ["SPAN"], info)[0]
-            guard let seconds = TimeSpan.parse(span), seconds > 0 else {
-                throw UsageError("advance-clock: \"\(span)\" is not a positive time span (e.g. 23h59min, 30min, 7d)", command: info.name.rawValue)
-            }
-            return .advanceClock(seconds: seconds, to: nil)
-        case .fleet:
-            preconditionFailure("'fleet' is parsed by FleetArguments before the table is read")
-        }
-    }
-
-    private enum PrimerStyle: String, CaseIterable { case alert, sheet }
-    private enum PrimerPosition: String, CaseIterable { case bottom, top, center }
-    private enum PrimerAnswer: String, CaseIterable { case accept, decline }
-
-    private static func primerParams(_ s: Scanned, _ info: CommandInfo) throws(UsageError) -> [String: JSONValue] {
-        var params: [String: JSONValue] = [:]
-        for (option, param) in [("--title", "title"), ("--message", "message"), ("--accept", "acceptButton"),
-                                ("--decline", "declineButton")] {
-            guard let v = s.values[option] else { throw UsageError("'primer' needs \(option)", command: info.name.rawValue) }
-            params[param] = .string(v)
-        }
-        if let v = s.values["--style"] { params["style"] = .string(try choice(v, "--style", PrimerStyle.self, info).rawValue) }
-        if let v = s.values["--position"] {
-            params["position"] = .string(try choice(v, "--position", PrimerPosition.self, info).rawValue)
-        }
-        if let v = s.values["--answer"] { params["answer"] = .string(try choice(v, "--answer", PrimerAnswer.self, info).rawValue) }
-        if let v = s.values["--min-interval"] {
-            let n = try number(v, "--min-interval", info)
-            guard n >= 0 else { throw UsageError("--min-interval must be 0 or more", command: info.name.rawValue) }
-            params["minInterval"] = .number(n)
-        }
-        if s.flags.contains("--no-fallback-to-settings") { params["fallbackToSettings"] = false }
-        if s.flags.contains("--fallback-to-settings") {
-            if s.flags.contains("--no-fallback-to-settings") {
-                throw UsageError("--fallback-to-settings and --no-fallback-to-settings contradict", command: info.name.rawValue)
-            }
-            params["fallbackToSettings"] = true
-        }
-        for (option, param) in visualOptions {
-            guard let v = s.values[option] else { continue }
-            switch param {
-            case "cornerRadius", "buttonCornerRadius":
-                params[param] = .number(try number(v, option, info))
-            case "backgroundGradient":
-                let colours = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                params[param] = .array(colours.map { .string($0) })
-            default:
-                params[param] = .string(v)
-            }
-        }
-        return params
     }
 }

@@ -27,32 +27,6 @@ public enum ControlCommand: Sendable, Equatable {
     case clock
     /// `seconds` or an ISO 8601 time (`to`).
     case advanceClock(seconds: Double?, to: String?)
-
-    /// The socket method and params this command sends.
-    public var request: (method: SocketMethod, params: [String: JSONValue]) {
-        switch self {
-        case .get(let key): (.get, ["key": .string(key)])
-        case .isEnabled(let key, let def): (.isEnabled, ["key": .string(key), "default": .bool(def)])
-        case .property(let key, let property, let type, let def):
-            (.property, ["key": .string(key), "property": .string(property), "type": .string(type.rawValue)]
-                .merging(def.map { ["default": $0] } ?? [:]) { a, _ in a })
-        case .refresh: (.refresh, [:])
-        case .logImpression(let key): (.logImpression, ["key": .string(key)])
-        case .setUser(let userId): (.setUserId, ["userId": .string(userId)])
-        case .setAppState(let state): (.setAppState, ["state": .string(state.rawValue)])
-        case .registerPush: (.registerForPushNotifications, [:])
-        case .unregisterPush: (.unregisterForPushNotifications, [:])
-        case .setAuthorization(let status): (.setNotificationAuthorization, ["status": .string(status.rawValue)])
-        case .primer(let params): (.presentPushPrimer, params)
-        case .status: (.status, [:])
-        case .metrics: (.metrics, [:])
-        case .watch(let events, _):
-            (.subscribe, events == [.flags] ? [:] : ["events": .array(events.map { .string($0.rawValue) })])
-        case .clock: (.clock, [:])
-        case .advanceClock(let seconds, let to):
-            (.advanceClock, seconds.map { ["seconds": .number($0)] } ?? to.map { ["to": .string($0)] } ?? [:])
-        }
-    }
 }
 
 /// A parsed command line.

@@ -21,21 +21,21 @@ struct FleetLab: LabClockWorld {
     func hostNow() -> Double { Date().timeIntervalSince1970 }
     func pause(seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
 
-    func call(_ i: Int, _ method: SocketMethod, _ params: [String: JSONValue], timeout: Double) throws(LabClockError) -> JSONValue {
+    func call(_ i: Int, _ call: SocketCall, timeout: Double) throws(LabClockError) -> JSONValue {
         let outcome: Result<JSONValue, RPCError>
         do throws(ClientError) {
-            outcome = try SocketClient(path: targets[i].socketPath, timeout: timeout).call(method: method, params: params).outcome
+            outcome = try SocketClient(path: targets[i].socketPath, timeout: timeout).call(method: call.method, params: call.params).outcome
         } catch {
             throw LabClockError(error.message)
         }
         switch outcome {
         case .success(let r): return r
-        case .failure(let e): throw LabClockError("\(method.rawValue) answered \(e.code): \(e.message)")
+        case .failure(let e): throw LabClockError("\(call.method.rawValue) answered \(e.code): \(e.message)")
         }
     }
 
     func deviceClock(_ i: Int) -> ClockAnswer? {
-        guard let r = try? call(i, .clock, [:], timeout: timeout) else { return nil }
+        guard let r = try? call(i, .clock, timeout: timeout) else { return nil }
         return try? ClockAnswer(json: r)
     }
 
@@ -48,7 +48,7 @@ struct FleetLab: LabClockWorld {
     }
 
     func advanceDevice(_ i: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
-        let r = try call(i, .advanceClock, ["seconds": .number(seconds)], timeout: max(timeout, 60))
+        let r = try call(i, .advanceClock(.seconds(seconds)), timeout: max(timeout, 60))
         do throws(AnswerError) { return try AdvanceClockAnswer(json: r) } catch {
             throw LabClockError("advanceClock answer: \(error)")
         }

@@ -42,50 +42,7 @@ public enum OutputFormatter {
     }
 
     static func human(_ command: ControlCommand, _ r: JSONValue) throws(AnswerError) -> String {
-        switch command {
-        case .get(let key): return formatFlag(key: key, try FlagAnswer(json: r))
-        case .isEnabled: return r["enabled"]?.boolValue.map { $0 ? "true" : "false" } ?? JSONWriter.string(r)
-        case .property: return scalar(r["value"] ?? .null)
-        case .refresh: return refresh(try RefreshAnswer(json: r), changed: nil)
-        case .logImpression(let key):
-            return r["logged"]?.boolValue == true
-                ? "impression of \(Visible.escape(key)) logged"
-                : "no impression logged (no flag \(Visible.escape(key)), or already sent this session)"
-        case .setUser(let userId): return "User ID set to \(Visible.escape(userId))"
-        case .setAppState(let state):
-            return "app state: \(state.rawValue)" + (r["sessionStarted"]?.boolValue == true ? " (a new session started)" : "")
-        case .registerPush:
-            let registration = try RegistrationAnswer(json: r)
-            guard registration.granted else { return "push registration: not granted" }
-            return "push registration: granted, token " + Visible.escape(registration.pushToken ?? "-")
-        case .unregisterPush: return "unregistered from push notifications"
-        case .setAuthorization(let status): return "notification authorization: \(status.rawValue)"
-        case .primer:
-            var lines: [(String, String)] = [("outcome", r["outcome"].map(scalar) ?? "-")]
-            if let presentation = r["presentation"]?.objectValue {
-                for key in presentation.keys.sorted() { lines.append(("  " + key, scalar(presentation[key]!))) }
-            } else {
-                lines.append(("presentation", "none"))
-            }
-            return aligned(lines)
-        case .status: return formatStatus(r, try StatusAnswer(json: r))
-        case .metrics:
-            guard var text = r["text"]?.stringValue else { return JSONWriter.string(r) }
-            if text.hasSuffix("\n") { text.removeLast() }
-            return text
-        case .watch: return JSONWriter.string(r)
-        case .clock:
-            let c = try ClockAnswer(json: r)
-            return aligned([("now", SocketTime.string(c.now)), ("ahead of the host", number(c.offsetSeconds) + " s"),
-                            ("controlled", c.controlled ? "true" : "false")])
-        case .advanceClock:
-            let a = try AdvanceClockAnswer(json: r)
-            var lines = [("now", SocketTime.string(a.now)), ("requests", String(a.requests)), ("fired", "\(a.fired.count) timer(s)")]
-            for f in a.fired {
-                lines.append(("  " + SocketTime.string(f.at), f.event + (f.trigger.map { " (\($0.rawValue))" } ?? "")))
-            }
-            return aligned(lines)
-        }
+        try command.definition.print(command, r)
     }
 
     /// `refresh`: whether it went to the server, and what changed when the keys are known
@@ -103,33 +60,15 @@ public enum OutputFormatter {
     /// The standard-error line for a read answered with the caller's default (its `errorCode`),
     /// or a refresh that did not reach the server; nil when the answer is what was asked for.
     public static func warning(_ command: ControlCommand, result: JSONValue) -> String? {
-        if case .refresh = command {
-            guard let answer = try? RefreshAnswer(json: result), answer.error == nil, !answer.sent else { return nil }
-            return "warning: refresh not sent: " + (answer.throttledUntil.map {
-                "answered from the stored flags inside the throttle window (until \(SocketTime.string($0)))"
-            } ?? "answered without a request")
-        }
+        command.definition.warning(command, result)
+    }
+
+    /// A read's warning: the `errorCode` of an answer with the caller's default, what it means
+    /// for this read (`what`, for FLAG_NOT_FOUND and TYPE_MISMATCH) and what was printed.
+    static func readWarning(_ result: JSONValue, printed: String,
+                            what: (EvaluationErrorCode) -> String) -> String? {
         guard let code = result["errorCode"]?.stringValue.flatMap(EvaluationErrorCode.init(rawValue:)) else { return nil }
-        let printed: String
-        let what: String
-        switch command {
-        case .get(let key):
-            printed = "no flag printed"
-            what = code == .flagNotFound ? "no flag \"\(key)\" in the served flags" : ""
-        case .isEnabled(let key, _):
-            printed = "printed the default"
-            what = code == .flagNotFound ? "no flag \"\(key)\" in the served flags" : ""
-        case .property(let key, let property, let type, _):
-            printed = !type.isScalar ? "printed null" : "printed the default"
-            switch code {
-            case .flagNotFound: what = "no flag \"\(key)\" in the served flags"
-            case .typeMismatch: what = "flag \"\(key)\" has no \(type.rawValue) property \"\(property)\" (missing or of another type)"
-            case .providerNotReady: what = ""
-            }
-        default:
-            return nil
-        }
-        let reason = code == .providerNotReady ? "no valid flags are served (none received yet, or past their lifetime)" : what
+        let reason = code == .providerNotReady ? "no valid flags are served (none received yet, or past their lifetime)" : what(code)
         return "warning: \(code.rawValue): \(reason); \(printed)"
     }
 

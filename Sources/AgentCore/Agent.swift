@@ -204,7 +204,7 @@ public final class Agent {
     // The socket's hot reads reach the machine in place (`inPlace`): read as a value
     // (`machine.get(…)`), the whole machine was copied for each read, every reference in it
     // retained and released, since the optimizer cannot tell that the read leaves the agent
-    // alone. The reads are pure (Reads.swift): nothing is written through the access.
+    // alone. The reads are pure (AgentMachine+Reads.swift): nothing is written through the access.
     public func get(_ key: String) -> Evaluation<FeatureFlag?> {
         let now = self.now
         return Self.inPlace(&machine) { $0.get(key, now: now) }
@@ -227,6 +227,7 @@ public final class Agent {
 
     public func servedFlagKeys() -> [String]? { machine.servedFlagKeys(now: now) }
     public var servedFlagsReceivedAt: Date? { machine.servedFlagsReceivedAt(now: now) }
+    public func servedSnapshot() -> (snapshot: FlagSnapshot, source: FlagSource)? { machine.servedSnapshot(now: now) }
     public func status() -> AgentStatus { machine.status(now: now) }
     /// RF-6: the device time the throttle window ends, while a `refresh` now would be
     /// answered from the stored flags; nil when it would be sent.

@@ -10,13 +10,11 @@ import AgentPosix
 final class AgentHost: AgentScheduler {
     private(set) var agent: Agent!
     let clock: DeviceClock
-    private let loop: EventLoop
+    let loop: EventLoop
     private var timer: EventLoop.TimerHandle?
     private var armedAt: Double?
     /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.
     var clockController: DeviceClockController?
-    /// A manual refresh answered without a request (RF-6 throttle, RF-8), with its error.
-    var onUnsentRefresh: ((RefreshError?) -> Void)?
 
     init(loop: EventLoop, clock: DeviceClock) {
         self.loop = loop

@@ -19,8 +19,17 @@ public struct SocketSettings: Sendable, Equatable {
     public var group: String?
     /// `ControlGroup=`: members may call the state-changing methods (B.3).
     public var controlGroup: String?
-    /// `MaxConnections=`: clients at once (B.3), default 256.
+    /// `MaxConnections=`: socket clients at once (B.3), default 256; control callers
+    /// have `reservedControlSlots` more.
     public var maxConnections: Int = 256
+    /// Connections beyond `maxConnections` that only a caller with control access (root,
+    /// the agent's user, `ControlGroup=`) may take: no number of read-only clients can
+    /// refuse it.
+    public static let reservedControlSlots = 4
+    /// `RequestReadTimeout=`: a connection must complete a request within this long (on
+    /// the socket: its first line after it opens, and every line from its first byte; on
+    /// HTTP: the headers, from the opening or the previous answer), else it is closed.
+    public var requestReadTimeout: Seconds = 30
     /// B.3: a connection idle this long without a subscription is closed.
     public var idleTimeout: Seconds = 600
 
@@ -130,8 +139,8 @@ extension AgentConfiguration {
     /// The keys of one file, laid over `initial` (a later file's key wins).
     fileprivate static func parseValues(_ bytes: [UInt8], file: String, into initial: ConfigurationReading) throws(ConfigurationError) -> ConfigurationReading {
         var values = initial
-        try INIFile.parse(bytes, file: file, schema: schema) { (_, key, value) throws(ValueError) in
-            try values.set(key, value)
+        try INIFile.parse(bytes, file: file, schema: schema) { (section, key, value) throws(ValueError) in
+            try values.set(section: section, key, value)
         }
         return values
     }
@@ -143,12 +152,12 @@ extension AgentConfiguration {
     }
 
     fileprivate static func applyFleetEnvironment(_ environment: [String: String], to values: inout ConfigurationReading) throws(ConfigurationError) {
-        for (variable, key) in fleetEnvironment {
-            guard let value = environment[variable] else { continue }
+        for key in keys {
+            guard let variable = key.environment, let value = environment[variable] else { continue }
             do {
-                try values.set(key, value)
+                try values.set(section: key.section, key.name, value)
             } catch {
-                throw ConfigurationError(file: "environment", line: nil, key: variable, message: "\(key): \(error.message)")
+                throw ConfigurationError(file: "environment", line: nil, key: variable, message: "\(key.name): \(error.message)")
             }
         }
     }
@@ -159,15 +168,16 @@ extension AgentConfiguration {
 fileprivate struct ConfigurationReading {
     let defaults: AgentConfiguration
     var configuration: AgentConfiguration
-    let keys = Dictionary(uniqueKeysWithValues: AgentConfiguration.keys.map { ($0.name, $0) })
+    /// By `Section.Name`: a name may be in two sections (`MaxConnections`).
+    let keys = Dictionary(uniqueKeysWithValues: AgentConfiguration.keys.map { ($0.section + "." + $0.name, $0) })
 
     init(environment: [String: String]) {
         defaults = AgentConfiguration(applicationCode: "", environment: environment)
         configuration = defaults
     }
 
-    mutating func set(_ name: String, _ value: String) throws(ValueError) {
-        guard let key = keys[name] else { preconditionFailure("key \(name) is in the schema but not in the table") }
+    mutating func set(section: String, _ name: String, _ value: String) throws(ValueError) {
+        guard let key = keys[section + "." + name] else { preconditionFailure("key [\(section)] \(name) is in the schema but not in the table") }
         try key.assign(&configuration, value, defaults)
     }
 
@@ -224,6 +234,14 @@ enum ConfigValue {
     static func positiveInteger(_ s: String) throws(ValueError) -> Int {
         guard s.allSatisfy(\.isASCII), let n = Int(s), n > 0 else {
             throw ValueError("invalid number \"\(s)\" (expected a whole number above 0)")
+        }
+        return n
+    }
+
+    /// A connection limit: 1 to 65536.
+    static func connectionCount(_ s: String) throws(ValueError) -> Int {
+        guard s.allSatisfy(\.isASCII), let n = Int(s), (1...65536).contains(n) else {
+            throw ValueError("invalid number \"\(s)\" (expected a whole number from 1 to 65536)")
         }
         return n
     }

@@ -9,7 +9,7 @@ import Glibc
 /// `MaxConnections`), who the peer is and whether it may change state (B.3), closing, and
 /// the notifications to subscribers; a connection's requests are in SocketRequests.swift.
 final class ControlServer {
-    private let loop: EventLoop
+    let loop: EventLoop
     let host: AgentHost
     /// `host.agent` (attached once, before this server exists), held as a `let`: a read
     /// through `host`'s `var` retained and released the agent for every answer, on the slow
@@ -22,11 +22,11 @@ final class ControlServer {
     var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
     var scratch = JSONWriter(capacity: 512)
-    /// Counters for /metrics (docs/http.md F.2), the `metrics` method's text, and the HTTP
-    /// interface's connections, which share `MaxConnections`.
+    /// Counters for /metrics (docs/http.md F.2) and the `metrics` method's text.
     var metrics: Metrics?
     var metricsText: (() -> String)?
-    var otherConnections: () -> Int = { 0 }
+    /// What any local client can make the agent log, held to a line every 10 s per message.
+    lazy var warnings = RepeatedWarnings(loop: loop, log: log)
 
     init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
         self.loop = loop
@@ -50,18 +50,22 @@ final class ControlServer {
     /// A connection whose peer is `credentials` (what the kernel says of it, SO_PEERCRED;
     /// in-process tests pass others, e.g. a caller without control access).
     func accept(_ descriptor: consuming FileDescriptor, credentials: PeerCredentials?) {
-        let connection = Connection(loop: loop, descriptor: descriptor)
-        guard clients.count + otherConnections() < settings.maxConnections else {
+        let connection = Connection(loop: loop, descriptor: descriptor, maxPendingOutput: Self.outputLimit)
+        let control = mayChangeState(credentials)
+        // B.3: at most MaxConnections, and a few more for callers with control access, so
+        // that read-only clients can never refuse root or the agent's user.
+        let limit = settings.maxConnections + (control ? SocketSettings.reservedControlSlots : 0)
+        guard clients.count < limit else {
             metrics?.socketConnectionsRefused += 1
-            // B.3: at most MaxConnections; the client is told why before the close.
+            // The client is told why before the close.
             connection.send(RPCEncoder.error(id: .null, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))")))
             try? connection.start()
             connection.closeAfterFlush()
-            log(.warning, "connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
+            warnings.warn("connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
             return
         }
         metrics?.socketConnectionsAccepted += 1
-        let client = Client(connection: connection, credentials: credentials, mayChangeState: mayChangeState(credentials))
+        let client = Client(connection: connection, credentials: credentials, mayChangeState: control)
         let id = ObjectIdentifier(client)
         clients[id] = client
         connection.onInput = { [unowned self, unowned client] bytes in self.received(bytes, from: client) }
@@ -69,9 +73,15 @@ final class ControlServer {
             client.inputClosed = true
             if client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
         }
-        connection.onClose = { [unowned self] _ in
+        connection.onOutputDrained = { [unowned self, unowned client] in self.outputDrained(client) }
+        connection.onClose = { [unowned self] reason in
+            if reason == .backpressure {
+                self.warnings.warn("connection closed: answers not read", ["pid": credentials?.pid, "limit": Self.outputLimit])
+            }
             self.clients[id] = nil
             self.subscribers[id] = nil
+            if let timer = client.requestTimer { self.loop.cancel(timer) }
+            client.requestTimer = nil
         }
         connection.setIdleTimeout(settings.idleTimeout)
         do {
@@ -79,7 +89,10 @@ final class ControlServer {
         } catch {
             clients[id] = nil
             log(.warning, "connection failed to start", ["error": error])
+            return
         }
+        client.awaitingSince = loop.iterationTime  // its first request is due within RequestReadTimeout
+        armRequestTimer(client)
     }
 
     private func mayChangeState(_ c: PeerCredentials?) -> Bool {
@@ -125,6 +138,15 @@ final class Client {
     var framer = LineFramer()
     var pendingAnswers = 0
     var inputClosed = false
+    /// Since when a request has been due (the connection's opening, or the first byte of
+    /// a line not yet complete); nil when none is (RequestReadTimeout).
+    var awaitingSince: Double?
+    var requestTimer: EventLoop.TimerHandle?
+    /// Lines read but not yet handled wait for another turn of the loop (fairness) or
+    /// for the client to read its answers (back-pressure).
+    var resumeScheduled = false
+    /// The framer is handing out lines (it must not be read meanwhile).
+    var framing = false
     /// What a subscriber hears (docs/device-clock.md H `subscribe` `events`).
     var events: Set<SubscriptionEvent> = [.flags]
 

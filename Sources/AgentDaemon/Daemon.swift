@@ -79,11 +79,9 @@ public final class Daemon {
         if mode == .controlled {
             host.clockController = DeviceClockController(clock: clock, host: host, transport: transport, loop: loop, log: log)
         }
-        host.onUnsentRefresh = { [unowned self] error in self.refreshAnsweredWithoutRequest(error) }
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
-        server.otherConnections = { [unowned self] in self.http?.connectionCount ?? 0 }
         // docs/http.md F: the socket named `http` is the HTTP interface's; any other is the socket API's.
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
@@ -124,7 +122,7 @@ public final class Daemon {
             try listener.start(on: loop, onError: { [log] error in log(.warning, "accept failed", ["error": error]) }) {
                 [unowned self] fd in self.server.accept(fd)
             }
-            try http?.start(connectionLimit: configuration.socket.maxConnections)
+            try http?.start()
             signals = try SignalSource(loop: loop, signals: [SIGHUP, SIGTERM, SIGINT]) { [unowned self] signal in
                 self.handle(signal: signal)
             }
@@ -194,7 +192,7 @@ public final class Daemon {
                     ["running": key.show(configuration) ?? "-", "file": key.show(fresh) ?? "-"])
                 key.keep(&fresh, configuration)
             }
-            for warning in try http?.reload(fresh.http) ?? [] { log(.warning, "HTTP token", ["detail": warning]) }
+            for warning in try http?.reload(fresh.http, socket: fresh.socket) ?? [] { log(.warning, "HTTP token", ["detail": warning]) }
             configuration = fresh
             server.update(settings: fresh.socket)
             (network.opened as? CurlTransport)?.network = fresh.network.options  // CAFile=, Proxy=: the next request on
@@ -252,6 +250,8 @@ public final class Daemon {
             let level: Log.Level = error.code == 401 || error.code == 403 ? .error : .warning
             log(level, "refresh failed", ["trigger": trigger.rawValue, "code": error.code, "error": error.message,
                                           "retry_in_s": retryIn.map { Int(min($0, 1e12)) }])
+        case .refreshNotSent(let error):
+            server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
         case .callFinished(let method, let error):
             if let error { log(.warning, "server call failed", ["method": method.rawValue, "code": error.code, "error": error.message]) }
         case .storeFailed(let message):
@@ -264,12 +264,6 @@ public final class Daemon {
             log(.info, "server base URL changed", ["base_url": url])
         }
         if server != nil { updateStatus() }
-    }
-
-    /// A manual refresh answered from the throttle window (RF-6) or not sendable (RF-8).
-    private func refreshAnsweredWithoutRequest(_ error: RefreshError?) {
-        metrics.refreshesNotSent += 1
-        server?.broadcast(.refreshCompleted(trigger: .manual, error: error, sent: false, at: host.clock.wall))
     }
 
     /// Timings no real device has (docs/device-clock.md H: test with the device clock instead).
@@ -287,12 +281,14 @@ public final class Daemon {
         if let seconds = environment["PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT"].flatMap({ UInt32($0) }) { settings.idleTimeout = seconds }
         return try HTTPService(
             loop: loop, host: host, metrics: metrics, settings: settings, socket: configuration.socket, inheritedFD: inheritedFD,
-            admit: { [unowned self] in
-                self.server.connectionCount + (self.http?.connectionCount ?? 0) < self.configuration.socket.maxConnections
-            },
             onRefused: { [unowned self] in
                 self.metrics.httpConnectionsRefused += 1
-                self.log(.warning, "HTTP connection refused: too many connections", ["max": self.configuration.socket.maxConnections])
+                self.server.warnings.warn("HTTP connection refused: too many connections", ["max": self.configuration.http.maxConnections])
+            },
+            onRequestTimeout: { [unowned self] in
+                self.metrics.httpRequestReadTimeouts += 1
+                self.server.warnings.warn("HTTP connection closed: no request within RequestReadTimeout",
+                         ["timeout": TimeSpan.format(self.configuration.socket.requestReadTimeout)])
             },
             metricsText: { [unowned self] in self.metricsText() })
     }

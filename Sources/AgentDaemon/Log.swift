@@ -56,6 +56,12 @@ public struct Log: Sendable {
 
     /// One line, with its newline.
     static func format(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, Any?>, journal: Bool) -> String {
+        format(level, message, fields: fields, journal: journal)
+    }
+
+    static func format<Fields: Sequence>(_ level: Level, _ message: String, fields: Fields, journal: Bool) -> String
+        where Fields.Element == (key: String, value: Any?)
+    {
         var line = journal ? "<\(level.priority)>\(message)" : "pushwoosh-agentd[\(level.label)]: \(message)"
         for (key, value) in fields {
             guard let value else { continue }
@@ -65,9 +71,20 @@ public struct Log: Sendable {
     }
 
     public func callAsFunction(_ level: Level, _ message: String, _ fields: KeyValuePairs<String, Any?> = [:]) {
+        write(level, message, fields)
+    }
+
+    /// The fields as a list (made at run time, e.g. one added to a caller's).
+    func callAsFunction(_ level: Level, _ message: String, fields: [(key: String, value: Any?)]) {
+        write(level, message, fields)
+    }
+
+    private func write<Fields: Sequence>(_ level: Level, _ message: String, _ fields: Fields)
+        where Fields.Element == (key: String, value: Any?)
+    {
         guard level >= minimum else { return }
-        var bytes = Array(Self.format(level, message, fields, journal: journal).utf8)
-        bytes.withUnsafeMutableBytes { _ = write(fd, $0.baseAddress, $0.count) }
+        var bytes = Array(Self.format(level, message, fields: fields, journal: journal).utf8)
+        bytes.withUnsafeMutableBytes { _ = Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 
     /// Values with spaces or quotes are quoted so a line stays machine-readable.

@@ -31,6 +31,9 @@ final class Metrics {
     var socketConnectionsAccepted = 0
     var socketConnectionsRefused = 0
     var httpConnectionsRefused = 0
+    /// Connections closed for not completing a request within `RequestReadTimeout`.
+    var socketRequestReadTimeouts = 0
+    var httpRequestReadTimeouts = 0
     /// JSON-RPC requests by method label; the fast path's two methods are counted apart
     /// (`rpcFastRequest`, no name hashed per request) and added here.
     var rpcRequests: [String: Int] {
@@ -67,6 +70,8 @@ final class Metrics {
         case .callFinished(.postEvent, let error):
             // Impressions are the only events the agent posts (A.4).
             if error == nil { impressionsSent += 1 } else { impressionsFailed += 1 }
+        case .refreshNotSent:
+            refreshesNotSent += 1
         case .storeFailed:
             stateSaveFailures += 1
         case .storeDamaged:
@@ -152,6 +157,10 @@ final class Metrics {
         out.sample("pushwoosh_agent_http_connections", [], Double(s.httpConnections))
         out.family("pushwoosh_agent_http_connections_refused_total", "counter", "HTTP connections refused over MaxConnections.")
         out.sample("pushwoosh_agent_http_connections_refused_total", [], Double(httpConnectionsRefused))
+        out.family("pushwoosh_agent_request_read_timeouts_total", "counter",
+                   "Connections closed for not completing a request within RequestReadTimeout, by door.")
+        out.sample("pushwoosh_agent_request_read_timeouts_total", [("door", "socket")], Double(socketRequestReadTimeouts))
+        out.sample("pushwoosh_agent_request_read_timeouts_total", [("door", "http")], Double(httpRequestReadTimeouts))
         out.family("pushwoosh_agent_http_requests_total", "counter", "HTTP requests answered, by status code.")
         for (code, n) in httpRequests.sorted(by: { $0.key < $1.key }) {
             out.sample("pushwoosh_agent_http_requests_total", [("code", String(code))], Double(n))

@@ -9,22 +9,7 @@ import FoundationEssentials
 /// the request; `refresh` answers when the network does, without holding up the requests
 /// behind it. Connections, access and notifications are in ControlServer.swift.
 extension ControlServer {
-    func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
-        let limit = client.framer.maximumLineLength  // read before `process` holds the framer
-        client.framer.process(bytes) { frame in
-            switch frame {
-            case .line(let line):
-                handleLine(line, from: client)
-            case .lineTooLong:
-                metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
-                client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
-                client.connection.closeAfterFlush()
-                log(.warning, "connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
-            }
-        }
-    }
-
-    private func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
+    func handleLine(_ line: UnsafeRawBufferPointer, from client: Client) {
         if line.isEmpty { return }  // blank lines between messages are tolerated
         if let request = RPCFastPath.scan(line) {
             answerFast(request, to: client)
@@ -39,7 +24,7 @@ extension ControlServer {
             dispatch(request, from: client) { [unowned self] outcome in
                 client.pendingAnswers -= 1
                 if let id = request.id {
-                    client.connection.send(RPCEncoder.line(RPCResponse(id: id, outcome)))
+                    self.sendAnswer(RPCEncoder.line(RPCResponse(id: id, outcome)), to: client)
                 }
                 self.answered(client)
             }
@@ -48,7 +33,7 @@ extension ControlServer {
             client.pendingAnswers += 1
             let finish: () -> Void = { [unowned self] in
                 client.pendingAnswers -= 1
-                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { client.connection.send(bytes) }
+                if let bytes = RPCEncoder.batch(batch.responses.compactMap { $0 }) { self.sendAnswer(bytes, to: client) }
                 self.answered(client)
             }
             for (index, item) in items.enumerated() {
@@ -87,10 +72,21 @@ extension ControlServer {
         answered(client)
     }
 
+    /// An answer line, or, when it would be longer than the line limit (a huge batch), the
+    /// error -32600 naming the limit instead: never a line a client must refuse or cut.
+    private func sendAnswer(_ line: [UInt8], to client: Client) {
+        let limit = LineFramer.defaultMaximumLineLength  // every client's framer's (not read: it may be framing)
+        guard line.count > limit + 1 else { return client.connection.send(line) }
+        let error = RPCError.invalidRequest("the answer would be \(line.count - 1) bytes, over the line limit of \(limit) bytes; send a smaller batch")
+        metrics?.rpcError(error.code)
+        warnings.warn("answer refused: longer than the line limit", ["bytes": line.count - 1, "limit": limit, "pid": client.credentials?.pid])
+        client.connection.send(RPCEncoder.error(id: .null, error))
+    }
+
     @inline(__always)
     private static func reusing(_ writer: inout JSONWriter, _ body: (inout JSONWriter) -> Void) { body(&writer) }
 
-    private func answered(_ client: Client) {
+    func answered(_ client: Client) {
         if client.inputClosed, client.pendingAnswers == 0 { client.connection.closeAfterFlush() }
     }
 
@@ -132,9 +128,8 @@ extension ControlServer {
             // window's end in device time, rounded up to the second it is printed in.
             var returned = false
             let agent = self.agent
-            agent.refresh { [weak host] error in
+            agent.refresh { error in  // subscribers hear of it as AgentEvent.refreshNotSent
                 let sent = returned
-                if !sent { host?.onUnsentRefresh?(error) }
                 let until = sent || error != nil ? nil : agent.throttleWindowEnd().map {
                     Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.up))
                 }

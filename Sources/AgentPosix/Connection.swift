@@ -57,6 +57,14 @@ public final class Connection {
     public var onReadEOF: (() -> Void)?
     /// Called once, after the descriptor is closed.
     public var onClose: (CloseReason) -> Void = { _ in }
+    /// While `readingPaused`: called when every queued byte has been written.
+    public var onOutputDrained: (() -> Void)?
+
+    /// Back-pressure: while true nothing is read (the peer's bytes wait in the socket);
+    /// an end of the peer's both directions still closes the connection.
+    public var readingPaused = false {
+        didSet { if readingPaused != oldValue { updateInterest() } }
+    }
 
     private var descriptor: FileDescriptor?
     private var output: [UInt8] = []
@@ -179,6 +187,7 @@ public final class Connection {
             return
         }
         updateInterest()
+        if readingPaused, let onOutputDrained { onOutputDrained() }
     }
 
     private func compactOutput() {
@@ -192,7 +201,7 @@ public final class Connection {
     private func updateInterest() {
         guard descriptor != nil else { return }
         var wanted: EventLoop.Interest = []
-        if inputOpen { wanted.insert(.read) }
+        if inputOpen, !readingPaused { wanted.insert(.read) }
         if pendingOutputBytes > 0 { wanted.insert(.write) }
         guard wanted != interest else { return }
         do {
@@ -232,6 +241,7 @@ public final class Connection {
         let onClose = self.onClose
         self.onInput = { _ in }
         self.onReadEOF = nil
+        self.onOutputDrained = nil
         self.onClose = { _ in }
         onClose(reason)
     }
@@ -272,7 +282,7 @@ public final class Connection {
             flush()
             guard descriptor != nil else { return }
         }
-        if inputOpen {
+        if inputOpen, !readingPaused {
             if !events.isDisjoint(with: [.readable, .hangup, .error]) { readOnce() }
         } else if !events.isDisjoint(with: [.hangup, .error]) {
             // Input ended earlier and now the peer is gone entirely:

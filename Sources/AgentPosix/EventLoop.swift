@@ -26,6 +26,9 @@ public final class EventLoop: @unchecked Sendable {
         public init(rawValue: UInt8) { self.rawValue = rawValue }
         public static let read = Interest(rawValue: 1)
         public static let write = Interest(rawValue: 2)
+        /// The peer shut down its writing side (`EPOLLRDHUP`), even while its last
+        /// bytes are unread. Level-triggered like the rest: unregister once seen.
+        public static let peerClosed = Interest(rawValue: 4)
         /// Neither: the registration still reports hangup and error.
         public static let none: Interest = []
     }
@@ -40,6 +43,8 @@ public final class EventLoop: @unchecked Sendable {
         /// the peer has closed it. Reported even with `Interest.none`.
         public static let hangup = Events(rawValue: 4)
         public static let error = Events(rawValue: 8)
+        /// `EPOLLRDHUP` (only with `Interest.peerClosed`).
+        public static let peerClosed = Events(rawValue: 16)
     }
 
     public typealias Handler = (Events) -> Void
@@ -170,6 +175,7 @@ public final class EventLoop: @unchecked Sendable {
         var events: UInt32 = 0
         if interest.contains(.read) { events |= Linux.EPOLLIN }
         if interest.contains(.write) { events |= Linux.EPOLLOUT }
+        if interest.contains(.peerClosed) { events |= Linux.EPOLLRDHUP }
         return events
     }
 
@@ -274,6 +280,7 @@ public final class EventLoop: @unchecked Sendable {
             if raw & Linux.EPOLLOUT != 0 { events.insert(.writable) }
             if raw & Linux.EPOLLHUP != 0 { events.insert(.hangup) }
             if raw & Linux.EPOLLERR != 0 { events.insert(.error) }
+            if raw & Linux.EPOLLRDHUP != 0 { events.insert(.peerClosed) }
             registration.handler(events)
         }
         runDueTimers()

@@ -163,8 +163,8 @@ public final class LineClient {
 
     /// One request, one answer (no pipelining: the answer is the next line), parsed; nil when
     /// none came.
-    public func request(_ method: SocketMethod, _ params: [String: JSONValue] = [:], id: Int = 1) -> JSONValue? {
-        guard send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params)),
+    public func request(_ call: SocketCall, id: Int = 1) -> JSONValue? {
+        guard send(RPCEncoder.request(id: .number(Double(id)), call)),
               let line = readLineBytes() else { return nil }
         return try? JSONReader.parse(line)
     }

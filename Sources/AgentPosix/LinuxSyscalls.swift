@@ -26,6 +26,7 @@ enum Linux {
     static let EPOLLOUT = CLinux.EPOLLOUT.rawValue
     static let EPOLLERR = CLinux.EPOLLERR.rawValue
     static let EPOLLHUP = CLinux.EPOLLHUP.rawValue
+    static let EPOLLRDHUP = CLinux.EPOLLRDHUP.rawValue
     static let EPOLL_CTL_ADD = CLinux.EPOLL_CTL_ADD
     static let EPOLL_CTL_DEL = CLinux.EPOLL_CTL_DEL
     static let EPOLL_CTL_MOD = CLinux.EPOLL_CTL_MOD

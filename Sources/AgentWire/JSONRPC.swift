@@ -10,14 +10,23 @@ import AgentCore
 public enum RPCID: Sendable, Hashable, CustomStringConvertible {
     case string(String)
     case number(Double)
+    /// A number id as the client wrote it (`9007199254740993`, `1.50`, `1e3`): echoed byte
+    /// for byte, which a Double cannot promise. The general path keeps every number id so.
+    case numberLiteral(String)
     case null
 
     public var json: JSONValue {
         switch self {
         case .string(let s): .string(s)
         case .number(let n): .number(n)
+        case .numberLiteral(let text): .number(Double(text) ?? 0)
         case .null: .null
         }
+    }
+
+    /// Writes the id: a number literal exactly as it came.
+    public func write(to writer: inout JSONWriter) {
+        if case .numberLiteral(let text) = self { writer.writeASCII(text) } else { writer.write(json) }
     }
 
     public init?(json: JSONValue) {
@@ -145,7 +154,7 @@ public struct RPCResponse: Sendable, Hashable {
     /// Appends `{"jsonrpc":"2.0","id":…,"result"|"error":…}` (no newline).
     public func write(to writer: inout JSONWriter) {
         writer.writeASCII(#"{"jsonrpc":"2.0","id":"#)
-        writer.write(id.json)
+        id.write(to: &writer)
         switch outcome {
         case .success(let result):
             writer.writeASCII(#","result":"#)

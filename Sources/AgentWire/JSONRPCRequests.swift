@@ -155,9 +155,10 @@ public enum RPCMessage: Sendable, Hashable {
             if elements.isEmpty {
                 return .single(.failure(RPCRejection(id: .null, error: .invalidRequest("empty batch"))))
             }
-            return .batch(elements.map(interpret))
+            let literals = IDLiterals.batch(line, count: elements.count)
+            return .batch(elements.indices.map { interpret(elements[$0], idLiteral: literals[$0]) })
         default:
-            return .single(interpret(json))
+            return .single(interpret(json, idLiteral: IDLiterals.single(line)))
         }
     }
 
@@ -169,7 +170,8 @@ public enum RPCMessage: Sendable, Hashable {
         parse(Array(line.utf8))
     }
 
-    static func interpret(_ json: JSONValue) -> Result<RPCRequest, RPCRejection> {
+    /// `idLiteral`: the text of the object's number `id`, as sent (`IDLiterals`).
+    static func interpret(_ json: JSONValue, idLiteral: String? = nil) -> Result<RPCRequest, RPCRejection> {
         guard case .object(let o) = json else {
             return .failure(RPCRejection(id: .null, error: .invalidRequest("a request must be an object, not \(json.kindName)")))
         }
@@ -178,7 +180,12 @@ public enum RPCMessage: Sendable, Hashable {
             guard let valid = RPCID(json: rawID) else {
                 return .failure(RPCRejection(id: .null, error: .invalidRequest("'id' must be a string, a number or null")))
             }
-            id = valid
+            // A number the writer would write otherwise is kept as it came.
+            if case .number(let n) = valid, let idLiteral, idLiteral.utf8.elementsEqual(JSONWriter.encode(.number(n))) == false {
+                id = .numberLiteral(idLiteral)
+            } else {
+                id = valid
+            }
         }
         let answerID = id ?? .null
         guard o["jsonrpc"] == .string("2.0") else {

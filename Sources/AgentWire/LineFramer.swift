@@ -46,14 +46,51 @@ public struct LineFramer: Sendable {
     /// Bytes of an incomplete line held until its `\n` arrives.
     public var bufferedByteCount: Int { pending.count }
 
+    /// Bytes received after a `processWhile(_:_:)` stopped: lines not yet handed out
+    /// (`resume` hands them out).
+    private var held: [UInt8] = []
+
+    /// Whether a stopped `processWhile(_:_:)` left bytes for `resume`.
+    public var hasHeldLines: Bool { !held.isEmpty }
+
     /// Feeds one chunk; `body` gets every complete line in order, then at most
     /// one `.lineTooLong` (after which the framer is failed).
     public mutating func process(
         _ chunk: UnsafeRawBufferPointer, _ body: (Frame) throws -> Void
     ) rethrows {
+        try processWhile(chunk) { frame in
+            try body(frame)
+            return true
+        }
+    }
+
+    /// Feeds one chunk, handing out lines while `body` returns true: once it returns
+    /// false, the rest of the chunk is held (copied) until `resume` (back-pressure and
+    /// fairness: a reader can stop between two lines). A chunk fed while lines are held
+    /// is held after them.
+    public mutating func processWhile(
+        _ chunk: UnsafeRawBufferPointer, _ body: (Frame) throws -> Bool
+    ) rethrows {
+        guard held.isEmpty else {
+            held.append(contentsOf: chunk)
+            return
+        }
+        try frame(chunk, body)
+    }
+
+    /// Hands out the held lines while `body` returns true (what is left stays held).
+    public mutating func resume(_ body: (Frame) throws -> Bool) rethrows {
+        guard !held.isEmpty else { return }
+        let bytes = held
+        held = []
+        try bytes.withUnsafeBytes { chunk in try frame(chunk, body) }
+    }
+
+    private mutating func frame(_ chunk: UnsafeRawBufferPointer, _ body: (Frame) throws -> Bool) rethrows {
         guard !isFailed, let base = chunk.baseAddress, chunk.count > 0 else { return }
         let count = chunk.count
         var start = 0
+        var goOn = true
 
         if !pending.isEmpty {
             guard let nl = Self.newline(in: base, from: 0, to: count) else {
@@ -67,7 +104,7 @@ public struct LineFramer: Sendable {
             let tooLong = try pending.withUnsafeBytes { line throws -> Bool in
                 let trimmed = Self.trimCR(line)
                 if trimmed.count > maximumLineLength { return true }
-                try body(.line(trimmed))
+                goOn = try body(.line(trimmed))
                 return false
             }
             if tooLong { return try fail(body) }
@@ -80,11 +117,15 @@ public struct LineFramer: Sendable {
             start = nl + 1
         }
 
-        while start < count, let nl = Self.newline(in: base, from: start, to: count) {
+        while goOn, start < count, let nl = Self.newline(in: base, from: start, to: count) {
             let line = Self.trimCR(UnsafeRawBufferPointer(start: base + start, count: nl - start))
             if line.count > maximumLineLength { return try fail(body) }
-            try body(.line(line))
+            goOn = try body(.line(line))
             start = nl + 1
+        }
+        if !goOn, start < count, !isFailed {
+            held.append(contentsOf: UnsafeRawBufferPointer(start: base + start, count: count - start))
+            return
         }
 
         if start < count {
@@ -108,10 +149,11 @@ public struct LineFramer: Sendable {
         return events
     }
 
-    private mutating func fail(_ body: (Frame) throws -> Void) rethrows {
+    private mutating func fail(_ body: (Frame) throws -> Bool) rethrows {
         isFailed = true
         pending = []
-        try body(.lineTooLong)
+        held = []
+        _ = try body(.lineTooLong)
     }
 
     private static func newline(in base: UnsafeRawPointer, from: Int, to: Int) -> Int? {

@@ -14,7 +14,7 @@ import Darwin
 /// duplicate member, anything after the object — gives nil, and the caller takes the
 /// general path (`RPCMessage.parse`), which decides what the line means and which error
 /// it gets. For every line it accepts, the request is the one `RPCMessage.parse` yields
-/// and the answer bytes (RPCFastPathAnswers.swift) are the ones `RPCEncoder.line` writes
+/// and the answer bytes (RPCFastPath+Answers.swift) are the ones `RPCEncoder.line` writes
 /// for the same result.
 public enum RPCFastPath {
     public enum Method: Sendable, Equatable {
@@ -132,6 +132,7 @@ private struct Scanner {
         guard digits > 0 else { return nil }
         if digits > 1, p[start] == UInt8(ascii: "0") { return nil }  // leading zero: not JSON
         if i < end, p[i] == UInt8(ascii: ".") || p[i] == UInt8(ascii: "e") || p[i] == UInt8(ascii: "E") { return nil }
+        if negative, value == 0 { return nil }  // `-0`: the general path echoes it as written
         return Double(negative ? -value : value)
     }
 

@@ -29,8 +29,8 @@ public struct EmulatorConfiguration: Sendable {
 /// from the injected `EmulatorClock`); the emulator's time is that plus `clockOffset`.
 ///
 /// The routes live in extensions along the API's seams: the device API
-/// (`DeviceAPI.swift`), D.2's admin calls (`AdminAPI.swift`) and D.3's lab calls
-/// (`LabAPI.swift`); the whole-state document in `StateDocument.swift`.
+/// (`EmulatorState+DeviceAPI.swift`), D.2's admin calls (`EmulatorState+AdminAPI.swift`) and D.3's lab calls
+/// (`EmulatorState+LabAPI.swift`); the whole-state document in `StateDocument.swift`.
 public struct EmulatorState: Sendable {
     public let configuration: EmulatorConfiguration
     public let clock: any EmulatorClock

@@ -89,3 +89,15 @@ public struct FixtureError: Error, CustomStringConvertible {
     public let description: String
     public init(_ d: String) { description = d }
 }
+
+extension FileHandle {
+    /// Reads up to the first newline (blocking).
+    public func availableDataLine() -> Data {
+        var data = Data()
+        while true {
+            let chunk = readData(ofLength: 1)
+            if chunk.isEmpty || chunk == Data("\n".utf8) { return data }
+            data.append(chunk)
+        }
+    }
+}

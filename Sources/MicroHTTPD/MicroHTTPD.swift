@@ -7,15 +7,23 @@ public enum MicroHTTPD {
     /// buffer, so libmicrohttpd writes headers and body together (no Nagle stall between them).
     public static func respond(_ connection: OpaquePointer, status: Int, headers: [(name: String, value: String)],
                                body: [UInt8]) -> MHD_Result {
+        guard let response = makeResponse(headers: headers, body: body) else { return MHD_Result.NO }
+        let result = MHD_queue_response(connection, UInt32(status), response)
+        MHD_destroy_response(response)
+        return result
+    }
+
+    /// A response holding its own copy of `body`, with `headers`; the caller destroys it
+    /// (`MHD_destroy_response`) when it queues it no more (libmicrohttpd keeps it while
+    /// connections still send it).
+    public static func makeResponse(headers: [(name: String, value: String)], body: [UInt8]) -> OpaquePointer? {
         let response = body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
                                             MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
         }
-        guard let response else { return MHD_Result.NO }
+        guard let response else { return nil }
         for h in headers { _ = MHD_add_response_header(response, h.name, h.value) }
-        let result = MHD_queue_response(connection, UInt32(status), response)
-        MHD_destroy_response(response)
-        return result
+        return response
     }
 
     /// The request's values of `kind` (header fields, query arguments), in order, names as sent.

@@ -112,29 +112,29 @@ public final class AgentDriver: @unchecked Sendable {
     }
 
     /// One socket call; nil (after recording why) when the agent did not answer.
-    func call(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) -> Result<JSONValue, RPCError>? {
+    func call(_ call: SocketCall) -> Result<JSONValue, RPCError>? {
         guard let client else { return nil }
         ctx.recorder.busy(index, since: now())
         defer { ctx.recorder.busy(index, since: nil) }
         do {
-            return try client.call(method: method, params: params).outcome
+            return try client.call(method: call.method, params: call.params).outcome
         } catch {
             self.client = nil
             usleep(200_000)
             ctx.processes.reap()
             if ctx.processes.child(pid)?.exit == nil, !ctx.recorder.stopping {
-                violation("socket", "\(method): \(error)", evidence: tail(logPath, lines: 10))
+                violation("socket", "\(call.method): \(error)", evidence: tail(logPath, lines: 10))
             }
             broken = true
             return nil
         }
     }
 
-    func result(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) -> JSONValue? {
-        switch call(method, params) {
+    func result(_ call: SocketCall) -> JSONValue? {
+        switch self.call(call) {
         case .success(let v)?: return v
         case .failure(let e)?:
-            violation("socket", "\(method) answered error \(e.code): \(e.message)", evidence: ["params \(JSONWriter.string(.object(params)))"])
+            violation("socket", "\(call.method) answered error \(e.code): \(e.message)", evidence: ["params \(JSONWriter.string(.object(call.params)))"])
             return nil
         case nil: return nil
         }
@@ -155,7 +155,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func observeFlag(_ key: String) {
         let sent = now()
-        guard let r = result(.get, ["key": .string(key)]) else { return }
+        guard let r = result(.get(key: key)) else { return }
         do {
             ctx.recorder.observe(try FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
                                                      expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
@@ -170,7 +170,7 @@ public final class AgentDriver: @unchecked Sendable {
         observeFlag(RunContext.trackedFlag)
         observeFlag(RunContext.observedKeys[Int(rng.next() % UInt64(RunContext.observedKeys.count))])
         let sent = now()
-        if let r = result(.isEnabled, ["key": .string(RunContext.trackedFlag), "default": .bool(true)]),
+        if let r = result(.isEnabled(key: RunContext.trackedFlag, default: true)),
            r["enabled"]?.boolValue == nil || (r["ageSeconds"]?.numberValue ?? 0) > ctx.options.timings.lifetime + 0.0005 {
             violation("lifetime", "isEnabled answered \(JSONWriter.string(r))", evidence: ["sent \(iso8601(sent))"])
         }
@@ -183,7 +183,7 @@ public final class AgentDriver: @unchecked Sendable {
         candidates.removeAll { $0 == userId }
         let next = candidates[Int(rng.next() % UInt64(candidates.count))]
         let t0 = now()
-        guard result(.setUserId, ["userId": .string(next)]) != nil else { return }
+        guard result(.setUserId(next)) != nil else { return }
         userId = next
         ctx.recorder.action(AgentAction(agent: index, kind: .userChanged(next), start: t0, end: now()))
         ctx.recorder.count(agent: index, SocketMethod.setUserId.rawValue)
@@ -193,7 +193,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func goBackground() {
         let t0 = now()
-        guard let r = result(.setAppState, ["state": "background"]) else { return }
+        guard let r = result(.setAppState(.background)) else { return }
         active = false
         ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: false), start: t0, end: now()))
         ctx.recorder.count(agent: index, "background")
@@ -204,7 +204,7 @@ public final class AgentDriver: @unchecked Sendable {
 
     func goActive() {
         let t0 = now()
-        guard let r = result(.setAppState, ["state": "active"]) else { return }
+        guard let r = result(.setAppState(.active)) else { return }
         let end = now()
         active = true
         backgroundUntil = nil
@@ -231,21 +231,21 @@ public final class AgentDriver: @unchecked Sendable {
     }
 
     func authorization() {
-        let all = ["notDetermined", "denied", "authorized", "provisional", "ephemeral"]
-        guard result(.setNotificationAuthorization, ["status": .string(all[Int(rng.next() % 5)])]) != nil else { return }
+        let all = NotificationAuthorization.allCases
+        guard result(.setNotificationAuthorization(all[Int(rng.next() % UInt64(all.count))])) != nil else { return }
         ctx.recorder.count(agent: index, SocketMethod.setNotificationAuthorization.rawValue)
     }
 
     func primer() {
         guard primerAvailable else { return }
-        var params: [String: JSONValue] = ["title": "Stay in the loop", "message": "Allow notifications?",
-                                           "acceptButton": "Allow", "declineButton": "Not now",
-                                           "answer": rng.chance(0.6) ? "accept" : "decline"]
-        if rng.chance(0.5) { params["style"] = rng.chance(0.5) ? "alert" : "sheet" }
-        if rng.chance(0.3) { params["minInterval"] = .number(Double(rng.next() % 30)) }
-        if rng.chance(0.3) { params["fallbackToSettings"] = .bool(rng.chance(0.5)) }
+        var primer = PrimerConfiguration(title: "Stay in the loop", message: "Allow notifications?",
+                                         acceptButton: "Allow", declineButton: "Not now")
+        primer.answer = rng.chance(0.6) ? .accept : .decline
+        if rng.chance(0.5) { primer.style = rng.chance(0.5) ? .alert : .sheet }
+        if rng.chance(0.3) { primer.minInterval = Double(rng.next() % 30) }
+        if rng.chance(0.3) { primer.fallbackToSettings = rng.chance(0.5) }
         let t0 = now()
-        switch call(.presentPushPrimer, params) {
+        switch call(.presentPushPrimer(primer)) {
         case .success(let r)?:
             ctx.recorder.count(agent: index, SocketMethod.presentPushPrimer.rawValue)
             ctx.recorder.state.withLock { $0.primerAvailable = true }
@@ -257,7 +257,7 @@ public final class AgentDriver: @unchecked Sendable {
             primerAvailable = false
             ctx.recorder.state.withLock { if $0.primerAvailable == nil { $0.primerAvailable = false } }
         case .failure(let e)?:
-            violation("socket", "presentPushPrimer answered error \(e.code): \(e.message)", evidence: [JSONWriter.string(.object(params))])
+            violation("socket", "presentPushPrimer answered error \(e.code): \(e.message)", evidence: [JSONWriter.string(.object(primer.params))])
         case nil: break
         }
     }
@@ -274,12 +274,12 @@ public final class AgentDriver: @unchecked Sendable {
     func impression() {
         let keys = ["new_checkout", "promo_banner", "rich_notifications", "home_layout", "soak_user", "no_such_flag"]
         let key = keys[Int(rng.next() % UInt64(keys.count))]
-        guard let r = result(.logImpression, ["key": .string(key)]) else { return }
+        guard let r = result(.logImpression(key: key)) else { return }
         ctx.recorder.count(agent: index, r["logged"]?.boolValue == true ? "impressionLogged" : "impressionSkipped")
     }
 
     func property() {
-        guard let r = result(.property, ["key": "new_checkout", "property": "button_color", "type": "string", "default": "none"]) else { return }
+        guard let r = result(.property(key: "new_checkout", property: "button_color", type: .string, default: "none")) else { return }
         ctx.recorder.count(agent: index, SocketMethod.property.rawValue)
         if r["value"]?.stringValue == nil { violation("socket", "property(string) answered a non-string: \(JSONWriter.string(r))") }
     }

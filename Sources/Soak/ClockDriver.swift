@@ -18,7 +18,7 @@ struct SoakLab: LabClockWorld {
 
     func deviceClock(_ agent: Int) -> ClockAnswer? {
         guard let client = try? LineClient(connecting: socketPath(agent), timeout: 10),
-              case .success(let r)? = try? client.call(method: .clock, params: [:]).outcome else { return nil }
+              case .success(let r)? = try? client.call(method: .clock, params: SocketCall.clock.params).outcome else { return nil }
         do throws(AnswerError) {
             return try ClockAnswer(json: r)
         } catch {
@@ -38,7 +38,7 @@ struct SoakLab: LabClockWorld {
     func advanceDevice(_ agent: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
         // An agent that is down (being restarted) is not a violation: its driver starts it again.
         let answer = (try? LineClient(connecting: socketPath(agent), timeout: 60))
-            .flatMap { try? $0.call(method: .advanceClock, params: ["seconds": .number(seconds)]).outcome }
+            .flatMap { try? $0.call(method: .advanceClock, params: SocketCall.advanceClock(.seconds(seconds)).params).outcome }
         switch answer {
         case .failure(let e)?:
             throw LabClockError("advanceClock answered \(e.code): \(e.message)")

@@ -201,7 +201,7 @@ final class Kill9Run {
         }
         // The flags served from the cache must be exactly what is on disk.
         if let status = client.request(.status, id: 1)?["result"], (try? StatusAnswer(json: status))?.status.flagsSource == .cache {
-            if let get = client.request(.get, ["key": "f000"], id: 2)?["result"], let r = try? FlagAnswer(json: get),
+            if let get = client.request(.get(key: "f000"), id: 2)?["result"], let r = try? FlagAnswer(json: get),
                let v = r.flag?.properties["v"]?.numberValue.map({ Int($0) }), r.provenance.source == .cache {
                 record.setCacheCheck(expectedCache == v ? "ok" : "cache serves v\(v), disk had \(expectedCache.map(String.init) ?? "none")")
             }
@@ -218,7 +218,7 @@ final class Kill9Run {
             }
             id += 1
             record.started(at: monotonicSeconds(), version: v)
-            guard client.send(RPCEncoder.request(id: .number(Double(id)), method: .refresh)),
+            guard client.send(RPCEncoder.request(id: .number(Double(id)), .refresh)),
                   let answer = client.readLine() else { return }  // killed
             // The refresh must have gone to the server (the agent runs without the throttle):
             // one answered from the stored flags would ack a version never fetched.
@@ -230,7 +230,7 @@ final class Kill9Run {
             // The version now served (a refresh that joined one in flight answers with that
             // one's response, which may be older than `v`).
             id += 1
-            guard client.send(RPCEncoder.request(id: .number(Double(id)), method: .get, params: ["key": "f000"])),
+            guard client.send(RPCEncoder.request(id: .number(Double(id)), .get(key: "f000"))),
                   let get = client.readLine() else { return }  // killed
             if let result = (try? JSONReader.parse(get))?["result"], let answer = try? FlagAnswer(json: result),
                let served = answer.flag?.properties["v"]?.numberValue {

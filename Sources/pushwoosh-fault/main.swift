@@ -13,6 +13,11 @@
 //   check-state FILE        Prints `none`, `flags <count> version <v>` or `invalid: …` (exit 1).
 //   http METHOD URL [BODY]  One plain HTTP/1.1 call on loopback; prints the status and body.
 //   app FLAGS VERSION       Prints the versioned application definition kill9 uses.
+//   hold [--socket PATH] [--http-port P] [--sockets N] [--https M] [--mode half|idle|pipeline]
+//        [--seconds S]      Holds N socket and M HTTP connections (Abuse.swift).
+//   abuse --socket PATH --http-port P [--seconds S]
+//                           Abuses both doors for S seconds, then checks that /healthz and
+//                           `status` answer within a second (ConnectionAbuse.swift).
 
 import AgentCore
 import AgentPosix
@@ -23,7 +28,7 @@ import HarnessSupport
 // MARK: - Entry
 
 let args = Array(CommandLine.arguments.dropFirst())
-guard let command = args.first else { die("usage: pushwoosh-fault kill9|notify|rpc|check-state|http …") }
+guard let command = args.first else { die("usage: pushwoosh-fault kill9|notify|rpc|check-state|http|hold|abuse …") }
 switch command {
 case "--version":
     print(PackageVersion.line("pushwoosh-fault"))
@@ -103,6 +108,31 @@ case "http":
         print(r.status)
         print(String(decoding: r.body, as: UTF8.self))
     } catch { die("\(error)") }
+
+case "hold", "abuse":
+    var hold = HoldOptions()
+    var i = 1
+    func value() -> String {
+        i += 1
+        guard i < args.count else { die("\(args[i - 1]) needs a value") }
+        return args[i]
+    }
+    while i < args.count {
+        switch args[i] {
+        case "--socket": hold.socket = value()
+        case "--http-port": hold.httpPort = UInt16(value()) ?? 0
+        case "--sockets": hold.socketCount = Int(value()) ?? 0
+        case "--https": hold.httpCount = Int(value()) ?? 0
+        case "--mode": hold.mode = value()
+        case "--seconds": hold.seconds = Double(value()) ?? 0
+        default: die("unknown option \(args[i])")
+        }
+        i += 1
+    }
+    guard ["half", "idle", "pipeline"].contains(hold.mode) else { die("--mode is half, idle or pipeline") }
+    if command == "hold" { exit(runHold(hold)) }
+    guard let socket = hold.socket, let port = hold.httpPort, port > 0 else { die("abuse needs --socket PATH --http-port P") }
+    exit(runAbuse(socket: socket, httpPort: port, seconds: min(hold.seconds, 120)))
 
 default:
     die("unknown command \(command)")

@@ -61,7 +61,8 @@ import Testing
         _ = machine.request(.sessionStart, world, &random)
         _ = machine.answered(Self.ok, generation: 0, world, &random)
         advance(to: 1_299)
-        #expect(machine.manual(Waiter(1), world, &random) == [.complete(Waiter(1), nil)])
+        // Answered at once, and subscribers told it was not sent (AgentEvent.refreshNotSent).
+        #expect(machine.manual(Waiter(1), world, &random) == [.notify(.refreshNotSent(error: nil)), .complete(Waiter(1), nil)])
         #expect(machine.automatic(.pushRegistration, world, &random) == [.send(generation: 0, retryCount: 0)])
     }
 
@@ -94,8 +95,12 @@ import Testing
     mutating func proxyURL() {
         world.canRequest = false
         let out = machine.manual(Waiter(3), world, &random)
-        guard case .complete(Waiter(3), let error?) = out.first else { Issue.record("\(out)"); return }
+        guard out.count == 2, case .notify(.refreshNotSent(let told?)) = out[0], case .complete(Waiter(3), let error?) = out[1] else {
+            Issue.record("\(out)")
+            return
+        }
         #expect(error.code == 0)
+        #expect(told == error)
         #expect(machine.requestsSent == 0)
     }
 }

@@ -142,7 +142,7 @@ final class AnswersOnTheLoop: HTTPTransport {
     @Test func aClientOverMaxConnectionsIsToldWhyAndClosed() throws {
         var settings = SocketSettings(path: "/unused")
         settings.maxConnections = 1
-        let s = try InProcessServer(peers: [nil, nil], settings: settings)
+        let s = try InProcessServer(peers: [Self.nobody, Self.nobody], settings: settings)
         let refused = s.lines(1).first
         #expect(refused?["error"]?["code"] == -32000)
         #expect(refused?["error"]?["message"]?.stringValue?.contains("MaxConnections=1") == true)

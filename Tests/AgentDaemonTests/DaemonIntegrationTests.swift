@@ -1,4 +1,5 @@
 import AgentCore
+@testable import AgentDaemon
 import AgentPosix
 import Foundation
 import Glibc
@@ -143,7 +144,10 @@ import HarnessSupport
         var answered = 0
         for (i, c) in clients.enumerated() where json(c.readLine() ?? "")["id"] == .number(Double(i)) { answered += 1 }
         #expect(answered == 256)
-        // The 257th is told why and closed.
+        // Root (this test) has the reserved slots past MaxConnections; past those it is told
+        // why and closed too.
+        let reserved = try (0..<SocketSettings.reservedControlSlots).map { _ in try LineClient(path: agent.socketPath) }
+        for c in reserved { #expect(c.call("status")["result"]?["hwid"] != nil) }
         let extra = try LineClient(path: agent.socketPath)
         #expect(json(extra.readLine() ?? "")["error"]?["code"] == -32000)
     }

@@ -1,3 +1,4 @@
+import AgentPosix
 import Glibc
 import Testing
 @testable import AgentDaemon
@@ -33,5 +34,27 @@ import Testing
         #expect(!Log.isJournalStream(fd: fd, environment: [:]))
         #expect(!Log.isJournalStream(fd: fd, environment: ["JOURNAL_STREAM": "garbage"]))
         #expect(!Log.isJournalStream(fd: -1, environment: ["JOURNAL_STREAM": mine]))
+    }
+
+    /// What any client can cause is logged once, then at most once every 10 s per message,
+    /// with how many were held back.
+    @Test func repeatedWarningsAreHeldBack() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]) }
+        let clock = ManualLoopClock()
+        let loop = try EventLoop(clock: clock)
+        let warnings = RepeatedWarnings(loop: loop, log: Log(minimum: .info, fd: fds[1]))
+        for _ in 0..<50 { warnings.warn("connection refused: too many connections", ["max": 8]) }
+        warnings.warn("answer refused: longer than the line limit")
+        clock.advance(by: 10)
+        warnings.warn("connection refused: too many connections", ["max": 8])
+        close(fds[1])
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let n = read(fds[0], &bytes, bytes.count)
+        let lines = String(decoding: bytes.prefix(max(0, n)), as: UTF8.self).split(separator: "\n")
+        #expect(lines == ["pushwoosh-agentd[warning]: connection refused: too many connections max=8",
+                          "pushwoosh-agentd[warning]: answer refused: longer than the line limit",
+                          "pushwoosh-agentd[warning]: connection refused: too many connections max=8 repeated=49"])
     }
 }

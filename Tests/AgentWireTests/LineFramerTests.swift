@@ -110,4 +110,30 @@ import Testing
         var framer = LineFramer()
         #expect(framer.feed([]).isEmpty)
     }
+
+    /// A reader that stops between two lines gets the rest, in order and once, by `resume`;
+    /// bytes fed meanwhile wait behind them; a partial line stays partial.
+    @Test func stoppingAndResuming() {
+        var framer = LineFramer()
+        var seen: [String] = []
+        var budget = 2
+        func take(_ frame: LineFramer.Frame) -> Bool {
+            if case .line(let l) = frame { seen.append(String(decoding: l, as: UTF8.self)) }
+            budget -= 1
+            return budget > 0
+        }
+        Array("p".utf8).withUnsafeBytes { framer.processWhile($0, take) }
+        Array("1\n2\n3\n4\n5".utf8).withUnsafeBytes { framer.processWhile($0, take) }
+        #expect(seen == ["p1", "2"])
+        #expect(framer.hasHeldLines)
+        Array("6\n7\n".utf8).withUnsafeBytes { framer.processWhile($0, take) }
+        #expect(seen == ["p1", "2"])
+        budget = 2
+        framer.resume(take)
+        #expect(seen == ["p1", "2", "3", "4"])
+        budget = 100
+        framer.resume(take)
+        #expect(seen == ["p1", "2", "3", "4", "56", "7"])
+        #expect(!framer.hasHeldLines && framer.bufferedByteCount == 0)
+    }
 }

@@ -81,9 +81,9 @@ import Testing
     /// The literals below that happen to equal a method's name are other things' names.
     static let otherMeanings: Set<String> = [
         "Sources/AgentCore/Environment/PersistentState+JSON.swift \"isEnabled\"",  // a flag's field in the state file
-        "Sources/AgentControl/CommandTable.swift \"status\"",  // synopses of agentctl's commands
-        "Sources/AgentControl/CommandTable.swift \"metrics\"",
-        "Sources/AgentControl/CommandTable.swift \"clock\"",
+        "Sources/AgentControl/CommandDefinition+Device.swift \"status\"",  // synopses of agentctl's commands
+        "Sources/AgentControl/CommandDefinition+Device.swift \"metrics\"",
+        "Sources/AgentControl/CommandDefinition+Clock.swift \"clock\"",
         "Sources/AgentControl/FleetCommand.swift \"status\"",  // `fleet status`, agentctl's word
         "Sources/AgentControl/FleetCommand.swift \"metrics\"",  // `fleet metrics`
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
@@ -96,10 +96,7 @@ import Testing
         "Sources/Soak/ClockDriver.swift \"clock\"",  // a violation's kind
         "Sources/AgentDaemon/Metrics.swift \"isEnabled\"",  // in a comment
         "Sources/AgentDaemon/Metrics.swift \"get\"",  // in a comment
-        "Sources/Soak/AgentDriver.swift \"property\"",  // the `property` parameter's name
-        "Sources/Soak/AgentDriver.swift \"status\"",  // a violation's kind; setNotificationAuthorization's parameter
-        "Sources/AgentControl/ControlCommand.swift \"property\"",  // the `property` parameter's name
-        "Sources/AgentControl/ControlCommand.swift \"status\"",  // setNotificationAuthorization's parameter
+        "Sources/Soak/AgentDriver.swift \"status\"",  // a violation's kind
         "Sources/Soak/Model.swift \"status\"",  // a logged request's HTTP status
     ]
 

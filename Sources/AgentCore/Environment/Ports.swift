@@ -129,6 +129,9 @@ public enum AgentEvent: Sendable, Equatable {
     case flagsChanged(reason: FlagChangeReason, keys: [String])
     case refreshSucceeded(trigger: RefreshTrigger, flagCount: Int, partial: Bool)
     case refreshFailed(trigger: RefreshTrigger, error: RefreshError, retryIn: Seconds?)
+    /// A client's `refresh` answered without a request: from the stored flags inside the
+    /// throttle window (RF-6, `error` nil), or because no flags URL is configured (RF-8).
+    case refreshNotSent(error: RefreshError?)
     /// A device API call other than `getFeatureFlags` finished.
     case callFinished(method: PushwooshAPI.Method, error: RefreshError?)
     case storeFailed(message: String)

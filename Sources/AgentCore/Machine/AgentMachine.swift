@@ -45,8 +45,8 @@ public enum AgentAction: Sendable, Equatable {
 /// It composes one value per state machine, each in its file with its rules:
 /// `RefreshMachine` (Refresh.swift, with its wiring into the agent), `RegistrationMachine`
 /// (Registrations.swift), `ImpressionLedger` (Impressions.swift), `Validity` (Validity.swift)
-/// and `SessionMachine` (Session.swift); the reads are in Reads.swift, the primer in
-/// Primer/PrimerMachine.swift. `Agent` is its interpreter.
+/// and `SessionMachine` (Session.swift); the reads are in AgentMachine+Reads.swift, the primer in
+/// Primer/AgentMachine+Primer.swift. `Agent` is its interpreter.
 public struct AgentMachine {
     public private(set) var settings: AgentSettings
     public internal(set) var state: PersistentState

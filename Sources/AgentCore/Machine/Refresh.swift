@@ -86,7 +86,7 @@ struct RefreshMachine: Sendable {
     mutating func manual(_ waiter: Waiter, _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
         fatal = false  // RF-11: a client's refresh lifts the stop.
         if inFlight == nil, throttle.answersFromStore(now: world.now.monotonic, flagsValid: world.flagsValid) {
-            return [.complete(waiter, nil)]
+            return [.notify(.refreshNotSent(error: nil)), .complete(waiter, nil)]
         }
         return request(.manual, waiter: waiter, world, &random)
     }
@@ -171,7 +171,7 @@ struct RefreshMachine: Sendable {
         guard world.canRequest else {
             // RF-8: no request is ever sent; `refresh` fails with code 0.
             let error = RefreshError(code: 0, message: "server URL does not end with \(PushwooshAPI.flagsPathSuffix): feature flags are not requested")
-            return waiter.map { [.complete($0, error)] } ?? []
+            return waiter.map { [.notify(.refreshNotSent(error: error)), .complete($0, error)] } ?? []
         }
         inFlight = InFlight(generation: generation, trigger: trigger, waiters: waiter.map { [$0] } ?? [])
         requestsSent += 1

@@ -3,7 +3,7 @@ import FoundationEssentials
 // The push primer (docs/rules.md §7, PR-1..PR-5), pure: the decision to show or suppress, the
 // outcome of the simulated user's answer, and the presentation resolved to the values the
 // SDK would use. No clock, no state: the machine supplies the authorization status, the
-// time and the last showing (PrimerMachine.swift). The vocabulary is in
+// time and the last showing (AgentMachine+Primer.swift). The vocabulary is in
 // PrimerVocabulary.swift, the configuration and its validation in PrimerConfiguration.swift.
 //
 // Source: seeds/004 ("iOS push primer", SDK 7.1.1+). Choices the document leaves open are

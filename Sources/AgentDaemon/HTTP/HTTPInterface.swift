@@ -15,20 +15,36 @@ final class HTTPInterface {
     static let single = "/ofrep/v1/evaluate/flags/"
     static let bulk = "/ofrep/v1/evaluate/flags"
 
+    /// The bulk answer, built without holding up the loop and kept until the flags change.
+    let bulkAnswers: BulkAnswers
+
     init(host: AgentHost, metrics: Metrics, token: [UInt8]?, metricsText: @escaping () -> String) {
         self.host = host
         self.metrics = metrics
         self.token = token
         self.metricsText = metricsText
+        bulkAnswers = BulkAnswers(loop: host.loop) { [unowned host] in host.agent.servedSnapshot() }
     }
 
+    /// The answer now (a bulk answer is built at once).
     func respond(_ request: HTTPServerRequest) -> HTTPServerResponse {
-        let response = route(request)
+        respond(request, reply: nil)!
+    }
+
+    /// The answer now, or nil when `reply` gets it later (a bulk answer over many flags).
+    func respond(_ request: HTTPServerRequest, reply: ((HTTPServerResponse) -> Void)?) -> HTTPServerResponse? {
+        let metrics = self.metrics
+        guard let response = route(request, reply: reply.map { reply in
+            { response in
+                metrics.httpRequest(status: response.status)
+                reply(response)
+            }
+        }) else { return nil }
         metrics.httpRequest(status: response.status)
         return response
     }
 
-    private func route(_ request: HTTPServerRequest) -> HTTPServerResponse {
+    private func route(_ request: HTTPServerRequest, reply: ((HTTPServerResponse) -> Void)?) -> HTTPServerResponse? {
         if request.bodyTooLarge {
             return .json(413, Self.errorBody(nil, code: "GENERAL", details: "request body larger than \(HTTPSettings.maximumBodyBytes) bytes"),
                          headers: [("Connection", "close")])
@@ -53,7 +69,11 @@ final class HTTPInterface {
                                    body: Array(metricsText().utf8))
             }
         case Self.bulk, Self.bulk + "/":
-            return only(["POST"], request) { bulk(request) }
+            guard request.method == "POST" else { return only(["POST"], request) { preconditionFailure() } }
+            if let rejection = OFREP.checkRequest(request.body, key: nil, agent: host.agent) {
+                return .json(rejection.status, JSONValueBox(bytes: JSONWriter.encode(rejection.body)))
+            }
+            return bulkAnswers.answer(request, reply: reply)
         default:
             if path.hasPrefix(Self.single) {
                 let key = String(path.dropFirst(Self.single.count))
@@ -64,17 +84,6 @@ final class HTTPInterface {
             }
             return .json(404, Self.errorBody(nil, code: "GENERAL", details: "no such path: \(path)"))
         }
-    }
-
-    private func bulk(_ request: HTTPServerRequest) -> HTTPServerResponse {
-        let answer = OFREP.bulk(body: request.body, agent: host.agent)
-        let bytes = JSONWriter.encode(answer.body)
-        guard answer.status == 200 else { return .json(answer.status, JSONValueBox(bytes: bytes)) }
-        let etag = Self.etag(bytes)
-        if let match = request.header("if-none-match"), Self.matches(match, etag) {
-            return HTTPServerResponse(status: 304, headers: [("ETag", etag)])
-        }
-        return .json(200, JSONValueBox(bytes: bytes), headers: [("ETag", etag)])
     }
 
     private func only(_ methods: [String], _ request: HTTPServerRequest, _ body: () -> HTTPServerResponse) -> HTTPServerResponse {

@@ -22,7 +22,7 @@ final class HTTPService {
 
     /// Binds `Listen=` (or adopts `inheritedFD`) and reads the token; serving starts with `start`.
     init(loop: EventLoop, host: AgentHost, metrics: Metrics, settings: HTTPSettings, socket: SocketSettings,
-         inheritedFD: Int32?, admit: @escaping () -> Bool, onRefused: @escaping () -> Void,
+         inheritedFD: Int32?, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
          metricsText: @escaping () -> String) throws(HTTPServiceError) {
         self.settings = settings
         let (token, warning) = try Self.readToken(settings.tokenFile)
@@ -56,19 +56,24 @@ final class HTTPService {
         }
         interface = HTTPInterface(host: host, metrics: metrics, token: token, metricsText: metricsText)
         let interface = self.interface
-        server = LoopHTTPServer(loop: loop, admit: admit, onRefused: onRefused) { interface.respond($0) }
+        let limits = LoopHTTPServer.Limits(connections: settings.maxConnections, idle: settings.idleTimeout,
+                                           requestRead: socket.requestReadTimeout)
+        server = LoopHTTPServer(loop: loop, limits: limits, onRefused: onRefused, onRequestTimeout: onRequestTimeout) {
+            interface.respond($0, reply: $1)
+        }
     }
 
-    func start(connectionLimit: Int) throws(HTTPServiceError) {
+    func start() throws(HTTPServiceError) {
         let fd = listenFD
         listenFD = -1
-        try server.start(listenFD: fd, idleTimeout: settings.idleTimeout, connectionLimit: connectionLimit)
+        try server.start(listenFD: fd)
     }
 
-    /// SIGHUP: the token file is read again (the address needs a restart). Returns what
-    /// deserves a warning: a token readable by others, or `TokenFile=` gone from the
-    /// configuration (requests are no longer checked).
-    func reload(_ fresh: HTTPSettings) throws(HTTPServiceError) -> [String] {
+    /// SIGHUP: the token file is read again and `RequestReadTimeout=` applies (the address
+    /// and `MaxConnections=` need a restart). Returns what deserves a warning: a token
+    /// readable by others, or `TokenFile=` gone from the configuration (requests are no
+    /// longer checked).
+    func reload(_ fresh: HTTPSettings, socket: SocketSettings) throws(HTTPServiceError) -> [String] {
         let (token, warning) = try Self.readToken(fresh.tokenFile)
         var warnings = warning.map { [$0] } ?? []
         if let old = settings.tokenFile, fresh.tokenFile == nil {
@@ -77,6 +82,7 @@ final class HTTPService {
         interface.token = token
         settings.tokenFile = fresh.tokenFile
         tokenWarning = warning
+        server.limits.requestRead = socket.requestReadTimeout
         return warnings
     }
 

@@ -11,6 +11,8 @@ public struct HTTPSettings: Sendable, Equatable {
     /// Seconds an HTTP connection may stay idle before it is closed. Not in the file
     /// (docs/http.md F names two keys); `PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT` overrides it for tests.
     public var idleTimeout: UInt32 = 60
+    /// `MaxConnections=`: HTTP connections at once, apart from the socket's.
+    public var maxConnections: Int = 256
     /// Request bodies larger than this get 413.
     public static let maximumBodyBytes = 64 * 1024
 

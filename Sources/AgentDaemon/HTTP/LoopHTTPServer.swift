@@ -22,10 +22,29 @@ struct HTTPServerResponse {
     var status: Int
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
+    /// Set for a large answer many clients get alike (the bulk OFREP answer): libmicrohttpd
+    /// keeps one copy of it for every connection it is sent on, instead of one each, so
+    /// clients that do not read it cost no memory each.
+    var shared: SharedResponse?
 
     static func json(_ status: Int, _ value: JSONValueBox, headers: [(name: String, value: String)] = []) -> HTTPServerResponse {
         HTTPServerResponse(status: status, headers: [("Content-Type", "application/json")] + headers, body: value.bytes)
     }
+}
+
+/// One libmicrohttpd response (status, headers and body fixed), queued on any number of
+/// connections: libmicrohttpd counts its users and frees it after the last.
+final class SharedResponse {
+    private var response: OpaquePointer?
+
+    /// Made on first use, on the loop thread.
+    func mhdResponse(_ answer: HTTPServerResponse) -> OpaquePointer? {
+        if let response { return response }
+        response = MicroHTTPD.makeResponse(headers: answer.headers, body: answer.body)
+        return response
+    }
+
+    deinit { if let response { MHD_destroy_response(response) } }
 }
 
 /// JSON bytes written by the project's writer (sorted keys: equal values, equal bytes).
@@ -39,26 +58,48 @@ struct JSONValueBox {
 /// everything here runs on the loop thread.
 ///
 /// Limits: bodies over `HTTPSettings.maximumBodyBytes` get 413 (the rest of the body is
-/// read and dropped); `admit` decides, per accepted connection, whether one more fits
-/// (the socket's `MaxConnections` is shared); `idleTimeout` closes idle connections.
+/// read and dropped); at most `limits.connections` connections (`[HTTP] MaxConnections=`):
+/// one more is accepted and closed at once, counted by `onRefused`; a connection whose
+/// request headers have not arrived within `limits.requestRead` of its opening or of its
+/// previous answer is closed (`onRequestTimeout`); `limits.idle` closes idle connections.
+/// The connections' bookkeeping is in LoopHTTPServer+Connections.swift.
 final class LoopHTTPServer {
-    typealias Handler = (HTTPServerRequest) -> HTTPServerResponse
+    /// The answer now, or nil when the handler calls the reply later (the connection is
+    /// suspended meanwhile and serves nothing else).
+    typealias Handler = (HTTPServerRequest, _ reply: @escaping (HTTPServerResponse) -> Void) -> HTTPServerResponse?
 
-    private let loop: EventLoop
+    struct Limits {
+        var connections: Int
+        /// Seconds (libmicrohttpd's `MHD_OPTION_CONNECTION_TIMEOUT`).
+        var idle: UInt32
+        /// `RequestReadTimeout=`, seconds.
+        var requestRead: Double
+    }
+
+    let loop: EventLoop
     private let handler: Handler
-    private let admit: () -> Bool
-    private let onRefused: () -> Void
-    private var daemon: OpaquePointer?
+    let onRefused: () -> Void
+    let onRequestTimeout: () -> Void
+    var limits: Limits
+    var daemon: OpaquePointer?
     private var epollFD: Int32 = -1
     private var timer: EventLoop.TimerHandle?
     private var timerDeadline: Double?
-    /// Open HTTP connections (MHD_OPTION_NOTIFY_CONNECTION).
-    private(set) var connectionCount = 0
+    /// Open HTTP connections by libmicrohttpd's connection (MHD_OPTION_NOTIFY_CONNECTION).
+    var open: [OpaquePointer: OpenConnection] = [:]
+    /// The timer of `RequestReadTimeout`: armed while any connection is open.
+    var readTimer: EventLoop.TimerHandle?
+    /// Connections waiting for an answer that comes later (MHD_suspend_connection).
+    var suspended: Set<OpaquePointer> = []
 
-    init(loop: EventLoop, admit: @escaping () -> Bool, onRefused: @escaping () -> Void, handler: @escaping Handler) {
+    var connectionCount: Int { open.count }
+
+    init(loop: EventLoop, limits: Limits, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
+         handler: @escaping Handler) {
         self.loop = loop
-        self.admit = admit
+        self.limits = limits
         self.onRefused = onRefused
+        self.onRequestTimeout = onRequestTimeout
         self.handler = handler
     }
 
@@ -66,35 +107,46 @@ final class LoopHTTPServer {
 
     /// Starts serving on `listenFD` (a listening, nonblocking stream socket; libmicrohttpd
     /// closes it when stopped).
-    func start(listenFD: Int32, idleTimeout: UInt32, connectionLimit: Int) throws(HTTPServiceError) {
+    func start(listenFD: Int32) throws(HTTPServiceError) {
         let me = Unmanaged.passUnretained(self).toOpaque()
         let completed: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-                                       MHD_RequestTerminationCode) -> Void = { _, _, conCls, _ in
+                                       MHD_RequestTerminationCode) -> Void = { cls, connection, conCls, _ in
+            if let cls, let connection {
+                Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue().requestEnded(connection)
+            }
             guard let conCls, let raw = conCls.pointee else { return }
             Unmanaged<PendingRequest>.fromOpaque(raw).release()
             conCls.pointee = nil
         }
         let notify: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-                                    MHD_ConnectionNotificationCode) -> Void = { cls, _, _, code in
-            guard let cls else { return }
+                                    MHD_ConnectionNotificationCode) -> Void = { cls, connection, _, code in
+            guard let cls, let connection else { return }
             let server = Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue()
-            server.connectionCount += code == MHD_ConnectionNotificationCode.CONNECTION_NOTIFY_STARTED ? 1 : -1
+            if code == MHD_ConnectionNotificationCode.CONNECTION_NOTIFY_STARTED {
+                server.opened(connection)
+            } else {
+                server.closed(connection)
+            }
         }
+        // libmicrohttpd's own limit is never reached (the accept policy refuses first): at
+        // its limit it takes the listening socket out of its epoll set.
         let options: [CVarArg] = [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), listenFD,
-            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(idleTimeout),
-            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(max(1, connectionLimit)),
+            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(limits.idle),
+            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(max(1, limits.connections) + 1),
             Int32(MHD_OPTION.NOTIFY_COMPLETED.rawValue), OpaquePointer(unsafeBitCast(completed, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.NOTIFY_CONNECTION.rawValue), OpaquePointer(unsafeBitCast(notify, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.END.rawValue),
         ]
-        // MHD_USE_EPOLL alone: libmicrohttpd starts no thread; we call MHD_run.
-        let flags = MHD_USE_EPOLL.rawValue
+        // MHD_USE_EPOLL without a thread flag: libmicrohttpd starts no thread; we call
+        // MHD_run. Suspending lets an answer come later (its resumption is an event on the
+        // epoll descriptor we watch).
+        let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         let started = withVaList(options) { va in
             MHD_start_daemon_va(flags, 0, { cls, _, _ in
                 guard let cls else { return MHD_Result.NO }
                 let server = Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue()
-                if server.admit() { return MHD_Result.YES }
+                if server.open.count < server.limits.connections { return MHD_Result.YES }
                 server.onRefused()
                 return MHD_Result.NO
             }, me, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
@@ -130,16 +182,34 @@ final class LoopHTTPServer {
         if let timer { loop.cancel(timer) }
         timer = nil
         timerDeadline = nil
+        if let readTimer { loop.cancel(readTimer) }
+        readTimer = nil
         if epollFD >= 0 { loop.unregister(epollFD) }
         epollFD = -1
         self.daemon = nil
+        for connection in suspended { MHD_resume_connection(connection) }  // libmicrohttpd stops none suspended
+        suspended.removeAll()
         MHD_stop_daemon(daemon)
+        for connection in open.values where connection.watched { loop.unregister(connection.fd) }
+        open.removeAll()
     }
 
     /// One pass of libmicrohttpd's work, then its next timeout on our loop's timer.
-    private func run() {
+    ///
+    /// A pass that closed connections runs once more: libmicrohttpd takes its listening
+    /// socket out of its epoll set at its connection limit (or when accept fails for want
+    /// of descriptors) and puts it back only at the start of a later pass, once it counts
+    /// fewer connections, which it does at the end of the pass that closed them. With no
+    /// connection left there would be no event and no timeout to call it again: the
+    /// listener would stay deaf for good, its backlog filling, nothing logged.
+    func run() {
         guard let daemon else { return }
+        var count = open.count
         _ = MHD_run(daemon)
+        while self.daemon != nil, open.count < count {
+            count = open.count
+            _ = MHD_run(daemon)
+        }
         var milliseconds: UInt64 = 0
         guard self.daemon != nil, MHD_get_timeout(daemon, &milliseconds) == MHD_Result.YES else {
             if let timer { loop.cancel(timer) }
@@ -169,9 +239,14 @@ final class LoopHTTPServer {
         loop.assertOnLoopThread()
         guard let raw = conCls.pointee else {
             conCls.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
+            headersArrived(connection)
             return MHD_Result.YES
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeUnretainedValue()
+        if let later = pending.later {  // resumed: the answer has come
+            pending.later = nil
+            return send(later, on: connection)
+        }
         if uploadDataSize.pointee > 0 {
             let n = uploadDataSize.pointee
             if pending.body.count + n > HTTPSettings.maximumBodyBytes {
@@ -190,11 +265,24 @@ final class LoopHTTPServer {
         let request = HTTPServerRequest(method: String(cString: method), path: fullPath,
                                         headers: Self.headers(connection), body: pending.body, bodyTooLarge: pending.tooLarge)
         pending.body = []
-        return send(handler(request), on: connection)
+        let reply: (HTTPServerResponse) -> Void = { [weak self] response in
+            guard let self, self.daemon != nil, self.suspended.remove(connection) != nil else { return }
+            pending.later = response
+            MHD_resume_connection(connection)
+            self.run()
+        }
+        if let response = handler(request, reply) { return send(response, on: connection) }
+        suspended.insert(connection)
+        MHD_suspend_connection(connection)
+        return MHD_Result.YES
     }
 
     private func send(_ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
-        MicroHTTPD.respond(connection, status: response.status, headers: response.headers, body: response.body)
+        if let shared = response.shared {
+            guard let made = shared.mhdResponse(response) else { return MHD_Result.NO }
+            return MHD_queue_response(connection, UInt32(response.status), made)
+        }
+        return MicroHTTPD.respond(connection, status: response.status, headers: response.headers, body: response.body)
     }
 
     /// Header fields with lowercase names.
@@ -207,6 +295,8 @@ final class LoopHTTPServer {
 private final class PendingRequest {
     var body: [UInt8] = []
     var tooLarge = false
+    /// An answer that came after the connection was suspended.
+    var later: HTTPServerResponse?
 }
 
 struct HTTPServiceError: Error, CustomStringConvertible {

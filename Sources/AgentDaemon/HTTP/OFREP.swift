@@ -45,7 +45,9 @@ enum OFREP {
         return notFound(key, "flag '\(key)' was not found")
     }
 
-    /// `POST /ofrep/v1/evaluate/flags`: every flag and every `KEY.P`, sorted by key.
+    /// `POST /ofrep/v1/evaluate/flags`: every flag and every `KEY.P`, sorted by key, built at
+    /// once through `evaluate`. The agent serves the same bytes built a slice at a time
+    /// (`BulkAnswers`, OFREPBulk.swift); this plain build is what the tests hold it to.
     static func bulk(body: [UInt8], agent: Agent) -> Answer {
         if let rejection = checkRequest(body, key: nil, agent: agent) { return rejection }
         guard let served = agent.servedFlagKeys() else { return notReady(nil) }

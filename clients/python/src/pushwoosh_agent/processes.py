@@ -56,6 +56,7 @@ AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     "socket_group": ("Agent", "SocketGroup"),
     "control_group": ("Agent", "ControlGroup"),
     "max_connections": ("Agent", "MaxConnections"),
+    "request_read_timeout": ("Agent", "RequestReadTimeout"),
     "state_directory": ("Agent", "StateDirectory"),
     "request_timeout": ("Agent", "RequestTimeout"),
     "stored_flags_lifetime": ("FeatureFlags", "StoredFlagsLifetime"),
@@ -70,9 +71,14 @@ AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     "ca_file": ("Agent", "CAFile"),
     "proxy": ("Agent", "Proxy"),
     "http_listen": ("HTTP", "Listen"),
+    "http_max_connections": ("HTTP", "MaxConnections"),
     "http_token_file": ("HTTP", "TokenFile"),
 }
-_BY_KEY = {key: (section, key) for section, key in AGENT_SETTINGS.values()}
+#: By key alone (``MaxConnections=3``): a key in two sections is the first section's
+#: (``[Agent]``); the other is set by its pythonic name (``http_max_connections``).
+_BY_KEY: Dict[str, Tuple[str, str]] = {}
+for _section, _key in AGENT_SETTINGS.values():
+    _BY_KEY.setdefault(_key, (_section, _key))
 _SECTIONS = ["Agent", "FeatureFlags", "Device", "HTTP"]
 
 

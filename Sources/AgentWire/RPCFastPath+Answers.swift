@@ -50,6 +50,7 @@ extension RPCFastPath {
         switch id {
         case .number(let n): w.writeNumber(n)
         case .string(let s): w.writeString(s)
+        case .numberLiteral(let text): w.writeASCII(text)
         case .null: w.writeStatic("null")
         }
         w.writeStatic(#","result":{"ageSeconds":"#)

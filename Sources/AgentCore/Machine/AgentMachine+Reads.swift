@@ -48,6 +48,12 @@ extension AgentMachine {
         servedFlags(at: now).map { $0.snapshot.flags.keys.sorted() }
     }
 
+    /// The flags served at `now` and where they came from, as one snapshot (a bulk read
+    /// built over several turns of the loop reads one consistent set); nil when none are valid.
+    public func servedSnapshot(now: Now) -> (snapshot: FlagSnapshot, source: FlagSource)? {
+        servedFlags(at: now).map { ($0.snapshot, $0.source) }
+    }
+
     /// When the flags served at `now` were received; nil when none are valid.
     public func servedFlagsReceivedAt(now: Now) -> Date? { servedFlags(at: now)?.snapshot.receivedAt }
 

@@ -1,0 +1,115 @@
+import AgentCore
+import AgentPosix
+import AgentWire
+
+/// How a socket client's bytes are taken in (docs/socket-api.md B.3 limits): lines handed to
+/// `handleLine` for a bounded time per turn of the loop (fairness: a client that pipelines
+/// thousands of requests does not hold up the others), reading paused while a client's
+/// unsent answers pass `outputHighWater` (back-pressure: a client that does not read
+/// costs at most that, plus one answer), and `RequestReadTimeout` for requests that do
+/// not come.
+extension ControlServer {
+    /// Unsent answers past which a client is no longer read (1 MiB).
+    static let outputHighWater = 1 << 20
+    /// Unsent output past which a connection is closed: notifications to a subscriber that
+    /// does not read, or answers that finish later (a refresh) on top of the bound.
+    static let outputLimit = 4 << 20
+    /// Seconds of work for one client in one turn of the loop (checked between lines).
+    static let turnBudget = 0.000_5
+
+    func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
+        var handled = 0
+        let until = loop.now + Self.turnBudget
+        client.framing = true
+        client.framer.processWhile(bytes) { frame in take(frame, from: client, count: &handled, until: until) }
+        client.framing = false
+        afterInput(client, handled: handled)
+    }
+
+    /// The lines held back: one more turn's worth.
+    private func resumeHeld(_ client: Client) {
+        client.resumeScheduled = false
+        guard client.connection.isOpen, client.framer.hasHeldLines else { return }
+        var handled = 0
+        let until = loop.now + Self.turnBudget
+        client.framing = true
+        client.framer.resume { frame in take(frame, from: client, count: &handled, until: until) }
+        client.framing = false
+        afterInput(client, handled: handled)
+    }
+
+    /// Hands one frame on; whether the framer may hand out another now.
+    private func take(_ frame: LineFramer.Frame, from client: Client, count: inout Int, until: Double) -> Bool {
+        switch frame {
+        case .line(let line):
+            handleLine(line, from: client)
+            count += 1
+            // The clock is read every 16 lines (a fast-path answer takes about a microsecond).
+            if count & 15 == 0, loop.now > until { return false }
+            return client.connection.pendingOutputBytes < Self.outputHighWater
+        case .lineTooLong:
+            let limit = LineFramer.defaultMaximumLineLength  // the framer is busy framing: not read here
+            metrics?.rpcError(RPCError.lineTooLong(maximum: limit).code)
+            client.connection.send(RPCEncoder.error(id: .null, .lineTooLong(maximum: limit)))
+            client.connection.closeAfterFlush()
+            warnings.warn("connection closed: line too long", ["pid": client.credentials?.pid, "limit": limit])
+            return false
+        }
+    }
+
+    /// After a read or a resumed turn: the request clock, then whether to read on.
+    private func afterInput(_ client: Client, handled: Int) {
+        guard client.connection.isOpen else { return }
+        let held = client.framer.hasHeldLines
+        if held {
+            client.awaitingSince = nil  // its requests are here, waiting for their turn
+        } else if client.framer.bufferedByteCount > 0 {
+            // A line begun: it must be complete within RequestReadTimeout of its first byte.
+            if handled > 0 || client.awaitingSince == nil { client.awaitingSince = loop.iterationTime }
+            armRequestTimer(client)
+        } else if handled > 0 {
+            client.awaitingSince = nil  // idle between requests: the idle timeout's business
+        }
+        let backlog = client.connection.pendingOutputBytes >= Self.outputHighWater
+        client.connection.readingPaused = held || backlog
+        if held, !backlog, !client.resumeScheduled {
+            // Another turn once the others have had theirs: a timer due after this pass of
+            // the timers runs after the next poll of every descriptor.
+            client.resumeScheduled = true
+            loop.schedule(after: 0.000_001) { [weak self, weak client] in
+                guard let self, let client else { return }
+                self.resumeHeld(client)
+            }
+        }
+    }
+
+    /// The client read its answers (reading was paused): read on, held lines first.
+    func outputDrained(_ client: Client) {
+        guard !client.framing else { return }  // a flush while lines are being handled: afterInput decides
+        if client.framer.hasHeldLines {
+            if !client.resumeScheduled { resumeHeld(client) }
+        } else {
+            client.connection.readingPaused = false
+        }
+    }
+
+    // MARK: - RequestReadTimeout
+
+    func armRequestTimer(_ client: Client) {
+        guard client.requestTimer == nil, let since = client.awaitingSince else { return }
+        client.requestTimer = loop.schedule(at: since + settings.requestReadTimeout) { [weak self, weak client] in
+            guard let self, let client else { return }
+            client.requestTimer = nil
+            guard client.connection.isOpen, let since = client.awaitingSince else { return }
+            let due = since + self.settings.requestReadTimeout
+            guard self.loop.now >= due else { return self.armRequestTimer(client) }
+            self.metrics?.socketRequestReadTimeouts += 1
+            let limit = TimeSpan.format(self.settings.requestReadTimeout)
+            let partial = client.framer.bufferedByteCount
+            client.connection.send(RPCEncoder.error(id: .null, .invalidRequest("no complete request line within RequestReadTimeout=\(limit)")))
+            client.connection.closeAfterFlush()
+            self.warnings.warn("connection closed: no request within RequestReadTimeout",
+                     ["timeout": limit, "partial_bytes": partial, "pid": client.credentials?.pid])
+        }
+    }
+}
