@@ -10,7 +10,9 @@ import Glibc
 /// the notifications to subscribers; a connection's requests are in SocketRequests.swift.
 final class ControlServer {
     let loop: EventLoop
-    let host: AgentHost
+    let host: AgentOnLoop
+    /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.
+    var clockController: DeviceClockController?
     /// `host.agent` (attached once, before this server exists), held as a `let`: a read
     /// through `host`'s `var` retained and released the agent for every answer, on the slow
     /// path of an object that weak references have given a side table.
@@ -28,7 +30,7 @@ final class ControlServer {
     /// What any local client can make the agent log, held to a line every 10 s per message.
     lazy var warnings = RepeatedWarnings(loop: loop, log: log)
 
-    init(loop: EventLoop, host: AgentHost, settings: SocketSettings, log: Log) {
+    init(loop: EventLoop, host: AgentOnLoop, settings: SocketSettings, log: Log) {
         self.loop = loop
         self.host = host
         self.agent = host.agent

@@ -16,7 +16,7 @@ public final class Daemon {
     private let log: Log
     private let loop: EventLoop
     private let notifications: Notifications
-    private let host: AgentHost
+    private let host: AgentOnLoop
     private var server: ControlServer!
     private var listener: UnixListener!
     private var signals: SignalSource?
@@ -66,7 +66,7 @@ public final class Daemon {
         let mode = configuration.device.clock
         abandonedOffset = mode == .system && storedOffset > 0 ? storedOffset : nil
         let clock = DeviceClock(base: SystemClock(), mode: mode, offset: storedOffset)
-        host = AgentHost(loop: loop, clock: clock)
+        host = AgentOnLoop(loop: loop, clock: clock)
         network = DeferredTransport { [loop, options = configuration.network.options] in
             CurlTransport(loop: loop, userAgent: "pushwoosh-agentd/\(StatusReport.version)", network: options)
         }
@@ -76,10 +76,10 @@ public final class Daemon {
         let agent = Agent(settings: Self.agentSettings(configuration, environment: environment), clock: clock, transport: transport,
                           store: store, scheduler: host, onEvent: { [unowned self] event in self.handle(event) })
         host.attach(agent)
-        if mode == .controlled {
-            host.clockController = DeviceClockController(clock: clock, host: host, transport: transport, loop: loop, log: log)
-        }
         server = ControlServer(loop: loop, host: host, settings: configuration.socket, log: log)
+        if mode == .controlled {
+            server.clockController = DeviceClockController(clock: clock, host: host, transport: transport, loop: loop, log: log)
+        }
         server.metrics = metrics
         server.metricsText = { [unowned self] in self.metricsText() }
         // docs/http.md F: the socket named `http` is the HTTP interface's; any other is the socket API's.

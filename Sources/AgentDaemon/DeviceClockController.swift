@@ -15,30 +15,25 @@ import FoundationEssentials
 /// emulator advanced alike. Steps run on the event loop, so the agent keeps answering its
 /// socket meanwhile; advances asked for while one runs wait their turn.
 final class DeviceClockController {
-    private struct Advance {
-        /// Seconds of jumps still to make.
-        var remaining: Seconds
-        var fired: [FiredTimer] = []
+    /// An advance and who waits for it.
+    private struct Queued {
+        var advance: ClockAdvance
         var requestsBefore: Int
         var done: (RPCOutcome) -> Void
-        /// Steps at one deadline without the agent moving it (a guard against a timer that
-        /// never clears).
-        var stuck = 0
-        var lastDeadline: Seconds?
     }
 
     /// The longest advance one call may ask for (ten years).
     static let maximumSeconds: Seconds = 10 * 365 * 86_400
 
     let clock: DeviceClock
-    private let host: AgentHost
+    private let host: AgentOnLoop
     private let transport: MeteredTransport
     private let loop: EventLoop
     private let log: Log
-    private var queue: [Advance] = []
+    private var queue: [Queued] = []
     private var stepScheduled = false
 
-    init(clock: DeviceClock, host: AgentHost, transport: MeteredTransport, loop: EventLoop, log: Log) {
+    init(clock: DeviceClock, host: AgentOnLoop, transport: MeteredTransport, loop: EventLoop, log: Log) {
         self.clock = clock
         self.host = host
         self.transport = transport
@@ -74,7 +69,7 @@ final class DeviceClockController {
             throw .invalidParams("advanceClock by at most \(Int(Self.maximumSeconds)) s (ten years) per call",
                                  parameter: { if case .to = target { "to" } else { "seconds" } }())
         }
-        queue.append(Advance(remaining: seconds, requestsBefore: transport.sent, done: done))
+        queue.append(Queued(advance: ClockAdvance(seconds: seconds), requestsBefore: transport.sent, done: done))
         if queue.count == 1 { scheduleStep() }
     }
 
@@ -87,67 +82,37 @@ final class DeviceClockController {
         }
     }
 
-    /// One step of the advance at the head of the queue.
+    /// One step of the advance at the head of the queue: the value decides, this performs.
     private func step() {
-        guard var advance = queue.first else { return }
-        // The network work of the previous step finishes first (onIdle schedules the next).
-        guard transport.inFlight == 0 else { return }
+        guard var head = queue.first else { return }
         let agent = host.agent!
-        if let next = agent.nextDeadline, next - clock.monotonic <= advance.remaining {
-            if next == advance.lastDeadline { advance.stuck += 1 } else { advance.stuck = 0 }
-            advance.lastDeadline = next
-            guard advance.stuck < 100 else {
+        let view = ClockAdvance.View(now: clock.monotonic, wall: clock.wall, timers: agent.timers,
+                                     sessionEndsAt: agent.sessionEndsAt, requestsInFlight: transport.inFlight)
+        let actions = head.advance.step(view)
+        queue[0] = head
+        for action in actions {
+            switch action {
+            case .waitForRequests:
+                return  // MeteredTransport.onIdle schedules the next step
+            case .jump(let seconds, let save):
+                if seconds > 0 { clock.advance(by: seconds) }
+                agent.clockOffsetChanged(clock.offset, save: save)  // re-arms the loop timer at the new offset
+            case .fireDueTimers:
+                agent.fireDueTimers()
+            case .fail(let message):
                 queue.removeFirst()
                 log(.error, "advanceClock stopped: a timer does not clear", ["timers": "\(agent.timers.map(\.kind.rawValue))"])
-                advance.done(.failure(.internalError("a timer at the same deadline keeps firing: \(agent.timers)")))
-                scheduleStep()
-                return
+                head.done(.failure(.internalError(message)))
+            case .answer(let fired):
+                queue.removeFirst()
+                let requests = transport.sent - head.requestsBefore
+                head.done(.success(AdvanceClockAnswer(now: clock.wall, offsetSeconds: clock.offset, fired: fired, requests: requests).json))
+                // One line per advance that ran a timer; a driver stepping many devices (the soak's
+                // --real-timings) makes many that run none.
+                log(fired.isEmpty ? .debug : .info, "device clock advanced",
+                    ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset), "fired": fired.count, "requests": requests])
             }
-            noteSessionEnd(before: next, in: &advance)
-            advance.remaining -= moveClock(by: next - clock.monotonic, save: false)
-            let nowDevice = clock.monotonic
-            for timer in agent.timers where timer.deadline <= nowDevice {
-                let trigger: RefreshTrigger? = switch timer.kind {
-                case .refresh: .periodic
-                case .retry: .retry
-                default: nil
-                }
-                advance.fired.append(FiredTimer(at: clock.wall, event: timer.kind.rawValue, trigger: trigger))
-            }
-            queue[0] = advance
-            agent.fireDueTimers()  // re-arms the loop timer, as every call into the agent does
-            scheduleStep()  // waits for the requests the timers sent, if any
-            return
         }
-        noteSessionEnd(before: clock.monotonic + advance.remaining, in: &advance)
-        moveClock(by: advance.remaining, save: true)
-        queue.removeFirst()
-        let requests = transport.sent - advance.requestsBefore
-        advance.done(.success(AdvanceClockAnswer(now: clock.wall, offsetSeconds: clock.offset, fired: advance.fired, requests: requests).json))
-        // One line per advance that ran a timer; a driver stepping many devices (the soak's
-        // --real-timings) makes many that run none.
-        log(advance.fired.isEmpty ? .debug : .info, "device clock advanced", ["now": clock.wall.formatted(.iso8601), "offset_s": Int(clock.offset),
-                                            "fired": advance.fired.count, "requests": requests])
-        scheduleStep()
-    }
-
-    /// SE-1: the session ends in the background at `sessionEndsAt`; no timer runs then (the
-    /// end is noticed when the app returns), but a test advancing past it hears of it in
-    /// `fired`, in time order, before the timers at or after it.
-    private func noteSessionEnd(before target: Seconds, in advance: inout Advance) {
-        guard let end = host.agent.sessionEndsAt, end > clock.monotonic, end <= target else { return }
-        advance.fired.append(FiredTimer(at: clock.wall.addingTimeInterval(end - clock.monotonic), event: FiredTimer.sessionEnd))
-    }
-
-    /// Moves the device's time forward by `seconds` (nothing when ≤ 0; never back), records
-    /// the offset in the device's state (saved now with `save`, else with the next save: at
-    /// the latest with what the timers bring back, ST-6), which re-arms the loop timer, and says
-    /// how far it moved.
-    @discardableResult
-    private func moveClock(by seconds: Seconds, save: Bool) -> Seconds {
-        let ahead = max(0, seconds)
-        if ahead > 0 { clock.advance(by: ahead) }
-        host.agent.clockOffsetChanged(clock.offset, save: save)  // re-arms at the new offset
-        return ahead
+        scheduleStep()  // the next step waits for the requests the timers sent, if any
     }
 }

@@ -67,7 +67,13 @@ extension ControlServer {
                 let e = agent.get(request.key)
                 RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
             }
-            w.bytes.withUnsafeBytes { client.connection.send($0) }
+            // A flag too large for one line (its properties over 1 MiB) gets the general path's
+            // refusal, never a line the client must cut.
+            if w.bytes.count > LineFramer.defaultMaximumLineLength + 1 {
+                sendAnswer(w.bytes, to: client)
+            } else {
+                w.bytes.withUnsafeBytes { client.connection.send($0) }
+            }
         }
         answered(client)
     }
@@ -156,10 +162,10 @@ extension ControlServer {
         case .status:
             done(.success(StatusAnswer(version: StatusReport.version, status: agent.status()).json))
         case .clock:
-            guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
+            guard let controller = clockController else { throw .clockNotControlled(method: call.method.rawValue) }
             done(.success(controller.clockResult()))
         case .advanceClock(let target):
-            guard let controller = host.clockController else { throw .clockNotControlled(method: call.method.rawValue) }
+            guard let controller = clockController else { throw .clockNotControlled(method: call.method.rawValue) }
             try controller.advance(target, done)
         case .subscribe(let events):
             client.events = events

@@ -38,7 +38,7 @@ final class InProcessServer {
         let ends = serverEnds
         thread = Thread {
             let clock = DeviceClock(base: SystemClock(), mode: .system)
-            let host = AgentHost(loop: loop, clock: clock)
+            let host = AgentOnLoop(loop: loop, clock: clock)
             let agent = Agent(settings: VirtualLoop.defaultSettings(), clock: clock, transport: AnswersOnTheLoop(loop: loop, flags: flags),
                               store: MemoryStore(), scheduler: host)
             host.attach(agent)

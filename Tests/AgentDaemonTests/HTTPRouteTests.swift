@@ -18,14 +18,14 @@ import Testing
     /// Keeps the loop (never run: timers are only registered), host and agent alive.
     final class Routes {
         let loop: EventLoop
-        let host: AgentHost
+        let host: AgentOnLoop
         let metrics = Metrics()
         let interface: HTTPInterface
 
         init(flags: [FeatureFlag]?, token: String? = nil) throws {
             loop = try EventLoop()
             let clock = DeviceClock(base: SystemClock(), mode: .system)
-            host = AgentHost(loop: loop, clock: clock)
+            host = AgentOnLoop(loop: loop, clock: clock)
             var state = PersistentState(hwid: "H")
             state.flags = flags.map { list in
                 FlagSnapshot(flags: Dictionary(uniqueKeysWithValues: list.map { ($0.key, $0) }), receivedAt: clock.wall.addingTimeInterval(-60),

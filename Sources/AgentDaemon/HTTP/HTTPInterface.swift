@@ -6,7 +6,7 @@ import FoundationEssentials
 /// (F.2). Nothing here changes state: there is no route but the evaluations and the three
 /// GETs.
 final class HTTPInterface {
-    private let host: AgentHost
+    private let host: AgentOnLoop
     private let metrics: Metrics
     private let metricsText: () -> String
     /// The token requests must carry; nil: none needed.
@@ -18,7 +18,7 @@ final class HTTPInterface {
     /// The bulk answer, built without holding up the loop and kept until the flags change.
     let bulkAnswers: BulkAnswers
 
-    init(host: AgentHost, metrics: Metrics, token: [UInt8]?, metricsText: @escaping () -> String) {
+    init(host: AgentOnLoop, metrics: Metrics, token: [UInt8]?, metricsText: @escaping () -> String) {
         self.host = host
         self.metrics = metrics
         self.token = token

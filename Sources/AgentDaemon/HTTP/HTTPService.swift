@@ -21,7 +21,7 @@ final class HTTPService {
     var connectionCount: Int { server.connectionCount }
 
     /// Binds `Listen=` (or adopts `inheritedFD`) and reads the token; serving starts with `start`.
-    init(loop: EventLoop, host: AgentHost, metrics: Metrics, settings: HTTPSettings, socket: SocketSettings,
+    init(loop: EventLoop, host: AgentOnLoop, metrics: Metrics, settings: HTTPSettings, socket: SocketSettings,
          inheritedFD: Int32?, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
          metricsText: @escaping () -> String) throws(HTTPServiceError) {
         self.settings = settings

@@ -206,3 +206,25 @@ def _catch(fn: Callable[[], Any]) -> Any:
         return fn()
     except BaseException as error:  # noqa: BLE001
         return error
+
+
+def test_subscriptions_and_event_streams_listen_on_one_connection_each_to_its_own(
+        pushwoosh_agent: AgentClient, pushwoosh_emulator: RunningEmulator) -> None:
+    def accepted() -> str:
+        return next(line for line in pushwoosh_agent.metrics().splitlines()
+                    if line.startswith('pushwoosh_agent_socket_connections_total{result="accepted"}'))
+
+    before = accepted()
+    with pushwoosh_agent.subscribe(timeout=5) as updates:
+        with pushwoosh_agent.events("refresh") as stream:   # adds refresh to what the agent sends
+            _change(pushwoosh_emulator, pushwoosh_agent, 1)
+            assert updates.get() == FlagsUpdate("refresh", ["f001"])
+            done = stream.next(timeout=5)                   # any notification: only refreshCompleted comes
+            assert done["trigger"] == "manual" and done["sent"] is True
+        _change(pushwoosh_emulator, pushwoosh_agent, 2)     # the stream is closed, the subscription hears on
+        assert updates.get() == FlagsUpdate("refresh", ["f002"])
+        assert updates.backlog == 0
+    assert accepted() == before                             # no connection but the client's
+    with pytest.raises(AgentTimeout):
+        with pushwoosh_agent.events("flags") as flags:      # all closed: the agent was unsubscribed, then
+            flags.next(timeout=0.2)                         # subscribed again; nothing has changed since

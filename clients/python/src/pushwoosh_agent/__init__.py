@@ -31,8 +31,18 @@ from .client import (
 )
 from .emulator import EmulatorClient, RequestsTimeout
 from .fixtures import Fleet, Lab, RunningEmulator
-from .lab import ClockAdvance, FiredTimer, LabClockError, advance_lab
+from .lab import ClockAdvance, LabClockError, advance_lab
 from .events import EventStream
+from .results import (
+    ClockInfo,
+    DeviceClockAdvance,
+    FiredTimer,
+    RefreshCompleted,
+    SDKError,
+    StateChanged,
+    Status,
+    StorageError,
+)
 from .errors import (
     AgentError,
     AgentNotRunning,
@@ -56,6 +66,13 @@ __all__ = [
     "PushRegistration",
     "PrimerResult",
     "RefreshResult",
+    "Status",
+    "StorageError",
+    "SDKError",
+    "ClockInfo",
+    "DeviceClockAdvance",
+    "RefreshCompleted",
+    "StateChanged",
     "PROPERTY_TYPES",
     "EmulatorClient",
     "RunningEmulator",

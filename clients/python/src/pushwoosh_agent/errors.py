@@ -35,6 +35,7 @@ __all__ = [
     "PERMISSION_DENIED",
     "METHOD_NOT_FOUND",
     "INVALID_PARAMS",
+    "agent_error",
 ]
 
 #: JSON-RPC error codes of the agent (docs/socket-api.md B, B.3).
@@ -140,3 +141,19 @@ class EmulatorError(PushwooshError):
         self.body = body
         where = f" (at {path})" if path else ""
         super().__init__(f"{method} {url}: HTTP {status}: {message}{where}")
+
+
+def agent_error(method: str, error: Any) -> AgentError:
+    """The exception of a JSON-RPC error answer to ``method`` (``error`` is its ``error`` member)."""
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int) \
+            or isinstance(error.get("code"), bool):
+        return AgentError(-32603, f"unreadable error answer: {error!r}", None, method)
+    code: int = error["code"]
+    message = str(error.get("message", ""))
+    data = error.get("data")
+    if code == PERMISSION_DENIED:
+        named = data.get("method") if isinstance(data, dict) else None
+        return PermissionDenied(code, message, data, named if isinstance(named, str) else method)
+    if code == METHOD_NOT_FOUND:
+        return MethodNotFound(code, message, data, method)
+    return AgentError(code, message, data, method)

@@ -1,6 +1,9 @@
-"""Waiting on what the agent says happened (docs/device-clock.md H ``subscribe`` ``events``).
+"""Waiting on what the agent says happened (docs/socket-api.md B.1, docs/device-clock.md H.1).
 
-A test waits on these, never in a sleep loop::
+Both views here stand on the one subscription mechanism of the connection (a listener with its
+own queue, fed by the connection's reader thread): :class:`Subscription` (flag updates, from
+:meth:`AgentClient.subscribe`) and :class:`EventStream` (any events, from
+:meth:`AgentClient.events`). A test waits on these, never in a sleep loop::
 
     with agent.events("refresh") as events:
         agent.advance_clock(3600)                       # the hourly refresh runs meanwhile
@@ -11,100 +14,171 @@ A test waits on these, never in a sleep loop::
 
 from __future__ import annotations
 
-import json
-import socket as _socket
+import queue
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Protocol, Union
 
-from .errors import AgentNotRunning, AgentTimeout, ProtocolError
+from ._connection import EVENTS, Connection, Listener
+from .errors import AgentNotRunning, AgentTimeout
+from .results import FlagsUpdate
 
-#: The event names ``subscribe`` takes and the notifications each brings.
-EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshCompleted", "state": "stateChanged"}
+__all__ = ["EVENTS", "EventStream", "Subscription"]
+
+_FLAGS = EVENTS["flags"]
+
+
+class ConnectionSource(Protocol):
+    """What a subscription listens through: an :class:`AgentClient` (its shared connection)."""
+
+    socket_path: str
+    timeout: Optional[float]
+
+    def _connection(self) -> Connection: ...
+
+
+class Subscription:
+    """Flag updates, from :meth:`AgentClient.subscribe`, as a context manager and iterator.
+
+    ::
+
+        with client.subscribe() as updates:
+            client.refresh()
+            for update in updates:        # blocks until an update arrives
+                print(update.reason, update.changed)
+
+    The reader thread puts every update into this subscription's own unbounded
+    queue, so none is lost while the consumer is busy; they come out in the
+    order the agent sent them. Iteration ends when the subscription is closed
+    (leaving the ``with`` block, or :meth:`close` from another thread) and
+    raises :class:`AgentNotRunning` when the connection is lost. With
+    ``timeout`` set, ``next()`` raises :class:`AgentTimeout` after that many
+    seconds without an update; :meth:`get` takes a timeout per call.
+    """
+
+    def __init__(self, client: ConnectionSource, timeout: Optional[float] = None) -> None:
+        self._client = client
+        self.timeout = timeout
+        self._listener = Listener(["flags"])
+        self._conn: Optional[Connection] = None
+        self._opened = False
+        self._closed = False
+
+    def open(self) -> "Subscription":
+        """Subscribes (done by ``with``); returns self."""
+        if self._opened or self._closed:
+            raise ValueError("a subscription is opened once")
+        conn = self._client._connection()
+        conn.listen(self._listener, self._client.timeout)
+        self._conn = conn
+        self._opened = True
+        return self
+
+    def close(self) -> None:
+        """Ends the subscription (the agent is told once no other subscription remains)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._conn is not None:
+            self._conn.unlisten(self._listener, self._client.timeout)
+        self._listener.end()
+
+    def __enter__(self) -> "Subscription":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[FlagsUpdate]:
+        return self
+
+    def __next__(self) -> FlagsUpdate:
+        return self._take(self.timeout)
+
+    def get(self, timeout: Optional[float] = None) -> FlagsUpdate:
+        """The next update; raises :class:`AgentTimeout` when none arrives within ``timeout``
+        seconds (None: wait as long as it takes), ``StopIteration`` once closed."""
+        return self._take(timeout)
+
+    @property
+    def backlog(self) -> int:
+        """How many updates have arrived and not been read yet."""
+        return self._listener.backlog
+
+    def drain(self) -> List[FlagsUpdate]:
+        """The updates already received, without waiting."""
+        updates = (FlagsUpdate.from_params(params) for _, params in self._listener.drain())
+        return [update for update in updates if update is not None]
+
+    def _take(self, timeout: Optional[float]) -> FlagsUpdate:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                item = self._listener.take(left)
+            except queue.Empty:
+                raise AgentTimeout(self._client.socket_path, _FLAGS,
+                                   timeout if timeout is not None else 0.0) from None
+            if item is None:
+                raise StopIteration
+            update = FlagsUpdate.from_params(item[1])
+            if update is not None:
+                return update
 
 
 class EventStream:
-    """A connection of its own, subscribed to ``events``; notifications in arrival order.
+    """Notifications of ``events`` (``flags``, ``refresh``, ``state``) in arrival order.
 
-    Subscribed when constructed (so nothing that happens after the constructor
-    returns is missed); a context manager that closes the connection.
+    ``socket_path``: a socket path (a connection of the stream's own), or an :class:`AgentClient`
+    (its connection, as :meth:`AgentClient.events` does). Subscribed when constructed (so nothing
+    that happens after the constructor returns is missed); a context manager that closes it.
     """
 
-    def __init__(self, socket_path: str, events: Iterable[str], timeout: Optional[float] = 30.0) -> None:
+    def __init__(self, socket_path: Union[str, ConnectionSource], events: Iterable[str],
+                 timeout: Optional[float] = 30.0) -> None:
         names = list(events)
         unknown = [n for n in names if n not in EVENTS]
         if not names or unknown:
             raise ValueError(f"events must name some of {', '.join(EVENTS)}; not {unknown or names!r}")
-        self.socket_path = socket_path
-        self._buffer = b""
-        self._pending: List[Tuple[str, Dict[str, Any]]] = []
-        self._waited: float = timeout if timeout is not None else 0.0
-        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self._owned: Optional[Connection] = None
+        if isinstance(socket_path, str):
+            self.socket_path = socket_path
+            self._owned = conn = Connection(socket_path, timeout)
+        else:
+            self.socket_path = socket_path.socket_path
+            conn = socket_path._connection()
+        self._conn = conn
+        self._timeout = timeout
+        self._listener = Listener(names)
         try:
-            self._sock.settimeout(timeout)
-            self._sock.connect(socket_path)
-        except OSError as error:
-            self._sock.close()
-            raise AgentNotRunning(socket_path, str(error)) from None
-        request = {"jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": {"events": names}}
-        self._sock.sendall(json.dumps(request).encode() + b"\n")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            message = self._read(deadline, "subscribe")
-            if message.get("id") == 1:
-                if "error" in message:
-                    from .client import AgentClient  # the client imports this module
-                    self.close()
-                    raise AgentClient._error("subscribe", message["error"])
-                return
-            self._keep(message)
+            conn.listen(self._listener, timeout)
+        except BaseException:
+            if self._owned is not None:
+                self._owned.close()
+            raise
 
     def next(self, method: Optional[str] = None, timeout: Optional[float] = 10.0) -> Dict[str, Any]:
         """The next notification's params (of ``method``, when given: others are skipped)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._waited = timeout if timeout is not None else 0.0
         while True:
-            while self._pending:
-                name, params = self._pending.pop(0)
-                if method is None or name == method:
-                    return params
-            self._keep(self._read(deadline, method or "a notification"))
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                item = self._listener.take(left)
+            except queue.Empty:
+                raise AgentTimeout(self.socket_path, method or "a notification",
+                                   timeout if timeout is not None else 0.0) from None
+            if item is None:
+                raise AgentNotRunning(self.socket_path, "the event stream was closed")
+            name, params = item
+            if method is None or name == method:
+                return params if isinstance(params, dict) else {}
 
     def close(self) -> None:
-        self._sock.close()
+        self._conn.unlisten(self._listener, self._timeout)
+        if self._owned is not None:
+            self._owned.close()
 
     def __enter__(self) -> "EventStream":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _keep(self, message: Dict[str, Any]) -> None:
-        name = message.get("method")
-        params = message.get("params")
-        if isinstance(name, str) and "id" not in message:
-            self._pending.append((name, params if isinstance(params, dict) else {}))
-
-    def _read(self, deadline: Optional[float], waiting_for: str) -> Dict[str, Any]:
-        while b"\n" not in self._buffer:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AgentTimeout(self.socket_path, waiting_for, self._waited)
-                self._sock.settimeout(left)
-            try:
-                chunk = self._sock.recv(65536)
-            except _socket.timeout:
-                raise AgentTimeout(self.socket_path, waiting_for, self._waited) from None
-            except OSError as error:
-                raise AgentNotRunning(self.socket_path, str(error)) from None
-            if not chunk:
-                raise AgentNotRunning(self.socket_path, "the agent closed the connection")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        try:
-            message = json.loads(line)
-        except ValueError:
-            raise ProtocolError(f"not JSON from the agent: {line[:200]!r}") from None
-        if not isinstance(message, dict):
-            raise ProtocolError(f"unexpected message from the agent: {message!r}")
-        return message

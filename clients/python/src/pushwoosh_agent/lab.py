@@ -32,7 +32,9 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from .client import AgentClient
 from .emulator import EmulatorClient
-from .errors import AgentNotRunning, AgentTimeout, PushwooshError
+from . import results
+from .errors import AgentNotRunning, AgentTimeout, ProtocolError, PushwooshError
+from .results import FiredTimer
 
 __all__ = [
     "FiredTimer",
@@ -52,19 +54,6 @@ __all__ = [
 PAST_TIMER = 0.001
 #: A device less than this behind the lab is not moved.
 SLACK = 0.0005
-
-
-class _FiredRequired(TypedDict):
-    at: str
-    event: str
-
-
-class FiredTimer(_FiredRequired, total=False):
-    """One timer that ran on a device (as ``advanceClock`` answers it): ``at`` (ISO 8601, device
-    time), ``event`` (``refresh``, ``retry``, ``expired``, ``sessionEnd``, ...) and, when it
-    started a refresh, ``trigger``."""
-
-    trigger: str
 
 
 class ClockAdvance(TypedDict):
@@ -87,10 +76,12 @@ class LabClockError(PushwooshError):
 
 
 def parse_time(text: str) -> float:
-    """Unix seconds of an ISO 8601 UTC time as the agent and the emulator write it."""
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    return _dt.datetime.fromisoformat(text).timestamp()
+    """Unix seconds of an ISO 8601 UTC time as the agent and the emulator write it
+    (:func:`pushwoosh_agent.results.parse_time`; :class:`ProtocolError` when it is not one)."""
+    moment = results.parse_time(text, "a lab time")
+    if moment is None:
+        raise ProtocolError("a lab time: expected an ISO 8601 time, not None")
+    return moment.timestamp()
 
 
 def _iso(seconds: float) -> str:

@@ -74,7 +74,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pytest
 
@@ -243,7 +243,7 @@ def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any
 
 def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
-    status: Dict[str, Any] = {}
+    status: Mapping[str, Any] = {}
     while time.monotonic() < deadline:
         status = agent.client.status()
         if status.get("lastRefreshAt") is not None or status.get("state") != "notReady":

@@ -1,20 +1,19 @@
 import AgentCore
 import AgentPosix
 
-/// Owns the core `Agent` on the event loop and is its scheduler: one loop timer, armed at
-/// the deadline the agent asks for after every call. Everything here runs on the loop thread.
+/// The core `Agent` as it lives on the event loop: the agent, its device clock, and its
+/// scheduler, one loop timer armed at the deadline the agent asks for after every call.
+/// Everything here runs on the loop thread.
 ///
 /// The agent's deadlines are in the device's time (docs/device-clock.md H); the loop's timers in the
 /// host's. With a controlled clock the two differ by the clock's offset; every call into the
 /// agent ends in `schedule(at:)`, so a changed offset moves the loop timer with the next call.
-final class AgentHost: AgentScheduler {
+final class AgentOnLoop: AgentScheduler {
     private(set) var agent: Agent!
     let clock: DeviceClock
     let loop: EventLoop
     private var timer: EventLoop.TimerHandle?
     private var armedAt: Double?
-    /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.
-    var clockController: DeviceClockController?
 
     init(loop: EventLoop, clock: DeviceClock) {
         self.loop = loop

@@ -1,0 +1,316 @@
+"""One connection to the agent's socket: connect, pipelined calls matched by id, and the one
+subscription mechanism (listeners fed by the reader thread). Imports only
+:mod:`pushwoosh_agent.errors` and :mod:`pushwoosh_agent._framing`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import socket as _socket
+import struct
+import threading
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
+
+from ._framing import LineReader, LineTooLong, decode_line, encode_request
+from .errors import PERMISSION_DENIED, AgentNotRunning, AgentTimeout, PermissionDenied, PushwooshError, agent_error
+
+__all__ = ["EVENTS", "Connection", "Listener", "connect"]
+
+#: The event names ``subscribe`` takes and the notification each brings (docs/socket-api.md B.1).
+EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshCompleted", "state": "stateChanged"}
+
+
+def connect(path: str, timeout: Optional[float]) -> _socket.socket:
+    """A connected socket to ``path``; :class:`AgentNotRunning` or :class:`PermissionDenied` when
+    that fails. ``timeout`` bounds the connect and, after it, every send."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+    except (FileNotFoundError, NotADirectoryError):
+        sock.close()
+        raise AgentNotRunning(path, "no socket there") from None
+    except ConnectionRefusedError:
+        sock.close()
+        raise AgentNotRunning(path, "connection refused") from None
+    except PermissionError:
+        sock.close()
+        raise PermissionDenied(PERMISSION_DENIED,
+                               f"permission denied on {path}: join the socket's group") from None
+    except _socket.timeout:
+        sock.close()
+        raise AgentNotRunning(path, "connect timed out (too many pending connections)") from None
+    except OSError as error:
+        sock.close()
+        raise AgentNotRunning(path, error.strerror or str(error)) from None
+    sock.settimeout(None)
+    if timeout is not None and timeout > 0:
+        # Bounds a send to an agent that stopped reading; the reader's recv stays blocking.
+        seconds = int(timeout)
+        tv = struct.pack("ll", seconds, int((timeout - seconds) * 1_000_000))
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, tv)
+    return sock
+
+
+class _Call:
+    __slots__ = ("method", "event", "answer")
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.event = threading.Event()
+        self.answer: Union[Dict[str, Any], BaseException, None] = None
+
+
+#: What a listener's queue holds after its last notification once it was closed.
+_CLOSED = object()
+
+
+class Listener:
+    """The notifications of some events on one connection, in arrival order.
+
+    The reader thread puts each into this listener's own unbounded queue, so none is lost while
+    the consumer is busy. After the last one comes the end: closed (:meth:`take` returns None)
+    or the connection's loss (:meth:`take` raises it).
+    """
+
+    def __init__(self, events: Iterable[str]) -> None:
+        self.events: FrozenSet[str] = frozenset(events)
+        self.methods: FrozenSet[str] = frozenset(EVENTS[name] for name in self.events)
+        self._queue: "queue.SimpleQueue[object]" = queue.SimpleQueue()
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def take(self, timeout: Optional[float]) -> Optional[Tuple[str, Any]]:
+        """The next notification (method, params); None once closed. Raises ``queue.Empty`` when
+        none comes within ``timeout`` seconds (None: as long as it takes), and the connection's
+        loss once that is all that is left."""
+        item = self._queue.get(timeout=timeout)
+        if isinstance(item, tuple):
+            return item
+        self._queue.put(item)  # the end stays the end
+        if isinstance(item, BaseException):
+            raise item
+        return None
+
+    def drain(self) -> List[Tuple[str, Any]]:
+        """The notifications already received, without waiting."""
+        items: List[Tuple[str, Any]] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return items
+            if not isinstance(item, tuple):
+                self._queue.put(item)  # keep the end for the next take
+                return items
+            items.append(item)
+
+    @property
+    def backlog(self) -> int:
+        """How many notifications have arrived and not been taken."""
+        return max(0, self._queue.qsize() - (1 if self._ended else 0))
+
+    def put(self, method: str, params: Any) -> None:
+        with self._lock:
+            if not self._ended:
+                self._queue.put((method, params))
+
+    def end(self, marker: object = _CLOSED) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            self._queue.put(marker)
+
+
+class Connection:
+    """One socket, its reader thread, the calls waiting on it and its listeners.
+
+    Calls from any thread are pipelined, each with its own JSON-RPC id; the reader thread hands
+    each answer to its caller and each notification to the listeners that want it. The agent is
+    subscribed to the events of every open listener (``subscribe`` replaces the set, so it is
+    sent again when a listener brings a new one) and unsubscribed when the last one closes.
+    """
+
+    def __init__(self, path: str, timeout: Optional[float]) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._sock = connect(path, timeout)
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._subscribe_lock = threading.Lock()
+        self._pending: Dict[int, _Call] = {}
+        self._listeners: List[Listener] = []
+        self._subscribed: FrozenSet[str] = frozenset()
+        self.closed_reason: Optional[str] = None
+        self._reader = threading.Thread(target=self._read_loop, name=f"pushwoosh-agent reader ({path})",
+                                        daemon=True)
+        self._reader.start()
+
+    @property
+    def closed(self) -> bool:
+        return self.closed_reason is not None
+
+    # -- calls --
+
+    def call(self, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
+        """Calls ``method``; its ``result``, or the error answer as an :class:`AgentError`."""
+        call_id = next(self._ids)
+        call = self._start(call_id, method, encode_request(call_id, method, params))
+        answer = self._wait(call_id, call, timeout)
+        if "error" in answer:
+            raise agent_error(method, answer["error"])
+        return answer.get("result")
+
+    def _start(self, call_id: int, method: str, line: bytes) -> _Call:
+        """Registers the call, then sends its line (so the answer cannot come first)."""
+        call = _Call(method)
+        with self._lock:
+            if self.closed_reason is not None:
+                raise AgentNotRunning(self.path, self.closed_reason)
+            self._pending[call_id] = call
+        try:
+            with self._send_lock:
+                self._sock.sendall(line)
+        except BlockingIOError:
+            # SO_SNDTIMEO expired: the agent stopped reading. Part of the line may be out, so
+            # the connection cannot carry another request; the next call connects again.
+            self.fail(f"a send to the agent timed out ({method})")
+            raise AgentTimeout(self.path, method, self.timeout or 0.0) from None
+        except OSError as error:
+            reason = f"lost the connection: {error.strerror or error}"
+            self.fail(reason)
+            raise AgentNotRunning(self.path, self.closed_reason or reason) from None
+        return call
+
+    def _wait(self, call_id: int, call: _Call, timeout: Optional[float]) -> Dict[str, Any]:
+        if not call.event.wait(timeout):
+            with self._lock:
+                still_pending = self._pending.pop(call_id, None) is not None
+            if still_pending:
+                raise AgentTimeout(self.path, call.method, timeout if timeout is not None else 0.0)
+            call.event.wait()  # answered (or failed) at this very moment
+        answer = call.answer
+        if isinstance(answer, BaseException):
+            raise answer
+        assert answer is not None
+        return answer
+
+    # -- listeners --
+
+    def listen(self, listener: Listener, timeout: Optional[float]) -> None:
+        """Adds ``listener``; subscribes the agent to its events first if they are new. Every
+        notification that comes after this returns reaches it."""
+        with self._subscribe_lock:
+            with self._lock:
+                if self.closed_reason is not None:
+                    raise AgentNotRunning(self.path, self.closed_reason)
+                self._listeners.append(listener)
+                wanted = self._subscribed | listener.events
+            if wanted != self._subscribed:
+                try:
+                    self.call("subscribe", {"events": sorted(wanted)}, timeout)
+                except BaseException:
+                    self._drop(listener)
+                    raise
+                self._subscribed = wanted
+
+    def unlisten(self, listener: Listener, timeout: Optional[float]) -> None:
+        """Closes ``listener``; unsubscribes the agent when no other listener remains."""
+        with self._subscribe_lock:
+            if self._drop(listener) and self._subscribed and not self.closed:
+                self._subscribed = frozenset()
+                try:
+                    self.call("unsubscribe", {}, timeout)
+                except PushwooshError:
+                    pass
+        listener.end()
+
+    def _drop(self, listener: Listener) -> bool:
+        """Removes ``listener``; True when it was the last one."""
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+                return not self._listeners
+            return False
+
+    # -- the end --
+
+    def fail(self, reason: str) -> None:
+        """Marks the connection dead: every pending call and listener ends with AgentNotRunning."""
+        with self._lock:
+            first = self.closed_reason is None
+            if first:
+                self.closed_reason = reason
+            calls = list(self._pending.values())
+            self._pending.clear()
+            listeners = list(self._listeners) if first else []
+            self._listeners.clear()
+        for call in calls:
+            call.answer = AgentNotRunning(self.path, self.closed_reason or reason)
+            call.event.set()
+        for listener in listeners:
+            listener.end(AgentNotRunning(self.path, self.closed_reason or reason))
+        try:
+            self._sock.shutdown(_socket.SHUT_RDWR)  # wakes the reader; it closes the socket
+        except OSError:
+            pass
+
+    def close(self, reason: str = "the client was closed") -> None:
+        self.fail(reason)
+        if self._reader is not threading.current_thread():
+            self._reader.join(5)
+
+    # -- the reader thread --
+
+    def _read_loop(self) -> None:
+        lines = LineReader()
+        reason = "the agent closed the connection"
+        try:
+            while True:
+                try:
+                    chunk = self._sock.recv(1 << 16)
+                except OSError as error:
+                    reason = f"lost the connection: {error.strerror or error}"
+                    break
+                if not chunk:
+                    break
+                for line in lines.feed(chunk):
+                    for message in decode_line(line):
+                        self._dispatch(message)
+        except LineTooLong as error:
+            reason = str(error)
+        except BaseException as error:  # never leave callers waiting on a dead reader
+            reason = f"the client's reader failed: {error!r}"
+            raise
+        finally:
+            self.fail(reason)
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+
+    def _dispatch(self, message: Dict[str, Any]) -> None:
+        if "id" in message and ("result" in message or "error" in message):
+            ident = message["id"]
+            if isinstance(ident, float) and ident.is_integer():
+                ident = int(ident)
+            with self._lock:
+                if ident is None and len(self._pending) == 1:
+                    # The agent could not read a request (it answers those with id null):
+                    # with one call in flight it can only be that one.
+                    ident = next(iter(self._pending))
+                call = self._pending.pop(ident, None) \
+                    if isinstance(ident, int) and not isinstance(ident, bool) else None
+            if call is not None:
+                call.answer = message
+                call.event.set()
+            return
+        method = message.get("method")
+        if isinstance(method, str) and "id" not in message:
+            with self._lock:
+                listeners = [listener for listener in self._listeners if method in listener.methods]
+            for listener in listeners:
+                listener.put(method, message.get("params"))

@@ -1,0 +1,250 @@
+"""What the agent answers, as types (docs/socket-api.md B, docs/device-clock.md H).
+
+The flag results are frozen dataclasses. The answers a caller reads by key (``status()["state"]``,
+``clock()["offsetSeconds"]``, ``advance_clock(...)["fired"]``, the events' params) are
+``TypedDict`` s: plain dicts at run time, typed for a type checker. Imports only
+:mod:`pushwoosh_agent.errors`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Optional, TypedDict
+
+from .errors import ProtocolError
+
+__all__ = [
+    "Flag",
+    "FlagDetails",
+    "FlagsUpdate",
+    "RefreshResult",
+    "PushRegistration",
+    "PrimerResult",
+    "Status",
+    "StorageError",
+    "SDKError",
+    "ClockInfo",
+    "FiredTimer",
+    "DeviceClockAdvance",
+    "RefreshCompleted",
+    "StateChanged",
+    "parse_time",
+]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A flag as ``get`` returns it (FF-4), with its provenance (docs/socket-api.md B.1)."""
+
+    key: str
+    is_enabled: bool
+    #: The rule that decided it; ``"default"`` when none matched; ``""`` when killed.
+    rule_id: str
+    properties: Dict[str, Any] = field(default_factory=dict)
+    #: ``TARGETING_MATCH``, ``DEFAULT`` or ``DISABLED``.
+    reason: Optional[str] = None
+    #: ``network`` (fetched by this agent process) or ``cache`` (loaded from disk).
+    source: Optional[str] = None
+    age_seconds: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class FlagDetails:
+    """An evaluation with its provenance (docs/socket-api.md B.1), as :meth:`AgentClient.details` returns it.
+
+    ``reason`` is ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was
+    returned); with ``ERROR``, ``error_code`` tells ``FLAG_NOT_FOUND`` (flags are loaded but the
+    key is absent) from ``PROVIDER_NOT_READY`` (no valid flags yet, expired or discarded).
+    """
+
+    key: str
+    value: bool
+    reason: Optional[str]
+    error_code: Optional[str] = None
+    #: ``network``, ``cache`` or ``none``.
+    source: Optional[str] = None
+    age_seconds: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class FlagsUpdate:
+    """One ``featureFlagsDidUpdate`` notification."""
+
+    #: ``refresh``, ``expired`` or ``discarded``.
+    reason: str
+    #: The keys whose flag changed (added, removed, or any field changed).
+    changed: List[str]
+
+    @staticmethod
+    def from_params(params: Any) -> Optional["FlagsUpdate"]:
+        """The update a notification's params describe; None when they are not one."""
+        if not isinstance(params, dict):
+            return None
+        reason = params.get("reason")
+        changed = params.get("changed")
+        if not isinstance(reason, str) or not isinstance(changed, list):
+            return None
+        return FlagsUpdate(reason, [k for k in changed if isinstance(k, str)])
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What :meth:`AgentClient.refresh` did (a failed refresh raises :class:`RefreshError`).
+
+    ``sent`` is False when no request went to the server: the refresh was answered from
+    the stored flags inside the throttle window (RF-6), and ``throttled_until`` is
+    when that window ends, in device time (an aware UTC datetime; None when sent).
+    ``changed`` lists the keys whose flag the refresh changed (empty when none did, and
+    always when it was not sent).
+    """
+
+    sent: bool
+    throttled_until: Optional[datetime] = None
+    changed: List[str] = field(default_factory=list)
+
+
+def parse_time(text: Any, what: str) -> Optional[datetime]:
+    """An ISO 8601 UTC time of the socket API (``2026-12-02T10:05:00Z``), or None for null."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ProtocolError(f"{what}: expected an ISO 8601 time, not {text!r}")
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        raise ProtocolError(f"{what}: expected an ISO 8601 time, not {text!r}") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class PushRegistration:
+    """The result of ``register_for_push``."""
+
+    granted: bool
+    push_token: Optional[str]
+
+
+@dataclass(frozen=True)
+class PrimerResult:
+    """The result of ``present_push_primer``."""
+
+    #: ``accepted``, ``declined``, ``suppressed`` or ``redirectedToSettings``.
+    outcome: str
+    #: The resolved style, position and visuals, or None when nothing was shown.
+    presentation: Optional[Dict[str, Any]]
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers read by key: TypedDicts (dicts at run time). The client checks the keys it needs of
+# each (``state``; ``now``; ``now`` and ``fired``); the rest are typed as the agent sends them.
+
+
+class SDKError(TypedDict):
+    """A refresh's error as the SDK reports it: ``domain`` (``PWFeatureFlagsErrorDomain``),
+    ``code`` (the HTTP status, 0 or 200, as :class:`RefreshError`) and ``message``."""
+
+    domain: str
+    code: int
+    message: str
+
+
+class StorageError(TypedDict):
+    """``status()["storageError"]``: ``operation`` (``save`` or ``load``), ``message``, ``at``."""
+
+    operation: str
+    message: str
+    at: str
+
+
+class _StatusRequired(TypedDict):
+    state: str
+
+
+class Status(_StatusRequired, total=False):
+    """What :meth:`AgentClient.status` returns (docs/socket-api.md B.2). ``state`` is one of
+    ``notReady``, ``ready``, ``stale``, ``error``, ``fatal``; times are ISO 8601 UTC device time
+    (or None)."""
+
+    version: str
+    applicationCode: str
+    hwid: str
+    userId: str
+    appState: str
+    sessionStartedAt: Optional[str]
+    pushRegistered: bool
+    pushToken: Optional[str]
+    notificationAuthorization: str
+    flagsCount: int
+    flagsSource: str
+    flagsAgeSeconds: Optional[float]
+    flagsExpireAt: Optional[str]
+    flagsPartial: bool
+    lastRefreshAt: Optional[str]
+    lastRefreshError: Optional[SDKError]
+    consecutiveFailures: int
+    nextRefreshAt: Optional[str]
+    storageError: Optional[StorageError]
+
+
+class _ClockRequired(TypedDict):
+    now: str
+
+
+class ClockInfo(_ClockRequired, total=False):
+    """What :meth:`AgentClient.clock` returns (docs/device-clock.md H): the device's time ``now``
+    (ISO 8601), ``offsetSeconds`` ahead of the host, ``controlled``, ``nextTimerAt`` (the device
+    time of the earliest armed timer, or None) and ``requestsInFlight``."""
+
+    offsetSeconds: float
+    controlled: bool
+    nextTimerAt: Optional[str]
+    requestsInFlight: int
+
+
+class _FiredRequired(TypedDict):
+    at: str
+    event: str
+
+
+class FiredTimer(_FiredRequired, total=False):
+    """One timer that ran on a device (as ``advanceClock`` answers it): ``at`` (ISO 8601, device
+    time), ``event`` (``refresh``, ``retry``, ``expired``, ``sessionEnd``, ...) and, when it
+    started a refresh, ``trigger``."""
+
+    trigger: str
+
+
+class _AdvanceRequired(TypedDict):
+    now: str
+    fired: List[FiredTimer]
+
+
+class DeviceClockAdvance(_AdvanceRequired, total=False):
+    """What :meth:`AgentClient.advance_clock` returns: the device's time ``now``, its
+    ``offsetSeconds``, the timers that ``fired`` on the way (in order) and how many
+    ``requests`` went to the server meanwhile. (The lab's, over many devices, is
+    :class:`pushwoosh_agent.lab.ClockAdvance`.)"""
+
+    offsetSeconds: float
+    requests: int
+
+
+class RefreshCompleted(TypedDict, total=False):
+    """The params of ``refreshCompleted`` (:meth:`AgentClient.wait_for_refresh`): ``trigger``
+    (``sessionStart``, ``periodic``, ``pushRegistration``, ``userChange``, ``manual``, ``retry``,
+    ``reload``), ``error`` (None, or the SDK's), ``sent`` and the device time ``at``."""
+
+    trigger: str
+    error: Optional[SDKError]
+    sent: bool
+    at: str
+
+
+class StateChanged(TypedDict, total=False):
+    """The params of ``stateChanged``: ``state``, ``previous`` and the device time ``at``."""
+
+    state: str
+    previous: str
+    at: str
