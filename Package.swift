@@ -2,8 +2,9 @@
 // pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
 //
 // Dependencies point inward:
-//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (real world)
-//   <- AgentDaemon (composition root) <- executables.
+//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats) <- AgentPosix (the
+//   syscall floor every executable stands on) <- AgentCurl (libcurl) <- AgentDaemon (composition
+//   root) <- executables.
 // Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
 // Each target's dependencies are exactly the package modules its sources import
 // (Tests/PackageTests checks it).
@@ -39,44 +40,48 @@ let package = Package(
         .target(name: "AgentJSON", swiftSettings: strict),
         .target(name: "AgentCore", dependencies: ["AgentJSON"], swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "CCurl", "CLinux"], swiftSettings: strict),
-        .target(name: "AgentSystemd", dependencies: ["CSystemd"], swiftSettings: strict),
+        // The syscall floor (sockets, descriptors, the event loop, the monotonic clock, child
+        // processes, blocking clients): no libcurl, so every executable can stand on it.
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CLinux"], swiftSettings: strict),
+        // The real network: libcurl on the event loop (the agent's transport, the doctor's probe).
+        .target(name: "AgentCurl", dependencies: ["AgentCore", "AgentPosix", "CCurl"], swiftSettings: strict),
+        .target(name: "AgentSystemd", dependencies: ["AgentPosix", "CSystemd"], swiftSettings: strict),
         // systemd-style INI files (libinih), time spans, instance names: agent.conf and fleet.conf.
         .target(name: "AgentConfigFile", dependencies: ["AgentCore", "CInih"], swiftSettings: strict),
         .target(name: "AgentDaemon",
-                dependencies: ["AgentConfigFile", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
+                dependencies: ["AgentConfigFile", "AgentCore", "AgentCurl", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
                 swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
         // docs/fleet.md E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet"],
                           swiftSettings: strict),
-        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentWire", "LabClock"], swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix", "AgentWire", "LabClock"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "Emulator", dependencies: ["AgentCore", "AgentPosix", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["AgentCore", "AgentCurl", "AgentPosix", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["AgentCore", "Soak"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "LabClock"],
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
-        // MARK: What tests, benchmarks, the soak runner and the fault tools share
-        // (echo server, NOTIFY_SOCKET receiver, child processes, a line client)
-        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "LabClock"], swiftSettings: strict),
-        // The lab clock (the emulator's and every device's moved together, timer to timer) and
-        // the loopback HTTP client of the emulator's admin API: what the soak runner, agentctl
-        // and the fault tool share, without the daemon's modules.
+        // MARK: What tests, benchmarks, the soak runner and the fault tools share beyond AgentPosix
+        // (echo server, NOTIFY_SOCKET receiver, state file reader; the tests' process fixtures:
+        // the built binaries, temporary directories, a real emulator)
+        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix"], swiftSettings: strict),
+        // The lab clock (the emulator's and every device's moved together, timer to timer): what
+        // the soak runner and agentctl share, without the daemon's modules.
         .target(name: "LabClock", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
-        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport", "LabClock"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport"], swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
@@ -85,14 +90,14 @@ let package = Package(
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentPosix", "AgentCore", "AgentTestSupport", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "HarnessSupport", "LabClock"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "LabClockTests", dependencies: ["LabClock", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
         // Package.swift against the imports of each target's sources.

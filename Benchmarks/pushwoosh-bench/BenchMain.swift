@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Foundation
 import Glibc
@@ -178,7 +179,7 @@ final class Bench {
     func runAll() throws -> Report {
         report.machine = Machine.current()
         report.options = options
-        let started = Clock.now()
+        let started = monotonicSeconds()
         let needsAgent = !options.only.isDisjoint(with: ["socket", "http", "ready", "rss", "idle"])
         if needsAgent || !options.only.isDisjoint(with: ["devices", "fleet"]) { try startEmulator() }
         if needsAgent || (options.devicesServeBenchApp && options.only.contains("devices")) {
@@ -198,7 +199,7 @@ final class Bench {
         }
         if options.only.contains("emulator") { try measureEmulator() }
         report.machine.loadAverageEnd = Machine.loadAverage()
-        report.totalSeconds = Clock.now() - started
+        report.totalSeconds = monotonicSeconds() - started
         return report
     }
 
@@ -213,15 +214,8 @@ final class Bench {
     }
 
     private func waitForListening(out: String, err: String, pid: pid_t) throws -> UInt16 {
-        let deadline = Clock.now() + 10
-        while Clock.now() < deadline {
-            if let text = readText(out), let line = text.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }),
-               let port = line.split(separator: ":").last.flatMap({ UInt16($0) }) {
-                return port
-            }
-            guard Children.isAlive(pid) else { throw BenchError("emulator exited: \(readText(err) ?? "")") }
-            Clock.sleep(0.01)
-        }
+        if let port = ChildProcess.announcedPort(in: out, timeout: 10, alive: { Children.isAlive(pid) }) { return port }
+        guard Children.isAlive(pid) else { throw BenchError("emulator exited: \(readText(err) ?? "")") }
         throw BenchError("emulator did not start: \(readText(err) ?? "")")
     }
 
@@ -273,7 +267,7 @@ final class Bench {
         let config = try writeConfig()
         let (out, err) = logPaths(name)
         receiver.drain()
-        let spawned = Clock.now()
+        let spawned = monotonicSeconds()
         let pid = try Children.spawn(agentd, ["--config", config], environment: ["NOTIFY_SOCKET": receiver.path],
                                      stdout: out, stderr: err)
         guard let ready = receiver.wait(for: "READY=1", timeout: 15, alive: { Children.isAlive(pid) }) else {
@@ -285,16 +279,16 @@ final class Bench {
 
     /// Waits until the agent serves `flagCount` flags and its start-up refresh is over.
     private func waitForFlags(source: String?, timeout: Double = 20) throws -> JSONValue {
-        let deadline = Clock.now() + timeout
+        let deadline = monotonicSeconds() + timeout
         var last: JSONValue = .null
-        while Clock.now() < deadline {
+        while monotonicSeconds() < deadline {
             last = try LineClient.call(socketPath, .status)
             let count = Int(last["flagsCount"]?.numberValue ?? -1)
             let refreshed = last["lastRefreshAt"].map { !$0.isNull } ?? false
             if count == options.flagCount, refreshed, source == nil || last["flagsSource"]?.stringValue == source {
                 return last
             }
-            Clock.sleep(0.05)
+            sleepSeconds(0.05)
         }
         throw BenchError("agent never served \(options.flagCount) flags: \(JSONWriter.string(last))")
     }
@@ -335,7 +329,7 @@ final class Bench {
         // Check that the agent answers these requests with results, not errors.
         let check = try LineClient(path: socketPath)
         for method in methods {
-            try Sockets.sendAll(check.fd, prefix + Array("1".utf8) + Array(method.suffix.utf8) + [0x0A])
+            try BlockingSocket.sendAll(check.fd, prefix + Array("1".utf8) + Array(method.suffix.utf8) + [0x0A])
             guard let line = check.readLine() else { throw BenchError("agent did not answer \(method.name)") }
             guard line.contains(#""result""#), !line.contains(#""source":"none""#) else {
                 throw BenchError("agent answered \(method.name) with \(line)")
@@ -360,7 +354,7 @@ final class Bench {
                     log(String(format: "%@ %@ clients=%d depth=%d: %.0f req/s p50 %.1f µs p99 %.1f µs (server CPU %.0f%%, client CPU %.0f%%)",
                                target.server, target.method, clients, depth, result.requestsPerSecond,
                                result.p50, result.p99, result.serverCPU, result.clientCPU))
-                    Clock.sleep(0.15)  // let the server close the connections
+                    sleepSeconds(0.15)  // let the server close the connections
                 }
             }
         }
@@ -397,7 +391,7 @@ final class Bench {
                 report.http.append(HTTPRow(kind: t.kind, clients: clients, result: result))
                 log(String(format: "%@ clients=%d: %.0f req/s p50 %.1f µs p99 %.1f µs (agent CPU %.0f%%, %.1f µs per request)",
                            t.kind, clients, result.requestsPerSecond, result.p50, result.p99, result.serverCPU, result.cpuPerRequest))
-                Clock.sleep(0.15)
+                sleepSeconds(0.15)
             }
         }
         // One /metrics scrape: sequential GETs on one keep-alive connection.
@@ -407,9 +401,9 @@ final class Bench {
         let cpu0 = ProcStats.cpuSeconds(pid: agentPID) ?? 0
         var size = 0
         for _ in 0..<options.scrapes {
-            let started = Clock.now()
+            let started = monotonicSeconds()
             let answer = try connection.exchange(request)
-            times.append(Clock.now() - started)
+            times.append(monotonicSeconds() - started)
             guard answer.status == 200 else { throw BenchError("/metrics: HTTP \(answer.status)") }
             size = answer.bytes
         }
@@ -434,7 +428,7 @@ final class Bench {
             if let notify {
                 let (out, err) = logPaths("systemd-notify")
                 receiver.drain()
-                let spawned = Clock.now()
+                let spawned = monotonicSeconds()
                 let pid = try Children.spawn(notify, ["--ready"], environment: ["NOTIFY_SOCKET": receiver.path], stdout: out, stderr: err)
                 guard let ready = receiver.wait(for: "READY=1", timeout: 5) else {
                     Children.stop(pid, signal: SIGKILL)
@@ -470,14 +464,14 @@ final class Bench {
         let agent = try startAgent(receiver, name: "agent-rss")
         defer { Children.stop(agent.pid) }
         _ = try waitForFlags(source: nil)
-        Clock.sleep(0.1)  // the status connections are closed
+        sleepSeconds(0.1)  // the status connections are closed
         report.rssIdleKiB = ProcStats.status(pid: agent.pid, field: "VmRSS")
 
         var fds: [Int32] = []
         defer { fds.forEach { close($0) } }
         for _ in 0..<options.rssClients {
             let fd = try Sockets.connectUnix(socketPath)
-            Sockets.setReceiveTimeout(fd, 10)
+            BlockingSocket.setReceiveTimeout(fd, 10)
             fds.append(fd)
         }
         // Each client: 3 rounds of 24 pipelined requests over many flags, all clients at once.
@@ -496,7 +490,7 @@ final class Bench {
                     default: lines += #"{"jsonrpc":"2.0","id":\#(id),"method":"status"}"# + "\n"
                     }
                 }
-                try Sockets.sendAll(fd, Array(lines.utf8))
+                try BlockingSocket.sendAll(fd, Array(lines.utf8))
             }
             for fd in fds {
                 var lines = 0
@@ -526,10 +520,10 @@ final class Bench {
         let agent = try startAgent(receiver, name: "agent-idle")
         defer { Children.stop(agent.pid) }
         _ = try waitForFlags(source: nil)
-        Clock.sleep(1.0)  // the start-up requests and the status connections settle
+        sleepSeconds(1.0)  // the start-up requests and the status connections settle
         let before = ProcStats.threads(pid: agent.pid)
         log("idle: watching \(before.count) threads for \(options.idleSeconds) s")
-        Clock.sleep(options.idleSeconds)
+        sleepSeconds(options.idleSeconds)
         let after = ProcStats.threads(pid: agent.pid)
         var rows: [IdleThread] = []
         for thread in after {
@@ -584,14 +578,14 @@ final class Bench {
                                            "--latency", "-s", lua, "http://127.0.0.1:\(emulatorPort)"],
                                      stdout: out, stderr: err)
         let server0 = ProcStats.cpuSeconds(pid: emulatorPID)
-        let wall0 = Clock.now()
-        let deadline = Clock.now() + options.emulatorSeconds + 20
+        let wall0 = monotonicSeconds()
+        let deadline = monotonicSeconds() + options.emulatorSeconds + 20
         while Children.isAlive(pid) {
-            guard Clock.now() < deadline else {
+            guard monotonicSeconds() < deadline else {
                 Children.stop(pid, signal: SIGKILL)
                 throw BenchError("wrk did not finish")
             }
-            Clock.sleep(0.05)
+            sleepSeconds(0.05)
         }
         let server1 = ProcStats.cpuSeconds(pid: emulatorPID)
         let text = readText(out) ?? ""
@@ -600,7 +594,7 @@ final class Bench {
             throw BenchError("wrk output without Requests/sec: \(text) \(readText(err) ?? "")")
         }
         report.emulatorRequestsPerSecond = rate
-        report.emulatorCPU = ((server1 ?? 0) - (server0 ?? 0)) / (Clock.now() - wall0) * 100
+        report.emulatorCPU = ((server1 ?? 0) - (server0 ?? 0)) / (monotonicSeconds() - wall0) * 100
         if let bad = text.split(separator: "\n").first(where: { $0.contains("Non-2xx") }) {
             report.emulatorNote = String(bad.trimmingCharacters(in: .whitespaces))
         }

@@ -77,14 +77,14 @@ enum Children {
     /// Returns the seconds it took to exit, or nil when it had to be killed.
     @discardableResult
     static func stop(_ pid: pid_t, signal: Int32 = SIGTERM, timeout: Double = 5) -> Double? {
-        let started = Clock.now()
+        let started = monotonicSeconds()
         kill(pid, signal)
         var status: Int32 = 0
-        while Clock.now() - started < timeout {
+        while monotonicSeconds() - started < timeout {
             let reaped = waitpid(pid, &status, WNOHANG)
             if reaped == pid || (reaped == -1 && errno == ECHILD) {
                 live.withLock { _ = $0.remove(pid) }
-                return Clock.now() - started
+                return monotonicSeconds() - started
             }
             usleep(1000)
         }
@@ -97,9 +97,9 @@ enum Children {
     /// Waits for `pid` to exit (polling every 0.2 ms, at most `timeout` seconds; then
     /// SIGKILL): its exit status (128 + signal when a signal ended it), nil when it had to be killed.
     static func waitExit(_ pid: pid_t, timeout: Double) -> Int32? {
-        let deadline = Clock.now() + timeout
+        let deadline = monotonicSeconds() + timeout
         var status: Int32 = 0
-        while Clock.now() < deadline {
+        while monotonicSeconds() < deadline {
             if waitpid(pid, &status, WNOHANG) == pid {
                 live.withLock { _ = $0.remove(pid) }
                 return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
@@ -129,31 +129,6 @@ enum Children {
 struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-enum Clock {
-    /// CLOCK_MONOTONIC in seconds.
-    @inline(__always)
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// CLOCK_MONOTONIC in nanoseconds.
-    @inline(__always)
-    static func nanoseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
-
-    static func sleep(_ seconds: Double) {
-        guard seconds > 0 else { return }
-        var ts = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
-        var remaining = timespec()
-        while nanosleep(&ts, &remaining) == -1 && errno == EINTR { ts = remaining }
-    }
 }
 
 /// Reads a whole small file (proc files, logs); nil when it cannot be read.

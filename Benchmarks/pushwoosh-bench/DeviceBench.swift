@@ -1,3 +1,4 @@
+import AgentPosix
 import AgentWire
 import Foundation
 import Glibc
@@ -62,7 +63,7 @@ extension Bench {
     /// `count` devices started and serving, the seconds that took, then a second to settle
     /// (the status connections closed, the start-up done). The caller stops them.
     private func startReadyDevices(_ count: Int, root: String, app: String = "ABCDE-12345", timeout: Double) throws -> (pids: [pid_t], sockets: [String], seconds: Double) {
-        let started = Clock.now()
+        let started = monotonicSeconds()
         let agents = try startDevices(count, root: root, app: app)
         do {
             try waitReady(agents.sockets, pids: agents.pids, timeout: timeout)
@@ -70,13 +71,13 @@ extension Bench {
             stopAll(agents.pids)
             throw error
         }
-        let seconds = Clock.now() - started
-        Clock.sleep(1.0)
+        let seconds = monotonicSeconds() - started
+        sleepSeconds(1.0)
         return (agents.pids, agents.sockets, seconds)
     }
 
     private func waitReady(_ sockets: [String], pids: [pid_t], timeout: Double) throws {
-        let deadline = Clock.now() + timeout
+        let deadline = monotonicSeconds() + timeout
         for (index, socket) in sockets.enumerated() {
             while true {
                 if let status = try? LineClient.call(socket, .status), status["state"]?.stringValue == "ready",
@@ -84,8 +85,8 @@ extension Bench {
                     break
                 }
                 guard Children.isAlive(pids[index]) else { throw BenchError("device \(index + 1) exited") }
-                guard Clock.now() < deadline else { throw BenchError("device \(index + 1) not ready after \(Int(timeout)) s") }
-                Clock.sleep(0.02)
+                guard monotonicSeconds() < deadline else { throw BenchError("device \(index + 1) not ready after \(Int(timeout)) s") }
+                sleepSeconds(0.02)
             }
         }
     }
@@ -117,7 +118,7 @@ extension Bench {
             echoes.append(try Children.spawn(selfPath, ["echo-server", "--socket", socket], stdout: "/dev/null", stderr: "/dev/null"))
             try Sockets.waitForListener(socket, timeout: 5) { Children.isAlive(echoes[n - 1]) }
         }
-        Clock.sleep(0.5)
+        sleepSeconds(0.5)
         func sums(_ pids: [pid_t]) -> (pss: Int, own: Int) {
             pids.reduce((0, 0)) { total, pid in
                 (total.0 + (ProcStats.smaps(pid: pid, field: "Pss") ?? 0),
@@ -174,10 +175,10 @@ extension Bench {
         for run in 0..<(options.fleetRuns + 1) {  // the first round warms the page cache
             for command in commands {
                 let out = "\(root)/\(run)-\(command.name.replacingOccurrences(of: " ", with: "-")).out"
-                let t0 = Clock.now()
+                let t0 = monotonicSeconds()
                 let pid = try Children.spawn(agentctl, command.arguments, stdout: out, stderr: out + ".err")
                 let status = Children.waitExit(pid, timeout: 120)
-                let seconds = Clock.now() - t0
+                let seconds = monotonicSeconds() - t0
                 guard status == 0 else {
                     throw BenchError("agentctl \(command.arguments.joined(separator: " ")): exit \(status.map(String.init) ?? "timeout"): \(readText(out + ".err") ?? "")")
                 }

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import Foundation
 import Glibc
 
@@ -24,7 +25,7 @@ final class HTTPOverUnix {
 
     init(_ path: String) throws {
         fd = try Sockets.connectUnix(path)
-        Sockets.setReceiveTimeout(fd, 5)
+        BlockingSocket.setReceiveTimeout(fd, 5)
     }
 
     deinit { close(fd) }
@@ -35,7 +36,7 @@ final class HTTPOverUnix {
 
     /// Sends `request`, reads one answer: its status, its whole length in bytes, its text.
     func exchange(_ request: [UInt8]) throws -> (status: Int, bytes: Int, text: String) {
-        try Sockets.sendAll(fd, request)
+        try BlockingSocket.sendAll(fd, request)
         let separator: [UInt8] = [13, 10, 13, 10]
         while buffer.firstRange(of: separator) == nil { try fill() }
         let headEnd = buffer.firstRange(of: separator)!.upperBound

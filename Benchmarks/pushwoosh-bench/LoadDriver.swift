@@ -1,3 +1,4 @@
+import AgentPosix
 import Foundation
 import Glibc
 import Synchronization
@@ -52,14 +53,14 @@ enum LoadDriver {
         defer { fds.forEach { close($0) } }
         for _ in 0..<cell.clients {
             let fd = try Sockets.connectUnix(cell.socket)
-            Sockets.setReceiveTimeout(fd, 5)
+            BlockingSocket.setReceiveTimeout(fd, 5)
             fds.append(fd)
         }
         let threadCount = max(1, min(cell.threads, cell.clients))
         var shares = Array(repeating: [Int32](), count: threadCount)
         for (index, fd) in fds.enumerated() { shares[index % threadCount].append(fd) }
 
-        let begin = Clock.now() + 0.05
+        let begin = monotonicSeconds() + 0.05
         let measureStart = begin + cell.warmup
         let end = measureStart + cell.duration
         let window = (start: UInt64(measureStart * 1e9), end: UInt64(end * 1e9))
@@ -80,14 +81,14 @@ enum LoadDriver {
             thread.stackSize = 1 << 20
             thread.start()
         }
-        Clock.sleep(measureStart - Clock.now())
+        sleepSeconds(measureStart - monotonicSeconds())
         let server0 = ProcStats.cpuSeconds(pid: cell.serverPID)
         let client0 = ProcStats.selfCPUSeconds()
-        let wall0 = Clock.now()
-        Clock.sleep(end - Clock.now())
+        let wall0 = monotonicSeconds()
+        sleepSeconds(end - monotonicSeconds())
         let server1 = ProcStats.cpuSeconds(pid: cell.serverPID)
         let client1 = ProcStats.selfCPUSeconds()
-        let wall1 = Clock.now()
+        let wall1 = monotonicSeconds()
         group.wait()
 
         let result = collected.state.withLock { $0 }
@@ -137,7 +138,7 @@ enum LoadDriver {
         }
 
         mutating func run(begin: Double) -> (answers: Int, latencies: [UInt32], error: String?) {
-            Clock.sleep(begin - Clock.now())
+            sleepSeconds(begin - monotonicSeconds())
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
             defer { buffer.deallocate() }
             do {
@@ -160,7 +161,7 @@ enum LoadDriver {
                     if n < 0 && errno == EINTR { continue }
                     throw BenchError(n == 0 ? "server closed the connection" : "recv: \(String(cString: strerror(errno)))")
                 }
-                let now = Clock.nanoseconds()
+                let now = monotonicNanoseconds()
                 let completed = try received(0, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
                 if now >= window.end { return }
                 if completed > 0 { try send(0, count: completed) }
@@ -183,14 +184,14 @@ enum LoadDriver {
             let maxEvents = 256
             let events = UnsafeMutableRawPointer.allocate(byteCount: maxEvents * Epoll.eventSize, alignment: 8)
             defer { events.deallocate() }
-            var lastProgress = Clock.nanoseconds()
+            var lastProgress = monotonicNanoseconds()
             while true {
                 let count = Epoll.wait(epfd, events, Int32(maxEvents), 20)
                 if count < 0 {
                     if errno == EINTR { continue }
                     throw BenchError("epoll_wait: \(String(cString: strerror(errno)))")
                 }
-                var now = Clock.nanoseconds()
+                var now = monotonicNanoseconds()
                 if count == 0 {
                     if now >= window.end { return }
                     if now - lastProgress > 5_000_000_000 { throw BenchError("no answers for 5 s") }
@@ -204,7 +205,7 @@ enum LoadDriver {
                         if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
                         throw BenchError(n == 0 ? "server closed the connection" : "recv: \(String(cString: strerror(errno)))")
                     }
-                    now = Clock.nanoseconds()
+                    now = monotonicNanoseconds()
                     let completed = try received(index, UnsafeRawBufferPointer(start: buffer.baseAddress, count: n), at: now)
                     if completed > 0, now < window.end { try send(index, count: completed) }
                 }
@@ -253,7 +254,7 @@ enum LoadDriver {
                 nextID[index] += 1
                 output.append(contentsOf: cell.suffix)
             }
-            let now = Clock.nanoseconds()
+            let now = monotonicNanoseconds()
             for _ in 0..<count {
                 let tail = (ringHead[index] + ringCount[index]) % cell.depth
                 sentAt[index * cell.depth + tail] = now

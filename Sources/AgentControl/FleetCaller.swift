@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Foundation
 #if canImport(Glibc)
@@ -60,13 +61,13 @@ public enum FleetCaller {
                 }
             }
             guard !active.isEmpty else { continue }
-            let now = monotonic()
+            let now = monotonicSeconds()
             let nearest = active.map(\.deadline).min()!
             var fds = active.map { pollfd(fd: $0.fd, events: Int16($0.wantsWrite ? POLLOUT : POLLIN), revents: 0) }
             let wait = Int32(max(0, min(1000, ((nearest - now) * 1000).rounded(.up))))
             let n = poll(&fds, nfds_t(fds.count), wait)
             if n < 0 && errno != EINTR { break }
-            let after = monotonic()
+            let after = monotonicSeconds()
             var still: [Exchange] = []
             for (i, exchange) in active.enumerated() {
                 if fds[i].revents != 0 { exchange.service(revents: fds[i].revents) }
@@ -84,12 +85,6 @@ public enum FleetCaller {
         return answers.enumerated().map { i, answer in
             answer ?? FleetAnswer(target: targets[i], outcome: .down("not asked"), seconds: 0)
         }
-    }
-
-    static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// Lifts the soft RLIMIT_NOFILE to the hard one (1,000 instances need 1,000
@@ -110,13 +105,13 @@ public enum FleetCaller {
 private final class Exchange {
     let index: Int
     let target: FleetTarget
-    let started = FleetCaller.monotonic()
+    let started = monotonicSeconds()
     let deadline: Double
     private(set) var fd: Int32 = -1
     private(set) var finished: FleetOutcome?
     private var connecting = false
     private var pending: [UInt8]
-    private var framer = LineFramer(maximumLineLength: 64 << 20)
+    private var framer = LineFramer(maximumLineLength: LineClient.defaultMaximumLineLength)
 
     var wantsWrite: Bool { connecting || !pending.isEmpty }
 
@@ -125,24 +120,17 @@ private final class Exchange {
         self.target = target
         self.pending = request
         deadline = started + timeout
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(target.socketPath.utf8)
-        guard !bytes.isEmpty, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            finished = .down("socket path too long: \(target.socketPath)")
+        var address: (sockaddr_un, socklen_t)
+        do {
+            address = try UnixSocket.address(target.socketPath)
+            fd = try UnixSocket.makeSocket(path: target.socketPath, nonBlocking: true).take()
+        } catch {
+            finished = .down(error.code == .pathTooLong ? "socket path too long: \(target.socketPath)" : "cannot create a socket: \(error)")
             return
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard fd >= 0 else {
-            finished = .down("cannot create a socket: \(String(cString: strerror(errno)))")
-            return
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let length = address.1
+        let result = withUnsafePointer(to: &address.0) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
         }
         if result != 0 {
             if errno == EINPROGRESS {

@@ -1,6 +1,7 @@
 import AgentCore
 import AgentWire
 import Foundation
+import AgentPosix
 import LabClock
 #if canImport(Glibc)
 import Glibc

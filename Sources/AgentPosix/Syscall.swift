@@ -87,12 +87,27 @@ extension FileDescriptor {
     }
 }
 
+/// `CLOCK_MONOTONIC` in nanoseconds: the one reading of the monotonic clock (the benchmarks'
+/// latencies, systemd's `MONOTONIC_USEC=`, and `monotonicSeconds`).
+@inline(__always)
+public func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+}
+
 /// `CLOCK_MONOTONIC` in seconds: the time base of `EventLoop` deadlines.
 @inline(__always)
 public func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1_000_000_000
+    Double(monotonicNanoseconds()) / 1_000_000_000
+}
+
+/// Sleeps `seconds` (`nanosleep`, resumed after a signal); nothing for 0 or less.
+public func sleepSeconds(_ seconds: Double) {
+    guard seconds > 0 else { return }
+    var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+    var remaining = timespec()
+    while nanosleep(&request, &remaining) == -1 && errno == EINTR { request = remaining }
 }
 
 /// Ignores `SIGPIPE` for the whole process, so that writing to a socket whose

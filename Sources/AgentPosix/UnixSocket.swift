@@ -97,7 +97,7 @@ public enum UnixSocket {
     }
 
     /// A socket (stream unless told); a failure is reported as being about `path`.
-    static func makeSocket(path: String, nonBlocking: Bool, type: __socket_type = SOCK_STREAM) throws(UnixSocketError) -> FileDescriptor {
+    public static func makeSocket(path: String, nonBlocking: Bool, type: __socket_type = SOCK_STREAM) throws(UnixSocketError) -> FileDescriptor {
         do throws(PosixError) {
             return try socket(type, nonBlocking: nonBlocking)
         } catch {

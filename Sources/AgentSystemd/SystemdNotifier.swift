@@ -1,3 +1,4 @@
+import AgentPosix
 import CSystemd
 import Glibc
 
@@ -143,11 +144,8 @@ public final class SystemdNotifier {
         sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0
     }
 
-    public static func monotonicMicroseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1_000
-    }
+    /// `CLOCK_MONOTONIC` in microseconds (`MONOTONIC_USEC=`).
+    public static func monotonicMicroseconds() -> UInt64 { monotonicNanoseconds() / 1_000 }
 }
 
 /// The text of notification messages: newline-separated `KEY=value`

@@ -19,7 +19,7 @@ public final class NotifyReceiver: Sendable {
     public static func bindDatagramSocket(_ path: String) throws(UnixSocketError) -> Int32 {
         unlink(path)
         var (address, length) = try UnixSocket.address(path)
-        let socket = try datagramSocket(path)
+        let socket = try UnixSocket.makeSocket(path: path, nonBlocking: true, type: SOCK_DGRAM)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(socket.rawValue, $0, length) }
         }
@@ -27,14 +27,6 @@ public final class NotifyReceiver: Sendable {
             throw UnixSocketError(.system, path: path, cause: PosixError(errno: errno, call: "bind", path: path))
         }
         return socket.take()
-    }
-
-    private static func datagramSocket(_ path: String) throws(UnixSocketError) -> FileDescriptor {
-        do throws(PosixError) {
-            return try UnixSocket.socket(SOCK_DGRAM, nonBlocking: true)
-        } catch {
-            throw UnixSocketError(.system, path: path, cause: error)
-        }
     }
 
     deinit {

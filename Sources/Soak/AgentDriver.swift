@@ -1,10 +1,9 @@
-import AgentControl
 import AgentCore
+import AgentPosix
 import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 /// Drives one agent from its own thread: starts it, sends random actions and observations
 /// through the socket, restarts it, and finally stops it. Its mutable state is confined to
@@ -15,7 +14,7 @@ public final class AgentDriver: @unchecked Sendable {
     let dir: String
     var rng: SeededRandom
     var pid: pid_t = 0
-    var client: SocketClient?
+    var client: LineClient?
     public private(set) var hwid = ""
     var userId = ""
     var active = true
@@ -102,7 +101,7 @@ public final class AgentDriver: @unchecked Sendable {
         backgroundUntil = nil
         client = nil
         for _ in 0..<50 {
-            if let c = try? SocketClient(path: socketPath, timeout: 20) { client = c; break }
+            if let c = try? LineClient(connecting: socketPath, timeout: 20) { client = c; break }
             usleep(20_000)
         }
         guard client != nil else {
@@ -124,7 +123,7 @@ public final class AgentDriver: @unchecked Sendable {
             usleep(200_000)
             ctx.processes.reap()
             if ctx.processes.child(pid)?.exit == nil, !ctx.recorder.stopping {
-                violation("socket", "\(call.method): \(error.message)", evidence: tail(logPath, lines: 10))
+                violation("socket", "\(call.method): \(error)", evidence: tail(logPath, lines: 10))
             }
             broken = true
             return nil

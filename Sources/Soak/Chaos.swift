@@ -1,9 +1,9 @@
 import AgentCore
+import AgentPosix
 import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
-import LabClock
 #endif
 
 /// The server side of the soak: flag changes and faults through the emulator's admin API

@@ -1,5 +1,5 @@
-import AgentControl
 import AgentCore
+import AgentPosix
 import AgentWire
 import Foundation
 import LabClock
@@ -17,7 +17,7 @@ struct SoakLab: LabClockWorld {
     func socketPath(_ agent: Int) -> String { ctx.root + "/agent-\(agent)/agent.sock" }
 
     func deviceClock(_ agent: Int) -> ClockAnswer? {
-        guard let client = try? SocketClient(path: socketPath(agent), timeout: 10),
+        guard let client = try? LineClient(connecting: socketPath(agent), timeout: 10),
               case .success(let r)? = try? client.call(method: .clock, params: SocketCall.clock.params).outcome else { return nil }
         do throws(AnswerError) {
             return try ClockAnswer(json: r)
@@ -37,7 +37,7 @@ struct SoakLab: LabClockWorld {
 
     func advanceDevice(_ agent: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
         // An agent that is down (being restarted) is not a violation: its driver starts it again.
-        let answer = (try? SocketClient(path: socketPath(agent), timeout: 60))
+        let answer = (try? LineClient(connecting: socketPath(agent), timeout: 60))
             .flatMap { try? $0.call(method: .advanceClock, params: SocketCall.advanceClock(.seconds(seconds)).params).outcome }
         switch answer {
         case .failure(let e)?:

@@ -1,7 +1,7 @@
 import AgentCore
+import AgentPosix
 import Foundation
 import HarnessSupport
-import LabClock
 
 /// The soak runner's draws on AgentCore's seeded generator: the same seed drives the same choices.
 extension SeededRandom {

@@ -1,6 +1,5 @@
 import AgentPosix
 import Foundation
-import LabClock
 import Synchronization
 #if canImport(Glibc)
 import Glibc

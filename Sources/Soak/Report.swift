@@ -4,7 +4,6 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
-import LabClock
 #endif
 
 // MARK: - The timeline (hand-written SVG)

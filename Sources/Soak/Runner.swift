@@ -1,9 +1,9 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Dispatch
 import Foundation
 import HarnessSupport
-import LabClock
 import Synchronization
 #if canImport(Glibc)
 import Glibc

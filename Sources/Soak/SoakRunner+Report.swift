@@ -1,9 +1,9 @@
 import AgentCore
+import AgentPosix
 import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
-import LabClock
 #endif
 
 extension SoakRunner {

@@ -1,8 +1,8 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Dispatch
 import Foundation
-import LabClock
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -16,16 +16,8 @@ extension SoakRunner {
         let pid = try processes.spawn(name: "emulator", executable: binary,
                                       arguments: ["--listen", "127.0.0.1:0", "--apps", apps, "--record-limit", "200000"],
                                       environment: environment, logPath: logPath)
-        var port: UInt16 = 0
-        let t0 = now()
-        while port == 0, now() < t0 + 10 {
-            for line in tail(logPath, lines: 50) where line.hasPrefix("listening on ") {
-                port = UInt16(line.split(separator: ":").last ?? "") ?? 0
-            }
-            if processes.child(pid)?.exit != nil { break }
-            usleep(20_000)
-        }
-        guard port != 0 else { throw HTTPError("the emulator did not start: \(tail(logPath, lines: 5).joined(separator: " | "))") }
+        let port = ChildProcess.announcedPort(in: logPath, timeout: 10) { processes.child(pid)?.exit == nil }
+        guard let port else { throw HTTPError("the emulator did not start: \(tail(logPath, lines: 5).joined(separator: " | "))") }
         return port
     }
 

@@ -6,7 +6,6 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 /// Closes `fd` with a reset (SO_LINGER 0) instead of a FIN.
 func reset(_ fd: Int32) {

@@ -6,7 +6,6 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 // MARK: - The state file (HarnessSupport's reader: FileStateStore's own format check)
 

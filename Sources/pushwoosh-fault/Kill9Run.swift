@@ -7,7 +7,6 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 final class Kill9Run {
     let o: Kill9Options
@@ -19,7 +18,7 @@ final class Kill9Run {
     let logPath: String
 
     // Set up by `startEmulator` and `prepareAgent`.
-    var emulator: Process?
+    var emulator: pid_t?
     var admin = LoopbackHTTP(port: 0)
     var notify: NotifyReceiver?
     var environment: [String: String] = [:]
@@ -69,31 +68,25 @@ final class Kill9Run {
     private func startEmulator() -> Int {
         let appsPath = o.work + "/apps.json"
         try? app.definition(version: 1).write(toFile: appsPath, atomically: true, encoding: .utf8)
-        let emulator = Process()
-        emulator.executableURL = URL(fileURLWithPath: o.bin + "/pushwoosh-emulator")
-        emulator.arguments = ["--listen", "127.0.0.1:0", "--apps", appsPath]
-        let emulatorOut = Pipe()
-        emulator.standardOutput = emulatorOut
-        emulator.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        do { try emulator.run() } catch { die("cannot start the emulator: \(error)") }
-        self.emulator = emulator
-        try? "\(emulator.processIdentifier)\n".write(toFile: o.work + "/emulator.pid", atomically: false, encoding: .utf8)
-        var line = Data()
-        while true {
-            let byte = emulatorOut.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty || byte == Data("\n".utf8) { break }
-            line.append(byte)
+        let output = o.work + "/emulator.out"
+        let pid: pid_t
+        do {
+            pid = try spawn([o.bin + "/pushwoosh-emulator", "--listen", "127.0.0.1:0", "--apps", appsPath],
+                            environment: ProcessInfo.processInfo.environment, stdoutPath: output, stderrPath: "/dev/null")
+        } catch {
+            die("cannot start the emulator: \(error)")
         }
-        guard let port = Int(String(decoding: line, as: UTF8.self).split(separator: ":").last ?? "") else {
-            die("the emulator did not say where it listens: \(String(decoding: line, as: UTF8.self))")
+        emulator = pid
+        try? "\(pid)\n".write(toFile: o.work + "/emulator.pid", atomically: false, encoding: .utf8)
+        guard let port = ChildProcess.announcedPort(in: output, timeout: 10, alive: { ChildProcess.isRunning(pid) }) else {
+            die("the emulator did not say where it listens: \((try? String(contentsOfFile: output, encoding: .utf8)) ?? "")")
         }
-        admin = LoopbackHTTP(port: UInt16(port))
-        return port
+        admin = LoopbackHTTP(port: port)
+        return Int(port)
     }
 
     private func stopEmulator() {
-        emulator?.terminate()
-        emulator?.waitUntilExit()
+        if let emulator { ChildProcess.stop(emulator) }
         unlink(o.work + "/emulator.pid")
     }
 

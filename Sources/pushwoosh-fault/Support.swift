@@ -1,4 +1,4 @@
-// pushwoosh-fault: small helpers on HarnessSupport (the line client, the notify receiver).
+// pushwoosh-fault: small helpers on AgentPosix and HarnessSupport (the notify receiver, the spawner).
 
 import AgentCore
 import AgentPosix
@@ -19,13 +19,6 @@ func die(_ text: String) -> Never {
     exit(2)
 }
 
-func sleepSeconds(_ s: Double) {
-    guard s > 0 else { return }
-    var request = timespec(tv_sec: Int(s), tv_nsec: Int((s - Double(Int(s))) * 1e9))
-    var remaining = timespec()
-    while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
-}
-
 extension NotifyReceiver {
     /// Waits up to `timeout` for a datagram containing `needle`.
     func wait(containing needle: String, timeout: Double) -> String? {
@@ -38,18 +31,10 @@ extension NotifyReceiver {
     }
 }
 
-extension LineClient {
-    /// One request, one answer (no pipelining: the answer is the next line), as a typed JSON value.
-    func request(_ call: SocketCall, id: Int = 1) -> JSONValue? {
-        guard send(RPCEncoder.request(id: .number(Double(id)), call)), let line = readLineBytes() else { return nil }
-        return try? JSONReader.parse(line)
-    }
-}
-
-/// Starts `argv` with stdout to /dev/null and stderr to `stderrPath`; returns the pid.
-func spawn(_ argv: [String], environment: [String: String], stderrPath: String) throws -> pid_t {
+/// Starts `argv` with stdout to `stdoutPath` and stderr to `stderrPath`; returns the pid.
+func spawn(_ argv: [String], environment: [String: String], stdoutPath: String = "/dev/null", stderrPath: String) throws -> pid_t {
     switch ChildProcess.spawn(path: argv[0], arguments: Array(argv.dropFirst()), environment: environment,
-                              output: .files(stdout: "/dev/null", stderr: stderrPath)) {
+                              output: .files(stdout: stdoutPath, stderr: stderrPath)) {
     case .success(let pid): return pid
     case .failure(let error): throw Failure("posix_spawn \(argv[0]): \(error.message)")
     }

@@ -24,7 +24,6 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
-import LabClock
 
 // MARK: - Entry
 

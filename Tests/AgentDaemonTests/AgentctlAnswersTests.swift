@@ -1,8 +1,8 @@
 import AgentCore
-import AgentTestSupport
 import AgentWire
 import Foundation
 import Glibc
+import HarnessSupport
 import Testing
 
 /// What `pushwoosh-agentctl` tells a tester, against the real binaries: a refresh says

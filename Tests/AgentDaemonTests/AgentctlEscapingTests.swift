@@ -1,4 +1,4 @@
-import AgentTestSupport
+import AgentPosix
 import Foundation
 import HarnessSupport
 import Testing

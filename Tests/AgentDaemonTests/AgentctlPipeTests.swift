@@ -1,5 +1,5 @@
-import AgentTestSupport
 import Foundation
+import HarnessSupport
 import Testing
 
 /// `pushwoosh-agentctl … | grep -q …`: a reader that goes away early must not crash the

@@ -1,7 +1,7 @@
 import AgentConfigFile
 import AgentCore
-import AgentTestSupport
 import Foundation
+import HarnessSupport
 import Testing
 @testable import AgentDaemon
 

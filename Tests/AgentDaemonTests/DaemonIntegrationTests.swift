@@ -1,7 +1,6 @@
 import AgentCore
 @testable import AgentDaemon
 import AgentPosix
-import AgentTestSupport
 import Foundation
 import Glibc
 import Testing

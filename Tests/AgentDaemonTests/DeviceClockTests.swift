@@ -1,6 +1,5 @@
 import AgentCore
 import AgentPosix
-import AgentTestSupport
 import AgentWire
 import Foundation
 import Glibc

@@ -1,6 +1,6 @@
 import AgentCore
-import AgentTestSupport
 import Foundation
+import HarnessSupport
 import Testing
 
 /// Every executable the package builds answers `--version` and `--help` with exit 0, on

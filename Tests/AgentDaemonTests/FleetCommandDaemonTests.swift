@@ -1,5 +1,5 @@
 import AgentCore
-import AgentTestSupport
+import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport

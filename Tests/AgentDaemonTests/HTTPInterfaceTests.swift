@@ -2,7 +2,6 @@ import AgentConfigFile
 import AgentCore
 @testable import AgentDaemon
 import AgentPosix
-import AgentTestSupport
 import Foundation
 import Glibc
 import Testing

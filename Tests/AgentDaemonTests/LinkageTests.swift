@@ -1,5 +1,5 @@
-import AgentTestSupport
 import Foundation
+import HarnessSupport
 import Testing
 
 /// The daemon links no Foundation and no FoundationNetworking (FoundationEssentials

@@ -1,4 +1,5 @@
 import AgentConfigFile
+import AgentCurl
 import AgentPosix
 import Foundation
 import Testing

@@ -1,6 +1,5 @@
 import AgentCore
 import AgentPosix
-import AgentTestSupport
 import Foundation
 import Glibc
 import HarnessSupport

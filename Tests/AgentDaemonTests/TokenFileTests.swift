@@ -1,4 +1,3 @@
-import AgentTestSupport
 import Foundation
 import Glibc
 import HarnessSupport

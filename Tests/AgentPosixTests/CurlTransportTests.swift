@@ -1,8 +1,9 @@
 import AgentCore
+import AgentCurl
 import AgentPosix
-import AgentTestSupport
 import Foundation
 import Glibc
+import HarnessSupport
 import Testing
 
 /// The real transport (libcurl's multi interface on the agent's event loop) against the

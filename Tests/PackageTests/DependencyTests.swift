@@ -79,7 +79,7 @@ import Testing
     /// The daemon's modules use FoundationEssentials at most, never Foundation (LinkageTests
     /// checks the binary; this names the file's module at once).
     @Test func theDaemonsModulesDoNotImportFoundation() throws {
-        let daemon = ["AgentJSON", "AgentCore", "AgentWire", "AgentPosix", "AgentSystemd", "AgentDaemon", "MicroHTTPD",
+        let daemon = ["AgentJSON", "AgentCore", "AgentWire", "AgentPosix", "AgentCurl", "AgentSystemd", "AgentDaemon", "MicroHTTPD",
                       "pushwoosh-agentd"]
         let targets = try Self.targets()
         for name in daemon {

@@ -1,7 +1,7 @@
 import AgentCore
+import AgentPosix
 import Foundation
 import HarnessSupport
-import LabClock
 import Soak
 import Testing
 

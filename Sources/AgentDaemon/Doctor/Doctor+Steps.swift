@@ -1,4 +1,5 @@
 import AgentCore
+import AgentCurl
 import AgentPosix
 import FoundationEssentials
 

@@ -1,10 +1,9 @@
-import AgentPosix
 import Glibc
 
 /// Starts a child process with `posix_spawn`: standard input from /dev/null, output to
 /// files, signal mask cleared and the usual terminating signals reset to their defaults
-/// (a parent that blocks or ignores them must not pass that on). Used by the soak runner
-/// and the benchmarks to start agents and emulators.
+/// (a parent that blocks or ignores them must not pass that on). The one spawner of the
+/// soak runner, the fault tool, the benchmarks and the tests' emulator fixture.
 public enum ChildProcess {
     public enum Output: Sendable {
         /// Standard output truncated into this file; standard error into `stderr`.
@@ -57,5 +56,35 @@ public enum ChildProcess {
             envp.withUnsafeBufferPointer { e in posix_spawn(&pid, path, &actions, &attributes, a.baseAddress!, e.baseAddress!) }
         }
         return rc == 0 ? .success(pid) : .failure(PosixError(errno: rc, call: "posix_spawn", path: path))
+    }
+}
+
+extension ChildProcess {
+    /// The port a server announced with a line `listening on HOST:PORT` (the emulator's
+    /// first line) in the file at `path`, its standard output: waits up to `timeout` seconds
+    /// while `alive()` holds; nil when none came.
+    public static func announcedPort(in path: String, timeout: Double, alive: () -> Bool = { true }) -> UInt16? {
+        let deadline = monotonicSeconds() + timeout
+        while true {
+            let text = (try? readWholeFile(path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            for line in text.split(separator: "\n") where line.hasPrefix("listening on ") {
+                if let port = line.split(separator: ":").last.flatMap({ UInt16($0) }) { return port }
+            }
+            if !alive() || monotonicSeconds() >= deadline { return nil }
+            usleep(10_000)
+        }
+    }
+
+    /// Whether `pid`, a child of this process, has not exited yet (reaps it when it has).
+    public static func isRunning(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
+    /// Sends `signal` to `pid`, a child of this process, and waits for its exit.
+    public static func stop(_ pid: pid_t, signal: Int32 = SIGTERM) {
+        kill(pid, signal)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
     }
 }

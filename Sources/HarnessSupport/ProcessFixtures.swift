@@ -1,12 +1,11 @@
+import AgentPosix
 import Foundation
 import Glibc
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 // Fixtures of the tests that run the built executables: where they are, a temporary
 // directory, and a real emulator on a free loopback port (AgentDaemonTests, and the
-// libcurl transport's tests in AgentPosixTests).
+// libcurl transport's tests in AgentPosixTests), on the spawner and the HTTP client the
+// tools use (AgentPosix's `ChildProcess`, `LoopbackHTTP`).
 
 /// The built executables, next to the test bundle.
 public enum Binaries {
@@ -37,31 +36,36 @@ public final class TempDir {
 
 /// A real `pushwoosh-emulator` process on a free loopback port.
 public final class EmulatorProcess {
-    public let process = Process()
+    public let pid: pid_t
     public let port: Int
+    private let output: TempDir
+    private var running = true
     public var baseURL: String { "http://127.0.0.1:\(port)" }
     public var serverURL: String { baseURL + "/json/1.3/" }
 
     /// `arguments`: more of the emulator's options (`--require-token T`).
     public init(apps: String = Binaries.repositoryRoot + "/config/flags.example.json", arguments: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: Binaries.emulator)
-        process.arguments = ["--listen", "127.0.0.1:0", "--apps", apps] + arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let line = String(decoding: out.fileHandleForReading.availableDataLine(), as: UTF8.self)
-        guard let port = Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") else {
-            process.terminate()
-            throw FixtureError("emulator did not say where it listens: \(line)")
+        output = TempDir()
+        let stdout = output.path + "/emulator.out"
+        switch ChildProcess.spawn(path: Binaries.emulator, arguments: ["--listen", "127.0.0.1:0", "--apps", apps] + arguments,
+                                  environment: ProcessInfo.processInfo.environment,
+                                  output: .files(stdout: stdout, stderr: "/dev/null")) {
+        case .success(let pid): self.pid = pid
+        case .failure(let error): throw FixtureError("cannot start the emulator: \(error)")
         }
-        self.port = port
+        let pid = pid
+        guard let port = ChildProcess.announcedPort(in: stdout, timeout: 10, alive: { ChildProcess.isRunning(pid) }) else {
+            ChildProcess.stop(pid)
+            running = false
+            throw FixtureError("emulator did not say where it listens: \((try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "")")
+        }
+        self.port = Int(port)
     }
 
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+        if running {
+            running = false
+            ChildProcess.stop(pid)
         }
     }
 
@@ -74,22 +78,11 @@ public final class EmulatorProcess {
     }
 }
 
+/// One HTTP call to a loopback `http://` URL; status and body, `(0, "")` when it failed.
 public func http(_ method: String, _ url: String, _ body: String?) -> (Int, String) {
-    var request = URLRequest(url: URL(string: url)!, timeoutInterval: 10)
-    request.httpMethod = method
-    request.httpBody = body.map { Data($0.utf8) }
-    let box = ResultBox()
-    URLSession.shared.dataTask(with: request) { data, response, _ in
-        box.set(((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data ?? Data(), as: UTF8.self)))
-    }.resume()
-    return box.wait()
-}
-
-final class ResultBox: @unchecked Sendable {
-    private let semaphore = DispatchSemaphore(value: 0)
-    private var value: (Int, String) = (0, "")
-    func set(_ v: (Int, String)) { value = v; semaphore.signal() }
-    func wait() -> (Int, String) { semaphore.wait(); return value }
+    guard let (server, path) = LoopbackHTTP.parse(url: url, timeout: 10),
+          let answer = try? server.call(method, path, body: body.map { Array($0.utf8) }) else { return (0, "") }
+    return (answer.status, String(decoding: answer.body, as: UTF8.self))
 }
 
 public struct FixtureError: Error, CustomStringConvertible {
@@ -108,4 +101,3 @@ extension FileHandle {
         }
     }
 }
-

@@ -1,5 +1,5 @@
 import AgentCore
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Why a call to the emulator failed.
@@ -10,7 +10,8 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
 
 /// A minimal blocking HTTP/1.1 client for the emulator's admin API on loopback:
 /// one connection per call (`Connection: close`), JSON in and out. The soak runner, the
-/// fault tool and `pushwoosh-agentctl fleet advance-clock` use it.
+/// fault tool, the benchmarks, the tests' emulator fixture and `pushwoosh-agentctl fleet
+/// advance-clock` use it.
 public struct LoopbackHTTP: Sendable {
     public let host: String
     public let port: UInt16
@@ -28,7 +29,7 @@ public struct LoopbackHTTP: Sendable {
     /// The token of an admin token file as the emulator reads it (`--admin-token FILE`): the
     /// file's text without trailing white space, not empty, with no white space inside.
     public static func bearerToken(file path: String) throws(HTTPError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else { throw HTTPError("\(path): cannot read the file") }
+        guard let data = try? readWholeFile(path) else { throw HTTPError("\(path): cannot read the file") }
         var text = String(decoding: data, as: UTF8.self)
         while let last = text.last, last.isWhitespace { text.removeLast() }
         guard !text.isEmpty else { throw HTTPError("\(path): the file is empty") }
@@ -62,8 +63,7 @@ public struct LoopbackHTTP: Sendable {
         guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         BlockingSocket.setReceiveTimeout(fd, timeout)
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        BlockingSocket.setSendTimeout(fd, timeout)
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
@@ -78,7 +78,7 @@ public struct LoopbackHTTP: Sendable {
         if let bearerToken { head += "Authorization: Bearer \(bearerToken)\r\n" }
         if body != nil { head += "Content-Type: application/json\r\n" }
         head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
-        do throws(BlockingSocket.Failure) {
+        do throws(PosixError) {
             try BlockingSocket.sendAll(fd, Array(head.utf8) + (body ?? []))
         } catch {
             throw HTTPError("\(method) \(path): \(error)")
@@ -131,7 +131,7 @@ public struct LoopbackHTTP: Sendable {
         for line in headers.split(separator: "\r\n") {
             let lower = line.lowercased()
             if lower.hasPrefix("content-length:") {
-                return Int(lower.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
+                return Int(String(lower.dropFirst("content-length:".count)).trimmingWhitespace())
             }
         }
         return nil

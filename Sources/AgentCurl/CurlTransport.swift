@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import CCurl
 import FoundationEssentials
 import Glibc
