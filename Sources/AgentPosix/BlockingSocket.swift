@@ -22,6 +22,33 @@ public enum BlockingSocket {
         _ = setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// A blocking TCP socket (`SOCK_CLOEXEC`, `TCP_NODELAY`) connected to `host:port`, an IPv4
+    /// address (loopback unless told); `timeout` bounds the connect and every read and write
+    /// (nil: no bound). The caller owns the descriptor. A `host` that is not an IPv4 address
+    /// fails as `inet_pton` with `EINVAL`.
+    public static func connectTCP(host: String = "127.0.0.1", port: UInt16, timeout: Double? = nil) throws(PosixError) -> Int32 {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw PosixError(errno: EINVAL, call: "inet_pton", path: host) }
+        let fd = try retryingEINTR("socket") { Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        if let timeout {
+            setReceiveTimeout(fd, timeout)
+            setSendTimeout(fd, timeout)
+        }
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if connected != 0 {
+            let code = errno
+            close(fd)
+            throw PosixError(errno: code, call: "connect", path: "\(host):\(port)")
+        }
+        return fd
+    }
+
     /// Writes all of `bytes`, retrying short writes and `EINTR` (`MSG_NOSIGNAL`: a vanished
     /// peer is `EPIPE`, not SIGPIPE).
     public static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws(PosixError) {

@@ -59,21 +59,14 @@ public struct LoopbackHTTP: Sendable {
 
     /// Sends `method path` with `body` (as `application/json`; nil: none); returns status and body.
     public func call(_ method: String, _ path: String, body: [UInt8]?) throws(HTTPError) -> Response {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HTTPError("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        BlockingSocket.setReceiveTimeout(fd, timeout)
-        BlockingSocket.setSendTimeout(fd, timeout)
-        var one: Int32 = 1
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else { throw HTTPError("not an IPv4 address: \(host)") }
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        let fd: Int32
+        do {
+            fd = try BlockingSocket.connectTCP(host: host, port: port, timeout: timeout)
+        } catch {
+            if error.call == "inet_pton" { throw HTTPError("not an IPv4 address: \(host)") }
+            throw HTTPError("\(error.call) \(host):\(port): \(error.message)")
         }
-        guard connected == 0 else { throw HTTPError("connect \(host):\(port): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
         if let bearerToken { head += "Authorization: Bearer \(bearerToken)\r\n" }
         if body != nil { head += "Content-Type: application/json\r\n" }

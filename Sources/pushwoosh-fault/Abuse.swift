@@ -14,15 +14,8 @@ func connectRaw(socket path: String?, port: UInt16?) -> Int32? {
         guard let connected = try? UnixSocket.connect(to: path).take() else { return nil }
         fd = connected
     } else if let port {
-        fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let ok = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        guard ok else { Glibc.close(fd); return nil }
+        guard let connected = try? BlockingSocket.connectTCP(port: port) else { return nil }
+        fd = connected
     } else {
         return nil
     }

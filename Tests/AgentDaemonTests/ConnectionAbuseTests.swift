@@ -149,16 +149,4 @@ import Testing
     }
 }
 
-func connectTCP(_ port: UInt16) -> Int32? {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = port.bigEndian
-    addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    let ok = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-    }
-    if ok { return fd }
-    close(fd)
-    return nil
-}
+func connectTCP(_ port: UInt16) -> Int32? { try? BlockingSocket.connectTCP(port: port) }

@@ -396,15 +396,8 @@ final class HTTPClient {
         case .unix(let path):
             fd = try UnixSocket.connect(to: path).take()
         case .tcp(let port):
-            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-            let ok = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-            }
-            guard ok else { Glibc.close(fd); throw FixtureError("cannot connect to port \(port)") }
+            guard let connected = try? BlockingSocket.connectTCP(port: port) else { throw FixtureError("cannot connect to port \(port)") }
+            fd = connected
         }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
