@@ -78,7 +78,7 @@ let package = Package(
         .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix"], swiftSettings: strict),
         // The lab clock (the emulator's and every device's moved together, timer to timer): what
         // the soak runner and agentctl share, without the daemon's modules.
-        .target(name: "LabClock", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
+        .target(name: "LabClock", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
         .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport"], swiftSettings: strict),

@@ -58,25 +58,18 @@ public struct CAFile: Sendable, Equatable {
         return CAFile(path: path, pem: bytes, certificates: count)
     }
 
+    /// The file, read with AgentPosix's `readWholeFile` once `stat` says it is a regular file
+    /// of at most `maximumBytes`.
     private static func readFile(_ path: String) throws(ValueError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ValueError("cannot read \"\(path)\": \(reason(errno))") }
-        defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw ValueError("cannot read \"\(path)\": \(reason(errno))") }
+        guard stat(path, &info) == 0 else { throw ValueError("cannot read \"\(path)\": \(reason(errno))") }
         guard (info.st_mode & S_IFMT) == S_IFREG else { throw ValueError("\"\(path)\" is not a regular file") }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ValueError("cannot read \"\(path)\": \(reason(errno))")
-            }
-            if n == 0 { return bytes }
-            bytes.append(contentsOf: chunk[..<n])
-            if bytes.count > maximumBytes { throw ValueError("\"\(path)\" is larger than \(maximumBytes) bytes") }
-        }
+        let tooLarge = ValueError("\"\(path)\" is larger than \(maximumBytes) bytes")
+        guard Int(info.st_size) <= maximumBytes else { throw tooLarge }
+        let bytes: [UInt8]
+        do { bytes = try readWholeFile(path) } catch { throw ValueError("cannot read \"\(path)\": \(reason(error.errno))") }
+        guard bytes.count <= maximumBytes else { throw tooLarge }  // it grew after the stat
+        return bytes
     }
 
     private static func reason(_ code: Int32) -> String {

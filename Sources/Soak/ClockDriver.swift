@@ -27,13 +27,7 @@ struct SoakLab: LabClockWorld {
         }
     }
 
-    func advanceEmulator(by seconds: Double) throws(LabClockError) {
-        do {
-            _ = try http.json("POST", "/admin/clock", json: ["advanceSeconds": .number(seconds)])
-        } catch {
-            throw LabClockError("cannot advance the emulator's clock: \(error)")
-        }
-    }
+    func advanceEmulator(by seconds: Double) throws(LabClockError) { try http.advanceEmulatorClock(by: seconds) }
 
     func advanceDevice(_ agent: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
         // An agent that is down (being restarted) is not a violation: its driver starts it again.

@@ -28,6 +28,22 @@ import HarnessSupport
 // MARK: - Entry
 
 let args = Array(CommandLine.arguments.dropFirst())
+
+/// The `--name value` options after the subcommand: `apply` is given each name and a reader of
+/// its value, and says whether it knows the name (an unknown one, or a missing value, ends the run).
+func readOptions(_ args: [String], _ apply: (String, () -> String) -> Bool) {
+    var i = 1
+    while i < args.count {
+        let name = args[i]
+        let known = apply(name) {
+            i += 1
+            guard i < args.count else { die("\(name) needs a value") }
+            return args[i]
+        }
+        if !known { die("unknown option \(name)") }
+        i += 1
+    }
+}
 guard let command = args.first else { die("usage: pushwoosh-fault kill9|notify|rpc|check-state|http|hold|abuse …") }
 switch command {
 case "--version":
@@ -40,22 +56,16 @@ case "--help", "-h":
 
 case "kill9":
     var o = Kill9Options()
-    var i = 1
-    func value() -> String {
-        i += 1
-        guard i < args.count else { die("\(args[i - 1]) needs a value") }
-        return args[i]
-    }
-    while i < args.count {
-        switch args[i] {
+    readOptions(args) { name, value in
+        switch name {
         case "--bin": o.bin = value()
         case "--work": o.work = value()
         case "--kills": o.kills = Int(value()) ?? 0
         case "--seed": o.seed = UInt64(value()) ?? 0
         case "--flags": o.flags = Int(value()) ?? 0
-        default: die("unknown option \(args[i])")
+        default: return false
         }
-        i += 1
+        return true
     }
     guard !o.bin.isEmpty, !o.work.isEmpty, o.kills > 0, o.flags > 0 else { die("kill9 needs --bin DIR --work DIR") }
     exit(runKill9(o))
@@ -111,23 +121,17 @@ case "http":
 
 case "hold", "abuse":
     var hold = HoldOptions()
-    var i = 1
-    func value() -> String {
-        i += 1
-        guard i < args.count else { die("\(args[i - 1]) needs a value") }
-        return args[i]
-    }
-    while i < args.count {
-        switch args[i] {
+    readOptions(args) { name, value in
+        switch name {
         case "--socket": hold.socket = value()
         case "--http-port": hold.httpPort = UInt16(value()) ?? 0
         case "--sockets": hold.socketCount = Int(value()) ?? 0
         case "--https": hold.httpCount = Int(value()) ?? 0
         case "--mode": hold.mode = value()
         case "--seconds": hold.seconds = Double(value()) ?? 0
-        default: die("unknown option \(args[i])")
+        default: return false
         }
-        i += 1
+        return true
     }
     guard ["half", "idle", "pipeline"].contains(hold.mode) else { die("--mode is half, idle or pipeline") }
     if command == "hold" { exit(runHold(hold)) }
