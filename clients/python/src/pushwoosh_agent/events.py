@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import queue
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Protocol, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, TypeVar, Union
 
 from ._connection import EVENTS, Connection, Listener
 from .errors import AgentNotRunning, AgentTimeout
@@ -25,6 +25,26 @@ from .results import FlagsUpdate
 __all__ = ["EVENTS", "EventStream", "Subscription"]
 
 _FLAGS = EVENTS["flags"]
+
+_T = TypeVar("_T")
+
+
+def _take_first(listener: Listener, timeout: Optional[float], socket_path: str, what: str,
+                pick: Callable[[Tuple[str, Any]], Optional[_T]], closed: Callable[[], BaseException]) -> _T:
+    """The first queued notification that ``pick`` accepts, waiting at most ``timeout`` in all
+    (``AgentTimeout`` naming ``what``); ``closed()`` is raised when the listener ends."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            item = listener.take(left)
+        except queue.Empty:
+            raise AgentTimeout(socket_path, what, timeout if timeout is not None else 0.0) from None
+        if item is None:
+            raise closed()
+        picked = pick(item)
+        if picked is not None:
+            return picked
 
 
 class ConnectionSource(Protocol):
@@ -110,19 +130,8 @@ class Subscription:
         return [update for update in updates if update is not None]
 
     def _take(self, timeout: Optional[float]) -> FlagsUpdate:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                item = self._listener.take(left)
-            except queue.Empty:
-                raise AgentTimeout(self._client.socket_path, _FLAGS,
-                                   timeout if timeout is not None else 0.0) from None
-            if item is None:
-                raise StopIteration
-            update = FlagsUpdate.from_params(item[1])
-            if update is not None:
-                return update
+        return _take_first(self._listener, timeout, self._client.socket_path, _FLAGS,
+                           lambda item: FlagsUpdate.from_params(item[1]), StopIteration)
 
 
 class EventStream:
@@ -158,19 +167,13 @@ class EventStream:
 
     def next(self, method: Optional[str] = None, timeout: Optional[float] = 10.0) -> Dict[str, Any]:
         """The next notification's params (of ``method``, when given: others are skipped)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                item = self._listener.take(left)
-            except queue.Empty:
-                raise AgentTimeout(self.socket_path, method or "a notification",
-                                   timeout if timeout is not None else 0.0) from None
-            if item is None:
-                raise AgentNotRunning(self.socket_path, "the event stream was closed")
+        def pick(item: Tuple[str, Any]) -> Optional[Dict[str, Any]]:
             name, params = item
-            if method is None or name == method:
-                return params if isinstance(params, dict) else {}
+            if method is not None and name != method:
+                return None
+            return params if isinstance(params, dict) else {}
+        return _take_first(self._listener, timeout, self.socket_path, method or "a notification", pick,
+                           lambda: AgentNotRunning(self.socket_path, "the event stream was closed"))
 
     def close(self) -> None:
         self._conn.unlisten(self._listener, self._timeout)
