@@ -132,21 +132,6 @@ struct BenchError: Error, CustomStringConvertible {
 }
 
 /// Reads a whole small file (proc files, logs); nil when it cannot be read.
-func readText(_ path: String) -> String? {
-    // procfs files report size 0: read until end of file.
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 { if errno == EINTR { continue }; return nil }
-        if n == 0 { break }
-        bytes.append(contentsOf: chunk[..<n])
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
 
 func printErr(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))

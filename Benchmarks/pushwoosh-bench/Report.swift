@@ -2,6 +2,7 @@ import AgentCore
 import AgentWire
 import Foundation
 import Glibc
+import HarnessSupport
 
 struct Machine {
     var cpus = 0

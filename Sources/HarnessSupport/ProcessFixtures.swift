@@ -101,3 +101,32 @@ extension FileHandle {
         }
     }
 }
+
+/// What a finished command printed, and its exit status.
+public struct CapturedRun: Sendable {
+    public var status: Int32
+    public var out: String
+    public var err: String
+
+    public init(status: Int32, out: String, err: String) {
+        self.status = status
+        self.out = out
+        self.err = err
+    }
+}
+
+/// Runs `executable` with `arguments` to its end, capturing standard output and error (read
+/// before the wait, so a command that prints much cannot block on a full pipe).
+public func runCapturing(_ executable: String, _ arguments: [String]) throws -> CapturedRun {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return CapturedRun(status: process.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+}

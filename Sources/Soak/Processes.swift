@@ -194,18 +194,8 @@ public final class ChildProcesses: Sendable {
 
     /// (CPU seconds, resident KiB) from /proc/PID/stat and /proc/PID/status.
     static func procUsage(_ pid: pid_t) -> (Double, Int)? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let utime = Double(fields[11]), let stime = Double(fields[12]) else { return nil }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var rss = 0
-        if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) {
-            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-                rss = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
-            }
-        }
-        return ((utime + stime) / ticks, rss)
+        guard let cpu = ProcStats.cpuSeconds(pid: pid) else { return nil }
+        return (cpu, ProcStats.status(pid: pid, field: "VmRSS") ?? 0)
     }
 
     /// The runner's own CPU seconds (user + system).

@@ -10,24 +10,8 @@ import Testing
 /// standard error, `--strict` exits 5, and `watch` stamps every line with device time and
 /// survives a restart with `--reconnect`.
 @Suite(.serialized) struct AgentctlAnswersTests {
-    struct Run {
-        var status: Int32
-        var out: String
-        var err: String
-    }
-
-    static func agentctl(_ socket: String, _ arguments: [String]) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binaries.agentctl)
-        process.arguments = ["--socket", socket] + arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+    static func agentctl(_ socket: String, _ arguments: [String]) throws -> CapturedRun {
+        try runCapturing(Binaries.agentctl, ["--socket", socket] + arguments)
     }
 
     @Test("RF-6: refresh says sent or not sent (and until when, in device time); --strict exits 5 when not sent")

@@ -11,17 +11,8 @@ import Testing
     static let hostile = "\u{1B}]0;owned\u{07}x\r\u{1B}[2Jy\u{202E}z\u{9B}"
     static let escaped = #"\u001b]0;owned\u0007x\r\u001b[2Jy\u202ez\u009b"#
 
-    func agentctl(_ arguments: [String]) -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Binaries.agentctl)
-        p.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        guard (try? p.run()) != nil else { return (-1, "", "") }
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    func agentctl(_ arguments: [String]) -> CapturedRun {
+        (try? runCapturing(Binaries.agentctl, arguments)) ?? CapturedRun(status: -1, out: "", err: "")
     }
 
     /// No byte of C0 (but the line feed), DEL or C1, and no bidirectional override.

@@ -123,11 +123,7 @@ import Testing
     @Test func clientsThatDoNotReadAreNotReadEither() throws {
         let (_, agent, _) = try start()
         let pid = agent.process.processIdentifier
-        func rssMiB() -> Double {
-            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-            return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
-        }
+        func rssMiB() -> Double { Double(ProcStats.status(pid: pid, field: "VmRSS") ?? 0) / 1024 }
         let before = rssMiB()
         let (holder, out, line) = try holdAsNobody(["--socket", agent.socketPath, "--sockets", "40", "--mode", "pipeline", "--seconds", "6"])
         #expect(line == "holding 40 of 40", "\(line)")

@@ -9,18 +9,8 @@ import Testing
     static let executables = ["pushwoosh-agentd", "pushwoosh-agentctl", "pushwoosh-emulator", "pushwoosh-soak", "pushwoosh-fault",
                               "pushwoosh-agent-fleet-generator"]
 
-    static func run(_ name: String, _ argument: String) throws -> (status: Int32, out: String, err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binaries.directory + "/" + name)
-        process.arguments = [argument]
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    static func run(_ name: String, _ argument: String) throws -> CapturedRun {
+        try runCapturing(Binaries.directory + "/" + name, [argument])
     }
 
     @Test(arguments: executables)

@@ -152,11 +152,7 @@ import Testing
         #expect(slowest < 2, "/healthz took \(slowest) s while the bulk answer was built")
         // Clients that ask for it and never read share one copy of it (before: 32 MB each).
         let pid = agent.process.processIdentifier
-        func rssMiB() -> Double {
-            let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-            return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
-        }
+        func rssMiB() -> Double { Double(ProcStats.status(pid: pid, field: "VmRSS") ?? 0) / 1024 }
         let before = rssMiB()
         let request = "POST \(HTTPInterface.bulk) HTTP/1.1\r\nHost: x\r\nContent-Length: \(Self.body.count)\r\n\r\n" + String(decoding: Self.body, as: UTF8.self)
         let readers = (0..<10).compactMap { _ in connectTCP(port) }
