@@ -102,31 +102,56 @@ extension FileHandle {
     }
 }
 
-/// What a finished command printed, and its exit status.
+/// What a finished command printed, its exit status and how long it ran.
 public struct CapturedRun: Sendable {
     public var status: Int32
     public var out: String
     public var err: String
+    public var seconds: Double
 
-    public init(status: Int32, out: String, err: String) {
+    public init(status: Int32, out: String, err: String, seconds: Double = 0) {
         self.status = status
         self.out = out
         self.err = err
+        self.seconds = seconds
     }
 }
 
-/// Runs `executable` with `arguments` to its end, capturing standard output and error (read
-/// before the wait, so a command that prints much cannot block on a full pipe).
-public func runCapturing(_ executable: String, _ arguments: [String]) throws -> CapturedRun {
+/// Runs `executable` with `arguments` to its end, capturing standard output and error, with
+/// `input` (if any) on its standard input and /dev/null otherwise; a command given input must
+/// read all of it. The input is written and standard error read on threads of their own, so a
+/// command that prints much to either cannot block on a full pipe.
+public func runCapturing(_ executable: String, _ arguments: [String], input: String? = nil) throws -> CapturedRun {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    let out = Pipe(), err = Pipe()
+    let out = Pipe(), err = Pipe(), stdin = Pipe()
     process.standardOutput = out
     process.standardError = err
+    process.standardInput = input == nil ? FileHandle.nullDevice : stdin
+    let started = monotonicSeconds()
     try process.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
+    let done = DispatchGroup()
+    let errText = LockedText()
+    DispatchQueue.global().async(group: done) { errText.set(err.fileHandleForReading.readDataToEndOfFile()) }
+    if let input {
+        let writer = stdin.fileHandleForWriting
+        DispatchQueue.global().async(group: done) {
+            try? writer.write(contentsOf: Data(input.utf8))
+            try? writer.close()
+        }
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    done.wait()
     process.waitUntilExit()
-    return CapturedRun(status: process.terminationStatus, out: String(decoding: o, as: UTF8.self), err: String(decoding: e, as: UTF8.self))
+    return CapturedRun(status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self), err: errText.text,
+                       seconds: monotonicSeconds() - started)
+}
+
+/// Text one thread sets and another reads after a wait.
+private final class LockedText: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = ""
+    func set(_ data: Data) { lock.withLock { value = String(decoding: data, as: UTF8.self) } }
+    var text: String { lock.withLock { value } }
 }

@@ -157,14 +157,9 @@ import HarnessSupport
         let (_, agent) = try start(socketMode: "0666")
         chmod(agent.dir.path, 0o755)
         func asNobody(_ args: [String]) -> Int32 {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            p.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.agentctl, "--socket", agent.socketPath] + args
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try? p.run()
-            p.waitUntilExit()
-            return p.terminationStatus
+            let run = try? runCapturing("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Binaries.agentctl,
+                                                             "--socket", agent.socketPath] + args)
+            return run?.status ?? -1
         }
         #expect(asNobody(["is-enabled", "new_checkout"]) == 0)
         #expect(asNobody(["set-user", "mallory"]) == 4)

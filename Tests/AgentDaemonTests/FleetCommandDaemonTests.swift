@@ -9,30 +9,13 @@ import Testing
 /// socket directory (no systemd): every one listed, a killed one shown as down, metrics
 /// merged, `call` on all of them.
 @Suite(.serialized) struct FleetCommandDaemonTests {
-    struct Run {
-        var status: Int32
-        var out: String
-        var seconds: Double
+    func agentctl(_ arguments: [String]) throws -> CapturedRun {
+        try runCapturing(Binaries.agentctl, arguments)
     }
 
-    func agentctl(_ arguments: [String]) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Binaries.agentctl)
-        process.arguments = arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        let start = Date()
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, out: String(decoding: data, as: UTF8.self), seconds: Date().timeIntervalSince(start))
-    }
-
-    @Test func fleetOverChildAgents() throws {
-        let emulator = try EmulatorProcess()
-        let sockets = TempDir()
-        let count = 8
+    /// `count` agents named device-1… on one socket directory, each ready and listed as ready
+    /// by `fleet --json status`.
+    func startFleet(_ count: Int, emulator: EmulatorProcess, sockets: TempDir) throws -> [AgentProcess] {
         let agents = try (1...count).map { n in
             let dir = TempDir()
             let config = AgentProcess.config(server: emulator.serverURL, extra: "UserId=user-\(n)", dir: dir.path)
@@ -43,6 +26,14 @@ import Testing
         #expect(eventually {
             (try? agentctl(["fleet", "--socket-dir", sockets.path, "--json", "status"]).out.components(separatedBy: "\"state\":\"ready\"").count) == count + 1
         })
+        return agents
+    }
+
+    @Test func fleetOverChildAgents() throws {
+        let emulator = try EmulatorProcess()
+        let sockets = TempDir()
+        let count = 8
+        let agents = try startFleet(count, emulator: emulator, sockets: sockets)
 
         let all = try agentctl(["fleet", "--socket-dir", sockets.path, "status"])
         #expect(all.status == 0, "\(all.out)")
@@ -74,19 +65,8 @@ import Testing
         #expect(!metricLines.contains { !$0.hasPrefix("#") && !$0.contains("instance=\"device-") }, "a series without its instance label")
         // Prometheus's own linter accepts the merged text (promtool comes with make deps, for ofrep-test).
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") {
-            let promtool = Process()
-            promtool.executableURL = URL(fileURLWithPath: "/usr/bin/promtool")
-            promtool.arguments = ["check", "metrics"]
-            let input = Pipe(), output = Pipe()
-            promtool.standardInput = input
-            promtool.standardOutput = output
-            promtool.standardError = output
-            try promtool.run()
-            input.fileHandleForWriting.write(Data(metrics.out.utf8))
-            try input.fileHandleForWriting.close()
-            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            promtool.waitUntilExit()
-            #expect(promtool.terminationStatus == 0, "promtool check metrics: \(said)")
+            let promtool = try runCapturing("/usr/bin/promtool", ["check", "metrics"], input: metrics.out)
+            #expect(promtool.status == 0, "promtool check metrics: \(promtool.out)\(promtool.err)")
         }
 
         let refresh = try agentctl(["fleet", "--socket-dir", sockets.path, "--json", "call", "refresh"])
@@ -106,16 +86,7 @@ import Testing
     func aStoppedDeviceIsMissing() throws {
         let emulator = try EmulatorProcess()
         let sockets = TempDir()
-        let agents = try (1...3).map { n in
-            let dir = TempDir()
-            let config = AgentProcess.config(server: emulator.serverURL, extra: "UserId=user-\(n)", dir: dir.path)
-                .replacingOccurrences(of: "Socket=\(dir.path)/agent.sock", with: "Socket=\(sockets.path)/device-\(n).sock")
-            return try AgentProcess(dir: dir, config: config, server: emulator.serverURL)
-        }
-        for agent in agents { #expect(agent.waitForNotify("READY=1") != nil, "\(agent.stderrText)") }
-        #expect(eventually {
-            (try? agentctl(["fleet", "--socket-dir", sockets.path, "--json", "status"]).out.components(separatedBy: "\"state\":\"ready\"").count) == 4
-        })
+        let agents = try startFleet(3, emulator: emulator, sockets: sockets)
         #expect(agents[2].stop().status == 0)  // a clean stop removes its socket
         #expect(!FileManager.default.fileExists(atPath: sockets.path + "/device-3.sock"))
 

@@ -7,15 +7,9 @@ import Testing
 @Suite struct LinkageTests {
     /// The shared libraries `pushwoosh-agentd` asks for (its ELF `DT_NEEDED` entries).
     func neededLibraries(_ path: String) throws -> [String] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/readelf")
-        process.arguments = ["--dynamic", "--wide", path]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let readelf = try runCapturing("/usr/bin/readelf", ["--dynamic", "--wide", path])
+        #expect(readelf.status == 0, "\(readelf.err)")
+        let text = readelf.out
         return text.split(separator: "\n").filter { $0.contains("(NEEDED)") }.compactMap { line in
             guard let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]") else { return nil }
             return String(line[line.index(after: open)..<close])

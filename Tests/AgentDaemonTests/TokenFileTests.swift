@@ -9,57 +9,72 @@ import Testing
 @Suite(.serialized) struct TokenFileTests {
     static let secret = "t0ken-\(UUID().uuidString)"
 
-    /// An agent with the HTTP interface on a Unix socket and `TokenFile=` at `dir/token`.
-    func start(_ dir: TempDir, emulator: EmulatorProcess, tokenMode: mode_t, tokenGroup: gid_t? = nil,
-               withToken: Bool = true) throws -> AgentProcess {
-        let token = dir.path + "/token"
-        if !FileManager.default.fileExists(atPath: token) {
-            try (Self.secret + "\n").write(toFile: token, atomically: true, encoding: .utf8)
+    /// An agent with the HTTP interface on a Unix socket and `TokenFile=` at `dir/token`, and
+    /// what the tests ask of it.
+    struct Run {
+        let dir = TempDir()
+        let emulator: EmulatorProcess
+        let agent: AgentProcess
+
+        init(tokenMode: mode_t, tokenGroup: gid_t? = nil) throws {
+            emulator = try EmulatorProcess()
+            let token = dir.path + "/token"
+            try (TokenFileTests.secret + "\n").write(toFile: token, atomically: true, encoding: .utf8)
+            chmod(token, tokenMode)
+            if let tokenGroup { chown(token, geteuid(), tokenGroup) }
+            try Self.writeConfig(dir, server: emulator.serverURL, withToken: true)
+            agent = try AgentProcess(dir: dir, config: try String(contentsOfFile: dir.path + "/agent.conf", encoding: .utf8),
+                                     server: emulator.serverURL)
         }
-        chmod(token, tokenMode)
-        if let tokenGroup { chown(token, geteuid(), tokenGroup) }
-        try writeConfig(dir, emulator: emulator, withToken: withToken)
-        return try AgentProcess(dir: dir, config: try String(contentsOfFile: dir.path + "/agent.conf", encoding: .utf8),
-                                server: emulator.serverURL)
-    }
 
-    func writeConfig(_ dir: TempDir, emulator: EmulatorProcess, withToken: Bool) throws {
-        let config = AgentProcess.config(server: emulator.serverURL, dir: dir.path)
-            + "\n[HTTP]\nListen=\(dir.path)/http.sock\n" + (withToken ? "TokenFile=\(dir.path)/token\n" : "")
-        try config.write(toFile: dir.path + "/agent.conf", atomically: true, encoding: .utf8)
-    }
+        func writeConfig(withToken: Bool) throws {
+            try Self.writeConfig(dir, server: emulator.serverURL, withToken: withToken)
+        }
 
-    func exits(_ agent: AgentProcess) -> Int32? {
-        guard eventually(timeout: 10, { !agent.process.isRunning }) else { return nil }
-        return agent.process.terminationStatus
+        static func writeConfig(_ dir: TempDir, server: String, withToken: Bool) throws {
+            let config = AgentProcess.config(server: server, dir: dir.path)
+                + "\n[HTTP]\nListen=\(dir.path)/http.sock\n" + (withToken ? "TokenFile=\(dir.path)/token\n" : "")
+            try config.write(toFile: dir.path + "/agent.conf", atomically: true, encoding: .utf8)
+        }
+
+        /// `GET /healthz` on a new connection, with the token or without.
+        func healthz(withToken: Bool = false) throws -> Int {
+            let headers = withToken ? ["Authorization": "Bearer " + TokenFileTests.secret] : [:]
+            return try HTTPClient(.unix(dir.path + "/http.sock")).request("GET", "/healthz", headers: headers).status
+        }
+
+        /// The agent's exit status once it has stopped on its own, nil if it has not within 10 s.
+        func exitStatus() -> Int32? {
+            guard eventually(timeout: 10, { !agent.process.isRunning }) else { return nil }
+            return agent.process.terminationStatus
+        }
+
+        /// Stops the agent (expecting a clean exit) and returns its log, checked not to show the token.
+        func stoppedLog() -> String {
+            #expect(agent.stop().status == 0)
+            let log = agent.stderrText
+            #expect(!log.contains(TokenFileTests.secret))
+            return log
+        }
     }
 
     @Test("A token file only the agent can read: no warning")
     func privateTokenFileIsQuiet() throws {
-        let dir = TempDir(), emulator = try EmulatorProcess()
-        let agent = try start(dir, emulator: emulator, tokenMode: 0o600)
-        #expect(agent.waitForNotify("READY=1") != nil)
-        let h = try HTTPClient(.unix(dir.path + "/http.sock"))
-        #expect(h.request("GET", "/healthz").status == 401)
-        #expect(h.request("GET", "/healthz", headers: ["Authorization": "Bearer " + Self.secret]).status == 200)
-        #expect(agent.stop().status == 0)
-        let log = agent.stderrText
-        #expect(!log.contains("TokenFile"))
-        #expect(!log.contains(Self.secret))
+        let run = try Run(tokenMode: 0o600)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        #expect(try run.healthz() == 401)
+        #expect(try run.healthz(withToken: true) == 200)
+        #expect(!run.stoppedLog().contains("TokenFile"))
     }
 
     @Test("A token file every local user can read is served, with a warning naming the file and its mode")
     func worldReadableTokenFileIsAWarning() throws {
-        let dir = TempDir(), emulator = try EmulatorProcess()
-        let agent = try start(dir, emulator: emulator, tokenMode: 0o644)
-        #expect(agent.waitForNotify("READY=1") != nil)
-        let h = try HTTPClient(.unix(dir.path + "/http.sock"))
-        #expect(h.request("GET", "/healthz").status == 401)  // still checked
-        #expect(agent.stop().status == 0)
-        let log = agent.stderrText
-        let line = log.split(separator: "\n").first { $0.contains("TokenFile=\(dir.path)/token is readable by every local user (mode 0644)") }
+        let run = try Run(tokenMode: 0o644)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        #expect(try run.healthz() == 401)  // still checked
+        let log = run.stoppedLog()
+        let line = log.split(separator: "\n").first { $0.contains("TokenFile=\(run.dir.path)/token is readable by every local user (mode 0644)") }
         #expect(line?.contains("warning") == true || line?.hasPrefix("<4>") == true, "\(log)")
-        #expect(!log.contains(Self.secret))
     }
 
     @Test("A token file others can write is refused at start, naming the file and its mode", arguments: [
@@ -71,44 +86,37 @@ import Testing
             withKnownIssue("chown to another group needs root") { throw FixtureError("not root") }
             return
         }
-        let dir = TempDir(), emulator = try EmulatorProcess()
-        let agent = try start(dir, emulator: emulator, tokenMode: mode, tokenGroup: group)
-        #expect(exits(agent) == 1)
-        let log = agent.stderrText
-        #expect(log.contains("TokenFile=\(dir.path)/token: writable by others (\(shown))"), "\(log)")
+        let run = try Run(tokenMode: mode, tokenGroup: group)
+        #expect(run.exitStatus() == 1)
+        let log = run.agent.stderrText
+        #expect(log.contains("TokenFile=\(run.dir.path)/token: writable by others (\(shown))"), "\(log)")
         #expect(!log.contains(Self.secret))
     }
 
     @Test("SIGHUP after TokenFile= is removed: the token check is off, with a warning naming the file")
     func removingTokenFileOnReloadIsAWarning() throws {
-        let dir = TempDir(), emulator = try EmulatorProcess()
-        let agent = try start(dir, emulator: emulator, tokenMode: 0o600)
-        #expect(agent.waitForNotify("READY=1") != nil)
-        let h = try HTTPClient(.unix(dir.path + "/http.sock"))
-        #expect(h.request("GET", "/healthz").status == 401)
-        try writeConfig(dir, emulator: emulator, withToken: false)
-        agent.signal(SIGHUP)
-        #expect(agent.waitForNotify("RELOADING=1") != nil)
-        #expect(agent.waitForNotify("READY=1") != nil)
-        #expect(try HTTPClient(.unix(dir.path + "/http.sock")).request("GET", "/healthz").status == 200)
-        #expect(agent.stop().status == 0)
-        let log = agent.stderrText
-        #expect(log.contains("TokenFile=\(dir.path)/token removed from the configuration: the HTTP interface no longer requires a token"), "\(log)")
+        let run = try Run(tokenMode: 0o600)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        #expect(try run.healthz() == 401)
+        try run.writeConfig(withToken: false)
+        run.agent.signal(SIGHUP)
+        #expect(run.agent.waitForNotify("RELOADING=1") != nil)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        #expect(try run.healthz() == 200)
+        let log = run.stoppedLog()
+        #expect(log.contains("TokenFile=\(run.dir.path)/token removed from the configuration: the HTTP interface no longer requires a token"), "\(log)")
     }
 
     @Test("SIGHUP with the token file made writable by others: not reloaded, the running token kept")
     func reloadWithWritableTokenKeepsTheRunningOne() throws {
-        let dir = TempDir(), emulator = try EmulatorProcess()
-        let agent = try start(dir, emulator: emulator, tokenMode: 0o600)
-        #expect(agent.waitForNotify("READY=1") != nil)
-        chmod(dir.path + "/token", 0o666)
-        agent.signal(SIGHUP)
-        #expect(agent.waitForNotify("READY=1") != nil)
-        let h = try HTTPClient(.unix(dir.path + "/http.sock"))
-        #expect(h.request("GET", "/healthz").status == 401)
-        #expect(h.request("GET", "/healthz", headers: ["Authorization": "Bearer " + Self.secret]).status == 200)
-        #expect(agent.stop().status == 0)
-        let log = agent.stderrText
+        let run = try Run(tokenMode: 0o600)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        chmod(run.dir.path + "/token", 0o666)
+        run.agent.signal(SIGHUP)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        #expect(try run.healthz() == 401)
+        #expect(try run.healthz(withToken: true) == 200)
+        let log = run.stoppedLog()
         #expect(log.contains("configuration not reloaded") && log.contains("writable by others (mode 0666)"), "\(log)")
     }
 }

@@ -22,17 +22,11 @@ import Testing
     @Test("--admin-token: 401 without the token, answered at the headers (a 20 MiB body never sent); 200 with it")
     func adminTokenOverHTTP() throws {
         try withLockedServer { server, port in
-            let raw = try RawSocket(port: port)
-            raw.send("PUT /admin/apps/X HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20971520\r\n\r\n")
-            let answer = raw.read(timeout: 2)
-            #expect(answer.status == 401)
-            #expect(answer.text.contains("WWW-Authenticate: Bearer"))
-            let ok = try RawSocket(port: port)
-            ok.send("GET /admin/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Self.token)\r\nConnection: close\r\n\r\n")
-            #expect(ok.read(timeout: 2).status == 200)
-            let wrong = try RawSocket(port: port)
-            wrong.send("DELETE /admin/apps/ABCDE-12345 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\(Self.token)\r\nConnection: close\r\n\r\n")
-            #expect(wrong.read(timeout: 2).status == 401)
+            let refused = try RawSocket.answer(port: port, "PUT /admin/apps/X HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20971520\r\n\r\n")
+            #expect(refused.status == 401)
+            #expect(refused.text.contains("WWW-Authenticate: Bearer"))
+            #expect(try RawSocket.answer(port: port, "GET /admin/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Self.token)\r\nConnection: close\r\n\r\n").status == 200)
+            #expect(try RawSocket.answer(port: port, "DELETE /admin/apps/ABCDE-12345 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\(Self.token)\r\nConnection: close\r\n\r\n").status == 401)
             #expect(server.withState { $0.apps["ABCDE-12345"] != nil })  // refused: nothing removed
         }
     }
@@ -40,11 +34,9 @@ import Testing
     @Test("Bodies over their route's limit get 413: announced (at the headers) or chunked (once it passes)")
     func bodiesAreBounded() throws {
         try withLockedServer { _, port in
-            let announced = try RawSocket(port: port)
-            announced.send("POST /json/1.3/getFeatureFlags HTTP/1.1\r\nHost: x\r\nContent-Length: \((1 << 20) + 1)\r\n\r\n")
-            let a = announced.read(timeout: 2)
-            #expect(a.status == 413)
-            #expect(a.text.contains("body larger than 1048576 bytes"))
+            let announced = try RawSocket.answer(port: port, "POST /json/1.3/getFeatureFlags HTTP/1.1\r\nHost: x\r\nContent-Length: \((1 << 20) + 1)\r\n\r\n")
+            #expect(announced.status == 413)
+            #expect(announced.text.contains("body larger than 1048576 bytes"))
             let chunked = try RawSocket(port: port)
             chunked.send("POST /json/1.3/getFeatureFlags HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
             let piece = String(repeating: "a", count: 256 << 10)

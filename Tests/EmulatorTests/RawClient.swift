@@ -1,3 +1,4 @@
+import AgentPosix
 import Dispatch
 import Foundation
 import Glibc
@@ -39,34 +40,21 @@ final class RawSocket: @unchecked Sendable {
     }
 
     init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else {
-            let e = errno
-            close(fd)
-            throw POSIXError(POSIXErrorCode(rawValue: e) ?? .EIO)
-        }
+        fd = try BlockingSocket.connectTCP(port: port)
     }
 
     deinit { close(fd) }
 
+    /// Sends all of `text`; a peer that has gone away ends it quietly (the read tells).
     func send(_ text: String) {
-        let bytes = Array(text.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
-            sent += n
-        }
+        try? BlockingSocket.sendAll(fd, Array(text.utf8))
+    }
+
+    /// `request` sent on a new connection, and its answer.
+    static func answer(port: UInt16, _ request: String, timeout: Double = 2) throws -> Answer {
+        let socket = try RawSocket(port: port)
+        socket.send(request)
+        return socket.read(timeout: timeout)
     }
 
     /// An HTTP/1.1 request; `close`: ask the server to close after answering.

@@ -4,6 +4,7 @@ import Foundation
 import FoundationXML
 #endif
 import Glibc
+import HarnessSupport
 import Soak
 import Testing
 
@@ -127,19 +128,13 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         }
         let report = NSTemporaryDirectory() + "soak-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: report) }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: bin + "/pushwoosh-soak")
-        p.arguments = arguments + ["--bin", bin, "--report", report, "--apps", Self.repository + "/config/flags.example.json", "--quiet",
-                                   "--junit", report + "/junit.xml"]
-        let err = Pipe()
-        p.standardError = err
-        try p.run()
-        let output = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
+        let soak = try runCapturing(bin + "/pushwoosh-soak", arguments + [
+            "--bin", bin, "--report", report, "--apps", Self.repository + "/config/flags.example.json", "--quiet", "--junit", report + "/junit.xml",
+        ])
         let summary = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))
         let svg = try Data(contentsOf: URL(fileURLWithPath: report + "/timeline.svg"))
         let junit = try Data(contentsOf: URL(fileURLWithPath: report + "/junit.xml"))
-        return (p.terminationStatus, output, summary, svg, junit)
+        return (soak.status, soak.err, summary, svg, junit)
     }
 
     /// Seed 864767728: the run ended while a driver was restarting its agent; the

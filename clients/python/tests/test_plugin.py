@@ -216,7 +216,7 @@ def test_instance_names_are_the_agents_rule(pushwoosh_bin: Optional[str]) -> Non
     """The client accepts exactly the names pushwoosh-agentctl accepts (exit 2: a usage error)."""
     import subprocess
 
-    from pushwoosh_agent.client import is_instance_name
+    from pushwoosh_agent.paths import is_instance_name
     from pushwoosh_agent.processes import find_binary
 
     agentctl = find_binary("pushwoosh-agentctl", pushwoosh_bin)

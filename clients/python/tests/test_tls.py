@@ -4,17 +4,19 @@ The emulator serves HTTPS with certificates from CAs made in the test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import ssl
 import time
 import urllib.request
-from typing import Any, Dict
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import pytest
 
 from pushwoosh_agent.emulator import EmulatorClient
 from pushwoosh_agent.processes import AgentProcess, EmulatorProcess
-from pushwoosh_agent.tls import TestCA
+from pushwoosh_agent.tls import Issued, TestCA
 
 
 def _failed_status(agent: AgentProcess, timeout: float = 10.0) -> Dict[str, Any]:
@@ -47,16 +49,37 @@ def test_trusted_with_ca_file_serves_flags(pushwoosh_agent: Any, pushwoosh_emula
     assert pushwoosh_emulator.requests(method="getFeatureFlags")
 
 
-def _start_pair(tmp: str, pushwoosh_bin: str, issue: Dict[str, Any], trust: str) -> tuple[EmulatorProcess, AgentProcess]:
-    ca = TestCA(tmp, "server-ca")
-    other = TestCA(tmp, "other-ca")
-    cert = ca.issue("server", **issue)
+@contextlib.contextmanager
+def _tls_pair(tmp: str, pushwoosh_bin: str, cert: Issued, ca_file: str, agent_ca_file: Optional[str],
+              environment: Optional[Dict[str, str]] = None) -> Iterator[Tuple[EmulatorProcess, AgentProcess]]:
+    """An emulator serving HTTPS with `cert` (its admin API trusting `ca_file`) and an agent
+    pointed at it with `CAFile=agent_ca_file` (None: no CAFile=), started; both stopped after."""
     emulator = EmulatorProcess(tmp, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"), tls=cert,
-                               ca_file=ca.ca_file).start()
+                               ca_file=ca_file).start()
+    settings: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s", "http_listen": "127.0.0.1:0"}
+    if agent_ca_file is not None:
+        settings["ca_file"] = agent_ca_file
     agent = AgentProcess(tmp, server_url=emulator.server_url, binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
-                         settings={"ca_file": ca.ca_file if trust == "server" else other.ca_file,
-                                   "disable_throttle": True, "request_timeout": "5s", "http_listen": "127.0.0.1:0"})
-    return emulator, agent
+                         settings=settings, environment=environment)
+    try:
+        agent.start()
+        yield emulator, agent
+    finally:
+        agent.close()
+        emulator.stop()
+
+
+def _reload(agent: AgentProcess, answer: str, timeout: float = 10.0) -> str:
+    """Rewrite the agent's configuration, SIGHUP it and wait for `answer` in its log; the log since."""
+    agent.write_config()
+    mark = len(agent.log())
+    agent.signal(signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while answer not in agent.log()[mark:]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {answer!r} within {timeout} s: {agent.log()[mark:]}")
+        time.sleep(0.02)
+    return agent.log()[mark:]
 
 
 @pytest.mark.parametrize("issue,trust,problem,words", [
@@ -67,9 +90,9 @@ def _start_pair(tmp: str, pushwoosh_bin: str, issue: Dict[str, Any], trust: str)
 def test_certificate_problems_fail_with_code_0_and_name_themselves(
         pushwoosh_bin: str, pushwoosh_tmp_dir: str, issue: Dict[str, Any], trust: str, problem: str,
         words: str) -> None:
-    emulator, agent = _start_pair(pushwoosh_tmp_dir, pushwoosh_bin, issue, trust)
-    try:
-        agent.start()
+    ca, other = TestCA(pushwoosh_tmp_dir, "server-ca"), TestCA(pushwoosh_tmp_dir, "other-ca")
+    trusted = ca.ca_file if trust == "server" else other.ca_file
+    with _tls_pair(pushwoosh_tmp_dir, pushwoosh_bin, ca.issue("server", **issue), ca.ca_file, trusted) as (emulator, agent):
         status = _failed_status(agent)
         error = status["lastRefreshError"]
         assert error["code"] == 0, error
@@ -83,59 +106,27 @@ def test_certificate_problems_fail_with_code_0_and_name_themselves(
         metrics = _metrics(agent)
         assert f'pushwoosh_agent_refresh_network_failures_total{{problem="{problem}"}} 1' in metrics \
             or f'pushwoosh_agent_refresh_network_failures_total{{problem="{problem}"}} 2' in metrics, metrics
-    finally:
-        agent.close()
-        emulator.stop()
 
 
 def test_without_ca_file_a_private_ca_is_not_trusted(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
     """No CAFile=: the system store only, and SSL_CERT_FILE from the environment changes nothing."""
     ca = TestCA(pushwoosh_tmp_dir, "private")
-    emulator = EmulatorProcess(pushwoosh_tmp_dir, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"),
-                               tls=ca.issue("server"), ca_file=ca.ca_file).start()
-    agent = AgentProcess(pushwoosh_tmp_dir, server_url=emulator.server_url,
-                         binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
-                         settings={"disable_throttle": True, "request_timeout": "5s"},
-                         environment={"SSL_CERT_FILE": ca.ca_file, "CURL_CA_BUNDLE": ca.ca_file})
-    try:
-        agent.start()
+    with _tls_pair(pushwoosh_tmp_dir, pushwoosh_bin, ca.issue("server"), ca.ca_file, None,
+                   environment={"SSL_CERT_FILE": ca.ca_file, "CURL_CA_BUNDLE": ca.ca_file}) as (_, agent):
         error = _failed_status(agent)["lastRefreshError"]
         assert error["code"] == 0 and "not trusted" in error["message"] and "CAFile=" in error["message"], error
-    finally:
-        agent.close()
-        emulator.stop()
 
 
 def test_ca_file_applies_on_reload(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:
     """SIGHUP re-reads CAFile=: the next request trusts the CA; a bad CAFile= on reload keeps the running one."""
-    import signal
     ca = TestCA(pushwoosh_tmp_dir, "reload-ca")
-    emulator = EmulatorProcess(pushwoosh_tmp_dir, binary=os.path.join(pushwoosh_bin, "pushwoosh-emulator"),
-                               tls=ca.issue("server"), ca_file=ca.ca_file).start()
-    agent = AgentProcess(pushwoosh_tmp_dir, server_url=emulator.server_url,
-                         binary=os.path.join(pushwoosh_bin, "pushwoosh-agentd"),
-                         settings={"disable_throttle": True, "request_timeout": "5s"})
-    try:
-        agent.start()
+    with _tls_pair(pushwoosh_tmp_dir, pushwoosh_bin, ca.issue("server"), ca.ca_file, None) as (_, agent):
         assert "not trusted" in _failed_status(agent)["lastRefreshError"]["message"]
         agent.settings["ca_file"] = ca.ca_file
-        agent.write_config()
-        mark = len(agent.log())
-        agent.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while "configuration reloaded" not in agent.log()[mark:] and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _reload(agent, "configuration reloaded")
         agent.client.refresh()
         assert agent.client.status()["state"] == "ready"
         agent.settings["ca_file"] = os.path.join(pushwoosh_tmp_dir, "gone.pem")
-        agent.write_config()
-        mark = len(agent.log())
-        agent.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while "configuration not reloaded" not in agent.log()[mark:] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert "CAFile: cannot read" in agent.log()[mark:], agent.log()[mark:]
+        since = _reload(agent, "configuration not reloaded")
+        assert "CAFile: cannot read" in since, since
         agent.client.refresh()  # still trusted: the running configuration was kept
-    finally:
-        agent.close()
-        emulator.stop()

@@ -14,27 +14,20 @@ Standard library only; safe to share between threads.
 from __future__ import annotations
 
 from ._version import __version__
-from .client import (
-    DEFAULT_SOCKET_PATH,
-    AgentClient,
-    Flag,
-    FlagDetails,
-    FlagsUpdate,
-    PROPERTY_TYPES,
-    PrimerResult,
-    PushRegistration,
-    RefreshResult,
-    Subscription,
-    default_socket_path,
-    instance_socket_path,
-    resolve_socket_path,
-)
+from .client import PROPERTY_TYPES, AgentClient
+from .paths import DEFAULT_SOCKET_PATH, default_socket_path, instance_socket_path, resolve_socket_path
 from .emulator import EmulatorClient, RequestsTimeout
 from .fixtures import Fleet, Lab, RunningEmulator
 from .lab import ClockAdvance, LabClockError, advance_lab
-from .events import EventStream
+from .events import EventStream, Subscription
 from .results import (
     ClockInfo,
+    Flag,
+    FlagDetails,
+    FlagsUpdate,
+    PrimerResult,
+    PushRegistration,
+    RefreshResult,
     DeviceClockAdvance,
     FiredTimer,
     RefreshCompleted,

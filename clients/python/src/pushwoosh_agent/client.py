@@ -15,23 +15,14 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
-from ._framing import MAX_LINE, MAX_REQUEST_LINE
 from .errors import ProtocolError, RefreshError
 from .events import EventStream, Subscription
-from .paths import (
-    DEFAULT_SOCKET_PATH,
-    INSTANCE_RUNTIME_ROOT,
-    default_socket_path,
-    instance_socket_path,
-    is_instance_name,
-    resolve_socket_path,
-)
+from .paths import resolve_socket_path
 from .results import (
     ClockInfo,
     DeviceClockAdvance,
     Flag,
     FlagDetails,
-    FlagsUpdate,
     PrimerResult,
     PushRegistration,
     RefreshCompleted,
@@ -40,27 +31,7 @@ from .results import (
     parse_time,
 )
 
-__all__ = [
-    "AgentClient",
-    "Subscription",
-    "Flag",
-    "FlagDetails",
-    "FlagsUpdate",
-    "PushRegistration",
-    "PrimerResult",
-    "RefreshResult",
-    "PROPERTY_TYPES",
-    "default_socket_path",
-    "instance_socket_path",
-    "is_instance_name",
-    "resolve_socket_path",
-    "DEFAULT_SOCKET_PATH",
-    "INSTANCE_RUNTIME_ROOT",
-]
-
-#: The longest answer line this client reads, under its old name: the one line limit,
-#: ``_framing.MAX_LINE`` (the agent's, both ways).
-MAX_ANSWER_LINE = MAX_LINE
+__all__ = ["AgentClient", "PROPERTY_TYPES"]
 
 _UNSET: Any = object()
 
@@ -74,7 +45,6 @@ PROPERTY_TYPES: Dict[object, str] = {
     "jsonArray": "jsonArray", "json-array": "jsonArray",
     str: "string", float: "number", int: "number", bool: "bool", dict: "jsonObject", list: "jsonArray",
 }
-_PROPERTY_TYPES = PROPERTY_TYPES
 _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
@@ -223,7 +193,7 @@ class AgentClient:
         types the result is None when absent.
         """
         try:
-            wire = _PROPERTY_TYPES[type]
+            wire = PROPERTY_TYPES[type]
         except (KeyError, TypeError):
             raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
         params: Dict[str, Any] = {"key": key, "property": name, "type": wire}
