@@ -150,18 +150,12 @@ public enum UnixSocket {
 
     /// The id of the group called `name`, nil when there is none.
     public static func groupID(named name: String) -> gid_t? {
-        var group = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 1024)
-        while true {
-            let status = getgrnam_r(name, &group, &buffer, buffer.count, &result)
-            if status == ERANGE, buffer.count < 1 << 20 {
-                buffer = [CChar](repeating: 0, count: buffer.count * 4)
-                continue
-            }
-            if status == EINTR { continue }
-            guard status == 0, result != nil else { return nil }
-            return group.gr_gid
+        lookUp { buffer in
+            var entry = group()
+            var result: UnsafeMutablePointer<group>?
+            let size = buffer.count
+            let status = getgrnam_r(name, &entry, &buffer, size, &result)
+            return (status, result == nil ? nil : entry.gr_gid)
         }
     }
 
@@ -190,18 +184,28 @@ public enum UnixSocket {
 
     /// The login name of `uid`, nil when it has no passwd entry.
     public static func userName(_ uid: uid_t) -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
+        lookUp { buffer in
+            var entry = passwd()
+            var result: UnsafeMutablePointer<passwd>?
+            let size = buffer.count
+            let status = getpwuid_r(uid, &entry, &buffer, size, &result)
+            return (status, result == nil ? nil : entry.pw_name.map { String(cString: $0) })
+        }
+    }
+
+    /// Runs a reentrant `get…_r` lookup with a buffer that grows fourfold on `ERANGE` (up to
+    /// 1 MiB), retrying `EINTR`. `call` returns the status and, when it found an entry, what the
+    /// caller keeps of it (copied out while the buffer lives); nil when there is none or it failed.
+    private static func lookUp<Found>(_ call: (inout [CChar]) -> (status: Int32, found: Found?)) -> Found? {
         var buffer = [CChar](repeating: 0, count: 1024)
         while true {
-            let status = getpwuid_r(uid, &entry, &buffer, buffer.count, &result)
+            let (status, found) = call(&buffer)
             if status == ERANGE, buffer.count < 1 << 20 {
                 buffer = [CChar](repeating: 0, count: buffer.count * 4)
                 continue
             }
             if status == EINTR { continue }
-            guard status == 0, result != nil, let name = entry.pw_name else { return nil }
-            return String(cString: name)
+            return status == 0 ? found : nil
         }
     }
 }

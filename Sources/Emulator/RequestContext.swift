@@ -15,11 +15,11 @@ extension EmulatorServer {
         conCls.pointee = Unmanaged.passRetained(ctx).toOpaque()
         let path = String(cString: url)
         ctx.limit = EmulatorConfiguration.maxBodyBytes(path: path)
-        let headers = MicroHTTPD.values(connection, MHD_ValueKind.HEADER_KIND).map { HeaderField($0.name, $0.value) }
+        let headers = MicroHTTPD.values(connection, MHD_ValueKind.HEADER_KIND).map { HTTPHeader($0.name, $0.value) }
         var early: EmulatorResponse?
         if !configuration.authorized(path: path, headers: headers) {
             early = EmulatorConfiguration.unauthorized.render()
-        } else if let length = headers.first(where: { $0.name.lowercased() == "content-length" }).flatMap({ Int($0.value) }),
+        } else if let length = headers.value(named: "content-length").flatMap({ Int($0) }),
                   length > ctx.limit {
             early = Self.tooLarge(ctx.limit)
         }

@@ -37,7 +37,7 @@ public final class Upstream: Sendable {
         switch result.outcome {
         case .response(let status, let answerHeaders, let body):
             let kept = answerHeaders.filter { Self.answerHeaders.contains($0.key) }.sorted { $0.key < $1.key }
-                .map { HeaderField($0.key == "content-type" ? "Content-Type" : "Retry-After", $0.value) }
+                .map { HTTPHeader($0.key == "content-type" ? "Content-Type" : "Retry-After", $0.value) }
             response = EmulatorResponse(status: status, headers: kept, body: Array(body))
             log?("upstream method=\(method) status=\(status) ms=\(ms)")
         case .noResponse(let reason):
@@ -84,7 +84,7 @@ public final class HARRecorder: Sendable {
     }
 
     /// Adds one exchange and writes the file; what went wrong writing it, else nil.
-    func append(started: Date, milliseconds: Int, url: String, request: [HeaderField], requestBody: [UInt8],
+    func append(started: Date, milliseconds: Int, url: String, request: [HTTPHeader], requestBody: [UInt8],
                 response: EmulatorResponse, method: String) -> String? {
         state.withLock { s in
             s.redactor.learn(headers: request, body: requestBody)

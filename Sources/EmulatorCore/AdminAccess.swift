@@ -19,9 +19,9 @@ extension EmulatorConfiguration {
 
     /// Whether a request to `path` with `headers` may proceed: anything outside `/admin`, and
     /// an admin request that carries the admin token (or any, without one).
-    public func authorized(path: String, headers: [HeaderField]) -> Bool {
+    public func authorized(path: String, headers: [HTTPHeader]) -> Bool {
         guard let token = adminToken, Self.isAdmin(path) else { return true }
-        guard let value = headers.first(where: { $0.name.lowercased() == "authorization" })?.value else { return false }
+        guard let value = headers.value(named: "authorization") else { return false }
         let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
         return Self.constantTimeEqual(Array(parts[1].utf8).trimmingSpaces(), Array(token.utf8))
@@ -29,7 +29,7 @@ extension EmulatorConfiguration {
 
     /// The 401 for an admin request without the token.
     public static let unauthorized = Outcome.error(401, "the admin API needs Authorization: Bearer TOKEN (--admin-token)",
-                                                   headers: [HeaderField("WWW-Authenticate", "Bearer")])
+                                                   headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         var difference = UInt8(a.count == b.count ? 0 : 1)
@@ -45,13 +45,13 @@ extension EmulatorConfiguration {
 
     /// Headers as the request log keeps them: an `Authorization` value keeps its scheme only
     /// (`Token [redacted]`), and neither token appears in any other header.
-    public func redact(_ headers: [HeaderField]) -> [HeaderField] {
+    public func redact(_ headers: [HTTPHeader]) -> [HTTPHeader] {
         headers.map { h in
             if h.name.lowercased() == "authorization" {
                 let scheme = h.value.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
-                return HeaderField(h.name, scheme.isEmpty || scheme == h.value ? Self.redacted : scheme + " " + Self.redacted)
+                return HTTPHeader(h.name, scheme.isEmpty || scheme == h.value ? Self.redacted : scheme + " " + Self.redacted)
             }
-            return HeaderField(h.name, redactSecrets(h.value))
+            return HTTPHeader(h.name, redactSecrets(h.value))
         }
     }
 

@@ -174,9 +174,45 @@ struct ObjectReader {
         return n
     }
 
-    func strings(_ key: String) throws(DefinitionError) -> [String]? {
+    /// The array at `key`, nil when absent; `what` names what it holds in the error for anything
+    /// that is not an array.
+    func array(_ key: String, of what: String? = nil) throws(DefinitionError) -> [JSONValue]? {
         guard let v = members[key] else { return nil }
-        guard case .array(let a) = v else { throw DefinitionError(at(key), "expected an array of strings, found \(v.kindName)") }
+        guard case .array(let items) = v else {
+            throw DefinitionError(at(key), "expected an array\(what.map { " of " + $0 } ?? ""), found \(v.kindName)")
+        }
+        return items
+    }
+
+    /// The array at `key` read with `decode`, one item at a time, each unique by `id`: a repeat
+    /// is an error at its `idKey`, naming the `noun` and where the first one stands
+    /// (`duplicate flag key "a" (first at flags[0])`). Empty when absent.
+    func uniqueItems<Item>(_ key: String, of what: String? = nil, idKey: String, noun: String, id: (Item) -> String,
+                           decode: (JSONValue, [DefinitionError.PathComponent]) throws(DefinitionError) -> Item) throws(DefinitionError) -> [Item] {
+        try Self.uniqueItems(try array(key, of: what) ?? [], at: at(key), idKey: idKey, noun: noun, id: id, decode: decode)
+    }
+
+    /// `uniqueItems` over an array already in hand, found at `path`.
+    static func uniqueItems<Item>(_ items: [JSONValue], at path: [DefinitionError.PathComponent], idKey: String, noun: String,
+                                  id: (Item) -> String,
+                                  decode: (JSONValue, [DefinitionError.PathComponent]) throws(DefinitionError) -> Item) throws(DefinitionError) -> [Item] {
+        var firstIndex: [String: Int] = [:]
+        var out: [Item] = []
+        for (k, item) in items.enumerated() {
+            let decoded = try decode(item, path + [.index(k)])
+            let identity = id(decoded)
+            if let first = firstIndex[identity] {
+                let firstPath = DefinitionError(path + [.index(first)], "").path
+                throw DefinitionError(path + [.index(k), .key(idKey)], "duplicate \(noun) \"\(identity)\" (first at \(firstPath))")
+            }
+            firstIndex[identity] = k
+            out.append(decoded)
+        }
+        return out
+    }
+
+    func strings(_ key: String) throws(DefinitionError) -> [String]? {
+        guard let a = try array(key, of: "strings") else { return nil }
         var out: [String] = []
         for (k, item) in a.enumerated() {
             guard case .string(let s) = item else {
@@ -203,36 +239,17 @@ extension Application {
         if finalCode.contains("/") { throw DefinitionError(r.at("code"), "must not contain '/'") }
         self.code = finalCode
         featureFlagsInPlan = try r.bool("featureFlagsInPlan") ?? true
-        flags = []
-        if let v = r.members["flags"] {
-            guard case .array(let items) = v else {
-                throw DefinitionError(r.at("flags"), "expected an array of flags, found \(v.kindName)")
-            }
-            var firstIndex: [String: Int] = [:]
-            for (k, item) in items.enumerated() {
-                let flag = try FlagDefinition(json: item, at: r.at("flags") + [.index(k)])
-                if let first = firstIndex[flag.key] {
-                    throw DefinitionError(r.at("flags") + [.index(k), .key("key")],
-                                          "duplicate flag key \"\(flag.key)\" (first at flags[\(first)])")
-                }
-                firstIndex[flag.key] = k
-                flags.append(flag)
-            }
+        flags = try r.uniqueItems("flags", of: "flags", idKey: "key", noun: "flag key", id: \.key) { (item, at) throws(DefinitionError) in
+            try FlagDefinition(json: item, at: at)
         }
     }
 
     /// An apps file: one application object or an array of them, codes unique.
     public static func decodeList(_ json: JSONValue) throws(DefinitionError) -> [Application] {
         guard case .array(let items) = json else { return [try Application(json: json)] }
-        var apps: [Application] = []
-        for (k, item) in items.enumerated() {
-            let app = try Application(json: item, at: [.index(k)])
-            if let first = apps.firstIndex(where: { $0.code == app.code }) {
-                throw DefinitionError([.index(k), .key("code")], "duplicate application code \"\(app.code)\" (first at [\(first)])")
-            }
-            apps.append(app)
+        return try ObjectReader.uniqueItems(items, at: [], idKey: "code", noun: "application code", id: \.code) { (item, at) throws(DefinitionError) in
+            try Application(json: item, at: at)
         }
-        return apps
     }
 
     public var json: JSONValue {
@@ -263,19 +280,9 @@ extension FlagDefinition {
                 properties[name] = try PropertyDefinition(json: o[name]!, at: r.at("properties") + [.key(name)])
             }
         }
-        rules = []
-        if let v = r.members["rules"] {
-            guard case .array(let items) = v else {
-                throw DefinitionError(r.at("rules"), "expected an array of rules, found \(v.kindName)")
-            }
-            for (k, item) in items.enumerated() {
-                let rulePath = r.at("rules") + [.index(k)]
-                let rule = try Rule(json: item, declared: properties, at: rulePath)
-                if rules.contains(where: { $0.id == rule.id }) {
-                    throw DefinitionError(rulePath + [.key("id")], "duplicate rule id \"\(rule.id)\"")
-                }
-                rules.append(rule)
-            }
+        let declared = properties
+        rules = try r.uniqueItems("rules", of: "rules", idKey: "id", noun: "rule id", id: \.id) { (item, at) throws(DefinitionError) in
+            try Rule(json: item, declared: declared, at: at)
         }
     }
 

@@ -76,8 +76,7 @@ public struct DeviceRecord: Sendable, Equatable {
         pushToken = try optionalString("pushToken")
         gateway = try optionalString("gateway")
         if let v = r.members["lastSeen"], v != .null { lastSeen = try time(v, r.at("lastSeen")) }
-        if let v = r.members["events"] {
-            guard case .array(let items) = v else { throw DefinitionError(r.at("events"), "expected an array, found \(v.kindName)") }
+        if let items = try r.array("events") {
             for (k, item) in items.enumerated() {
                 let at = r.at("events") + [.index(k)]
                 let e = try ObjectReader(item, at: at, allowed: ["event", "time", "attributes"])

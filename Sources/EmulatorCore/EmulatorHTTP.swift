@@ -1,23 +1,14 @@
 import AgentCore
 
-public struct HeaderField: Sendable, Equatable {
-    public var name: String
-    public var value: String
-    public init(_ name: String, _ value: String) {
-        self.name = name
-        self.value = value
-    }
-}
-
 /// A request as the HTTP layer hands it over: path already percent-decoded.
 public struct EmulatorRequest: Sendable {
     public var method: String
     public var path: String
     public var query: [String: String]
-    public var headers: [HeaderField]
+    public var headers: [HTTPHeader]
     public var body: [UInt8]
 
-    public init(method: String, path: String, query: [String: String] = [:], headers: [HeaderField] = [],
+    public init(method: String, path: String, query: [String: String] = [:], headers: [HTTPHeader] = [],
                 body: [UInt8] = []) {
         self.method = method
         self.path = path
@@ -27,25 +18,22 @@ public struct EmulatorRequest: Sendable {
     }
 
     /// The first header with this name, compared case-insensitively.
-    public func header(_ name: String) -> String? {
-        let lower = name.lowercased()
-        return headers.first { $0.name.lowercased() == lower }?.value
-    }
+    public func header(_ name: String) -> String? { headers.value(named: name) }
 }
 
 public struct EmulatorResponse: Sendable, Equatable {
     public var status: Int
-    public var headers: [HeaderField]
+    public var headers: [HTTPHeader]
     public var body: [UInt8]
 
-    public init(status: Int, headers: [HeaderField] = [], body: [UInt8] = []) {
+    public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
-    public static func json(_ status: Int, _ value: JSONValue, headers: [HeaderField] = []) -> EmulatorResponse {
-        EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,
+    public static func json(_ status: Int, _ value: JSONValue, headers: [HTTPHeader] = []) -> EmulatorResponse {
+        EmulatorResponse(status: status, headers: [HTTPHeader("Content-Type", "application/json; charset=utf-8")] + headers,
                      body: JSONWriter.encode(value))
     }
 

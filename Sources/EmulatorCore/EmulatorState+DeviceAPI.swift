@@ -56,7 +56,7 @@ extension EmulatorState {
             var failed: Outcome?
             switch fault.kind {
             case .http(let status, let retryAfter):
-                failed = Outcome(status: status, headers: retryAfter.map { [HeaderField("Retry-After", String($0))] } ?? [],
+                failed = Outcome(status: status, headers: retryAfter.map { [HTTPHeader("Retry-After", String($0))] } ?? [],
                                  body: .json(Self.envelope(status, "Emulated HTTP \(status)")))
             case .statusCode(let code):
                 failed = .json(200, Self.envelope(code, "Emulated status_code \(code)"))

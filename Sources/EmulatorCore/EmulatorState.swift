@@ -99,7 +99,7 @@ public struct EmulatorState: Sendable {
         let verb = p.request.method
         guard allowed.contains(verb) else {
             return .error(405, "\(verb) not allowed on \(p.request.path) (allowed: \(allowed.joined(separator: ", ")))",
-                          headers: [HeaderField("Allow", allowed.joined(separator: ", "))])
+                          headers: [HTTPHeader("Allow", allowed.joined(separator: ", "))])
         }
         let now = emulatorTime(hostNow)
         if case .device(let method) = p.route { return device(method, p, now: now) }

@@ -15,13 +15,13 @@ public enum HAR {
     }
 
     /// One exchange as a HAR entry (already redacted by the caller's `Redactor`).
-    public static func entry(started: Date, milliseconds: Int, url: String, requestHeaders: [HeaderField], requestBody: String,
-                             status: Int, responseHeaders: [HeaderField], responseBody: String, method: String) -> JSONValue {
-        func headers(_ list: [HeaderField]) -> JSONValue {
+    public static func entry(started: Date, milliseconds: Int, url: String, requestHeaders: [HTTPHeader], requestBody: String,
+                             status: Int, responseHeaders: [HTTPHeader], responseBody: String, method: String) -> JSONValue {
+        func headers(_ list: [HTTPHeader]) -> JSONValue {
             .array(list.map { .object(["name": .string($0.name), "value": .string($0.value)]) })
         }
-        func mime(_ list: [HeaderField]) -> String {
-            list.first { $0.name.lowercased() == "content-type" }?.value ?? "application/json"
+        func mime(_ list: [HTTPHeader]) -> String {
+            list.value(named: "content-type") ?? "application/json"
         }
         let ms = Double(milliseconds)
         return .object([
@@ -117,7 +117,7 @@ public struct Redactor: Sendable {
     }
 
     /// Learns the secrets of one request (its token and JSON body) before anything is written.
-    public mutating func learn(headers: [HeaderField], body: [UInt8]) {
+    public mutating func learn(headers: [HTTPHeader], body: [UInt8]) {
         for h in headers where h.name.lowercased() == "authorization" {
             let value = h.value.hasPrefix("Token ") ? String(h.value.dropFirst(6)) : h.value
             if !value.isEmpty { _ = placeholder(value, kind: "API-TOKEN") }
@@ -168,13 +168,13 @@ public struct Redactor: Sendable {
         }
     }
 
-    public func redact(_ headers: [HeaderField]) -> [HeaderField] {
+    public func redact(_ headers: [HTTPHeader]) -> [HTTPHeader] {
         headers.map { h in
             if h.name.lowercased() == "authorization", h.value.hasPrefix("Token ") {
                 let token = String(h.value.dropFirst(6))
-                return HeaderField(h.name, "Token " + (placeholders[token] ?? redact(token)))
+                return HTTPHeader(h.name, "Token " + (placeholders[token] ?? redact(token)))
             }
-            return HeaderField(h.name, redact(h.value))
+            return HTTPHeader(h.name, redact(h.value))
         }
     }
 }

@@ -7,7 +7,7 @@ public struct RecordedRequest: Sendable {
     public var time: Date
     /// The device API method (`getFeatureFlags`).
     public var method: String
-    public var headers: [HeaderField]
+    public var headers: [HTTPHeader]
     /// The body as JSON, or as a string when it is not JSON.
     public var body: JSONValue
     /// The HTTP status answered, or nil when the connection was dropped.
@@ -18,7 +18,7 @@ public struct RecordedRequest: Sendable {
     public var hwid: String?
     public var userId: String?
 
-    public init(time: Date, method: String, headers: [HeaderField], body: JSONValue, status: Int?, fault: String? = nil,
+    public init(time: Date, method: String, headers: [HTTPHeader], body: JSONValue, status: Int?, fault: String? = nil,
                 hwid: String? = nil, userId: String? = nil) {
         // At the log's resolution, the millisecond it is written with: a record's own time
         // given back as `since=` selects it, and a time taken after it does not.

@@ -120,7 +120,7 @@ public struct Outcome: Sendable {
     }
 
     public var status: Int
-    public var headers: [HeaderField]
+    public var headers: [HTTPHeader]
     public var body: Body
     /// Close the connection without answering (after `delayMs`).
     public var drop: Bool
@@ -147,7 +147,7 @@ public struct Outcome: Sendable {
         return o
     }
 
-    init(status: Int, headers: [HeaderField] = [], body: Body, drop: Bool = false, delayMs: Int = 0,
+    init(status: Int, headers: [HTTPHeader] = [], body: Body, drop: Bool = false, delayMs: Int = 0,
          events: [String] = []) {
         self.status = status
         self.headers = headers
@@ -161,7 +161,7 @@ public struct Outcome: Sendable {
         Outcome(status: status, body: .json(value), events: events)
     }
 
-    static func error(_ status: Int, _ message: String, path: String? = nil, headers: [HeaderField] = []) -> Outcome {
+    static func error(_ status: Int, _ message: String, path: String? = nil, headers: [HTTPHeader] = []) -> Outcome {
         var o: [String: JSONValue] = ["error": .string(message)]
         if let path { o["path"] = .string(path) }  // every 400 has one; "" is the body itself
         return Outcome(status: status, headers: headers, body: .json(.object(o)))
@@ -182,10 +182,10 @@ public struct Outcome: Sendable {
         if drop || wait != nil || forward { return nil }
         switch body {
         case .json(let v):
-            return EmulatorResponse(status: status, headers: [HeaderField("Content-Type", "application/json; charset=utf-8")] + headers,
+            return EmulatorResponse(status: status, headers: [HTTPHeader("Content-Type", "application/json; charset=utf-8")] + headers,
                                 body: JSONWriter.encode(v))
         case .raw(let bytes, let contentType):
-            return EmulatorResponse(status: status, headers: [HeaderField("Content-Type", contentType)] + headers, body: bytes)
+            return EmulatorResponse(status: status, headers: [HTTPHeader("Content-Type", contentType)] + headers, body: bytes)
         }
     }
 }

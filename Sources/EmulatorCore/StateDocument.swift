@@ -39,29 +39,11 @@ public struct StateDocument: Sendable, Equatable {
         }
         clockOffset = try r.number("clockOffsetSeconds", expectation: "a number of seconds 0-\(Int(EmulatorState.maxClockOffset))",
                                    range: 0...EmulatorState.maxClockOffset) ?? 0
-        apps = []
-        if let v = r.members["apps"] {
-            guard case .array(let items) = v else { throw DefinitionError([.key("apps")], "expected an array, found \(v.kindName)") }
-            var codes: Set<String> = []
-            for (k, item) in items.enumerated() {
-                let app = try Application(json: item, at: [.key("apps"), .index(k)])
-                guard codes.insert(app.code).inserted else {
-                    throw DefinitionError([.key("apps"), .index(k), .key("code")], "duplicate application \"\(app.code)\"")
-                }
-                apps.append(app)
-            }
+        apps = try r.uniqueItems("apps", idKey: "code", noun: "application code", id: \.code) { (item, at) throws(DefinitionError) in
+            try Application(json: item, at: at)
         }
-        devices = []
-        if let v = r.members["devices"] {
-            guard case .array(let items) = v else { throw DefinitionError([.key("devices")], "expected an array, found \(v.kindName)") }
-            var hwids: Set<String> = []
-            for (k, item) in items.enumerated() {
-                let d = try DeviceRecord(stateJSON: item, at: [.key("devices"), .index(k)])
-                guard hwids.insert(d.hwid).inserted else {
-                    throw DefinitionError([.key("devices"), .index(k), .key("hwid")], "duplicate device \"\(d.hwid)\"")
-                }
-                devices.append(d)
-            }
+        devices = try r.uniqueItems("devices", idKey: "hwid", noun: "device", id: \.hwid) { (item, at) throws(DefinitionError) in
+            try DeviceRecord(stateJSON: item, at: at)
         }
     }
 

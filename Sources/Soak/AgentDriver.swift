@@ -292,27 +292,7 @@ public final class AgentDriver: @unchecked Sendable {
         ctx.recorder.busy(index, since: t0)
         defer { ctx.recorder.busy(index, since: nil) }
         client = nil
-        ctx.processes.signal(pid, sig)
-        ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: sig), start: t0, end: t0))
-        var exit = ctx.processes.waitExit(pid, timeout: 5)
-        if sig == SIGTERM {
-            if exit == nil {
-                violation("stop", "still running 5 s after SIGTERM", evidence: tail(logPath, lines: 10))
-                ctx.processes.signal(pid, SIGKILL)
-                exit = ctx.processes.waitExit(pid, timeout: 5)
-            } else if let e = exit, e != .exited(0) {
-                violation("stop", "\(e) after SIGTERM (expected exit code 0)", evidence: tail(logPath, lines: 15))
-            } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
-                violation("stop", String(format: "took %.2f s to exit after SIGTERM (docs/configuration.md C: within a second)", at - t0))
-            }
-            usleep(20_000)
-            ctx.notify.pump(timeout: 0)
-            if ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
-                violation("stop", "no STOPPING=1 after SIGTERM")
-            }
-        } else if exit == nil {
-            violation("stop", "still running 5 s after SIGKILL")
-        }
+        stop(with: sig, recordedAs: sig, since: t0)
         // Down for a moment (sometimes long enough to let flags age on disk).
         usleep(UInt32(rng.unit() * 2_000_000))
         ctx.recorder.count(agent: index, sig == SIGTERM ? "sigterm" : "sigkill")
@@ -378,21 +358,34 @@ public final class AgentDriver: @unchecked Sendable {
     func shutdown() {
         client = nil
         guard pid > 0, ctx.processes.child(pid)?.exit == nil else { return }
-        let t0 = now()
-        ctx.processes.signal(pid, SIGTERM)
-        ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: 0), start: t0, end: t0))
+        stop(with: SIGTERM, recordedAs: 0, since: now(), when: " at the end of the run")
+    }
+
+    /// Sends `sig` and checks the stop. SIGTERM: a clean exit (code 0) within 1.5 s, announced
+    /// with STOPPING=1, and SIGKILL after 5 s if it is still running; SIGKILL: that the process
+    /// went. The stop is recorded as `.stopped(signal: recorded)` (0: the run's end); `when`
+    /// ends each violation's words.
+    private func stop(with sig: Int32, recordedAs recorded: Int32, since t0: Time, when: String = "") {
+        ctx.processes.signal(pid, sig)
+        ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: recorded), start: t0, end: t0))
         let exit = ctx.processes.waitExit(pid, timeout: 5)
+        guard sig == SIGTERM else {
+            if exit == nil { violation("stop", "still running 5 s after SIGKILL\(when)") }
+            return
+        }
         if exit == nil {
-            violation("stop", "still running 5 s after SIGTERM at the end of the run", evidence: tail(logPath, lines: 10))
+            violation("stop", "still running 5 s after SIGTERM\(when)", evidence: tail(logPath, lines: 10))
             ctx.processes.signal(pid, SIGKILL)
             _ = ctx.processes.waitExit(pid, timeout: 5)
         } else if let e = exit, e != .exited(0) {
-            violation("stop", "\(e) after SIGTERM at the end of the run", evidence: tail(logPath, lines: 15))
+            violation("stop", "\(e) after SIGTERM\(when) (expected exit code 0)", evidence: tail(logPath, lines: 15))
+        } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
+            violation("stop", "took \(String(format: "%.2f", at - t0)) s to exit after SIGTERM\(when) (docs/configuration.md C: within a second)")
         }
         usleep(20_000)
         ctx.notify.pump(timeout: 0)
         if exit != nil, ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
-            violation("stop", "no STOPPING=1 after SIGTERM at the end of the run")
+            violation("stop", "no STOPPING=1 after SIGTERM\(when)")
         }
     }
 }

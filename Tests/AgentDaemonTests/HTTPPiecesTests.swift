@@ -1,3 +1,4 @@
+import AgentCore
 @testable import AgentDaemon
 import Testing
 
@@ -23,7 +24,7 @@ import Testing
     @Test func tokens() {
         let token = Array("s3cret".utf8)
         func request(_ headers: [(name: String, value: String)]) -> HTTPServerRequest {
-            HTTPServerRequest(method: "GET", path: "/metrics", headers: headers, body: [])
+            HTTPServerRequest(method: "GET", path: "/metrics", headers: headers.map { HTTPHeader($0.name, $0.value) }, body: [])
         }
         #expect(HTTPInterface.authorized(request([("authorization", "Bearer s3cret")]), token: token))
         #expect(HTTPInterface.authorized(request([("authorization", "bearer  s3cret ")]), token: token))

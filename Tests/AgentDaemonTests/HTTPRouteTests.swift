@@ -38,7 +38,7 @@ import Testing
 
         func call(_ method: String, _ path: String, _ body: String = "", headers: [(name: String, value: String)] = [],
                   tooLarge: Bool = false) -> (status: Int, json: JSONValue?, headers: [(name: String, value: String)]) {
-            var request = HTTPServerRequest(method: method, path: path, headers: headers, body: Array(body.utf8))
+            var request = HTTPServerRequest(method: method, path: path, headers: headers.map { HTTPHeader($0.name, $0.value) }, body: Array(body.utf8))
             request.bodyTooLarge = tooLarge
             let r = interface.respond(request)
             return (r.status, try? JSONReader.parse(r.body), r.headers)

@@ -59,7 +59,7 @@ import Testing
         #expect(again?.body == referenceBytes)
         let etag = sliced.headers.first { $0.name == "ETag" }?.value ?? ""
         var conditional = request
-        conditional.headers = [("if-none-match", etag)]
+        conditional.headers = [HTTPHeader("if-none-match", etag)]
         #expect(routes.interface.respond(conditional).status == 304)
     }
 

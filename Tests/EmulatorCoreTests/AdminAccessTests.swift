@@ -13,7 +13,7 @@ import Testing
                       apps: [try Application(json: exampleApp)])
     }
 
-    func request(_ verb: String, _ path: String, _ headers: [HeaderField] = [], body: [UInt8] = []) -> EmulatorRequest {
+    func request(_ verb: String, _ path: String, _ headers: [HTTPHeader] = [], body: [UInt8] = []) -> EmulatorRequest {
         EmulatorRequest(method: verb, path: path, headers: headers, body: body)
     }
 
@@ -21,11 +21,11 @@ import Testing
     func adminNeedsTheToken() throws {
         var s = try state()
         let before = JSONWriter.string(s.document.json)
-        let refused: [[HeaderField]] = [
-            [], [HeaderField("Authorization", "")], [HeaderField("Authorization", "Bearer")],
-            [HeaderField("Authorization", "Bearer wrong")], [HeaderField("Authorization", "Token \(Self.admin)")],
-            [HeaderField("Authorization", "Bearer \(Self.admin)x")], [HeaderField("Authorization", "Bearer \(Self.admin.dropLast())")],
-            [HeaderField("X-API-Key", Self.admin)], [HeaderField("Authorization", "Basic \(Self.admin)")],
+        let refused: [[HTTPHeader]] = [
+            [], [HTTPHeader("Authorization", "")], [HTTPHeader("Authorization", "Bearer")],
+            [HTTPHeader("Authorization", "Bearer wrong")], [HTTPHeader("Authorization", "Token \(Self.admin)")],
+            [HTTPHeader("Authorization", "Bearer \(Self.admin)x")], [HTTPHeader("Authorization", "Bearer \(Self.admin.dropLast())")],
+            [HTTPHeader("X-API-Key", Self.admin)], [HTTPHeader("Authorization", "Basic \(Self.admin)")],
         ]
         for headers in refused {
             for (verb, path) in [("GET", "/admin/apps"), ("DELETE", "/admin/apps/ABCDE-12345"), ("POST", "/admin/reset"),
@@ -33,15 +33,15 @@ import Testing
                 let o = s.handle(request(verb, path, headers), now: t0)
                 #expect(o.status == 401, "\(verb) \(path) \(headers)")
                 #expect(o.json?["error"] == "the admin API needs Authorization: Bearer TOKEN (--admin-token)")
-                #expect(o.headers.contains(HeaderField("WWW-Authenticate", "Bearer")))
+                #expect(o.headers.contains(HTTPHeader("WWW-Authenticate", "Bearer")))
             }
         }
         #expect(JSONWriter.string(s.document.json) == before)  // nothing changed
         for value in ["Bearer \(Self.admin)", "bearer \(Self.admin)", "BEARER  \(Self.admin) "] {
-            #expect(s.handle(request("GET", "/admin/apps", [HeaderField("authorization", value)]), now: t0).status == 200, "\(value)")
+            #expect(s.handle(request("GET", "/admin/apps", [HTTPHeader("authorization", value)]), now: t0).status == 200, "\(value)")
         }
         // The device API is not the admin API: its own token, not this one.
-        let device = request("POST", "/json/1.3/getFeatureFlags", [HeaderField("Authorization", "Token \(Self.api)")],
+        let device = request("POST", "/json/1.3/getFeatureFlags", [HTTPHeader("Authorization", "Token \(Self.api)")],
                              body: JSONWriter.encode(["request": ["application": "ABCDE-12345", "hwid": "h1"]]))
         #expect(s.handle(device, now: t0).status == 200)
         // "/administrator" is not under /admin.
@@ -61,9 +61,9 @@ import Testing
                                                   .init(stringLiteral: Self.admin): .string(Self.admin)]])
         for auth in ["Token \(Self.api)", "Token wrong-one", "Bearer \(Self.admin)", "garbage"] {
             _ = s.handle(request("POST", "/json/1.3/getFeatureFlags",
-                                 [HeaderField("Authorization", auth), HeaderField("X-Echo", "x\(Self.api)y")], body: body), now: t0)
+                                 [HTTPHeader("Authorization", auth), HTTPHeader("X-Echo", "x\(Self.api)y")], body: body), now: t0)
         }
-        let log = s.handle(request("GET", "/admin/requests", [HeaderField("Authorization", "Bearer \(Self.admin)")]), now: t0)
+        let log = s.handle(request("GET", "/admin/requests", [HTTPHeader("Authorization", "Bearer \(Self.admin)")]), now: t0)
         let text = String(decoding: log.render()!.body, as: UTF8.self)
         #expect(!text.contains(Self.api) && !text.contains(Self.admin))
         #expect(!text.contains("wrong-one") && !text.contains("garbage"))

@@ -72,7 +72,7 @@ func definitionError(_ text: String) -> String? {
          "flags[0].rules[0].properties.q: not a declared property of this flag (declared: )"),
         (#"{"code": "A", "flags": [{"key": "f", "rules": [{"id": "r"}]}]}"#, "flags[0].rules[0].enabled: missing (expected a boolean)"),
         (#"{"code": "A", "flags": [{"key": "f", "rules": [{"id": "r", "enabled": true}, {"id": "r", "enabled": false}]}]}"#,
-         #"flags[0].rules[1].id: duplicate rule id "r""#),
+         #"flags[0].rules[1].id: duplicate rule id "r" (first at flags[0].rules[0])"#),
         (#"{"code": "A", "flags": [{"key": "f", "rules": [{"id": "r", "enabled": true, "when": {"userIds": ["a", 1]}}]}]}"#,
          "flags[0].rules[0].when.userIds[1]: expected a string, found number"),
         (#"{"code": "A", "flags": [{"key": "f", "rules": [{"id": "r", "enabled": true, "when": {"segment": 1}}]}]}"#,

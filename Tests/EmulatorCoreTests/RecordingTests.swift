@@ -11,9 +11,9 @@ import Testing
     @Test func secretsBecomeStablePlaceholders() {
         var r = Redactor()
         let first = body(["application": "ABCDE-12345", "hwid": "HW-0001-AAAA", "userId": "alice-user", "push_token": "00ff00ff"])
-        r.learn(headers: [HeaderField("Authorization", "Token T0KEN-secret")], body: first)
+        r.learn(headers: [HTTPHeader("Authorization", "Token T0KEN-secret")], body: first)
         r.learn(headers: [], body: body(["hwid": "HW-0002-BBBB", "userId": "HW-0002-BBBB"]))
-        #expect(r.redact([HeaderField("Authorization", "Token T0KEN-secret")]) == [HeaderField("Authorization", "Token API-TOKEN-1")])
+        #expect(r.redact([HTTPHeader("Authorization", "Token T0KEN-secret")]) == [HTTPHeader("Authorization", "Token API-TOKEN-1")])
         let text = r.redactBody(first)
         #expect(text.contains("\"hwid\":\"HWID-1\"") && text.contains("\"userId\":\"USER-1\"") && text.contains("\"push_token\":\"PUSH-TOKEN-1\""))
         #expect(text.contains("ABCDE-12345"))  // the application code is not a secret
@@ -29,7 +29,7 @@ import Testing
         let entries = exchanges.map { method, status, answer in
             HAR.entry(started: Date(timeIntervalSince1970: 0), milliseconds: 1, url: "https://x/json/1.3/\(method)",
                       requestHeaders: [], requestBody: #"{"request":{"application":"APP-1","hwid":"HWID-1"}}"#,
-                      status: status, responseHeaders: [HeaderField("Content-Type", "application/json")], responseBody: answer,
+                      status: status, responseHeaders: [HTTPHeader("Content-Type", "application/json")], responseBody: answer,
                       method: method)
         }
         if case .object(var top) = log, case .object(var inner)? = top["log"] {

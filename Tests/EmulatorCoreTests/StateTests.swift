@@ -25,7 +25,7 @@ struct Harness {
     }
 
     mutating func call(_ method: String, _ fields: [String: JSONValue] = [:], hwid: String = "h1",
-                       app: String = "ABCDE-12345", headers: [HeaderField] = []) -> Outcome {
+                       app: String = "ABCDE-12345", headers: [HTTPHeader] = []) -> Outcome {
         var request: [String: JSONValue] = ["application": .string(app), "hwid": .string(hwid), "v": "7.2.10", "device_type": 1]
         request.merge(fields) { _, new in new }
         return state.handle(EmulatorRequest(method: "POST", path: "/json/1.3/\(method)", headers: headers,
@@ -98,8 +98,8 @@ extension Outcome {
     @Test func requireToken() throws {
         var h = try Harness(token: "s3cret")
         #expect(h.call("getFeatureFlags").status == 401)
-        #expect(h.call("getFeatureFlags", headers: [HeaderField("Authorization", "Token wrong")]).status == 401)
-        #expect(h.call("getFeatureFlags", headers: [HeaderField("authorization", "Token s3cret")]).status == 200)
+        #expect(h.call("getFeatureFlags", headers: [HTTPHeader("Authorization", "Token wrong")]).status == 401)
+        #expect(h.call("getFeatureFlags", headers: [HTTPHeader("authorization", "Token s3cret")]).status == 200)
         // Admin calls need no token.
         #expect(h.admin("GET", "/admin/apps/ABCDE-12345").status == 200)
     }
@@ -109,7 +109,7 @@ extension Outcome {
         #expect(h.admin("POST", "/admin/faults", ["method": "getFeatureFlags", "times": 2, "http": 503, "retryAfter": 7]).status == 200)
         let failed = h.call("getFeatureFlags")
         #expect(failed.status == 503)
-        #expect(failed.headers.contains(HeaderField("Retry-After", "7")))
+        #expect(failed.headers.contains(HTTPHeader("Retry-After", "7")))
         #expect(failed.events.first?.hasPrefix("fault fired method=getFeatureFlags kind=http") == true)
         #expect(h.call("applicationOpen").status == 200)  // another method: untouched
         #expect(h.call("getFeatureFlags").status == 503)
@@ -150,7 +150,7 @@ extension Outcome {
         #expect(h.admin("GET", "/admin/apps/ABCDE-12345/flags/new_checkout/explode").status == 404)
         let wrongVerb = h.admin("POST", "/admin/apps/ABCDE-12345")
         #expect(wrongVerb.status == 405)
-        #expect(wrongVerb.headers.contains(HeaderField("Allow", "GET, PUT, DELETE")))
+        #expect(wrongVerb.headers.contains(HTTPHeader("Allow", "GET, PUT, DELETE")))
         #expect(h.admin("GET", "/json/1.3/getFeatureFlags").status == 405)
     }
 

@@ -19,17 +19,25 @@ public struct HTTPRequest: Sendable, Equatable {
         self.method = method
     }
 
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.lowercased() == name.lowercased() }?.value
-    }
+    public func header(_ name: String) -> String? { headers.value(named: name) }
 }
 
+/// One header field of a request, as sent or received (the agent's transports, its HTTP
+/// interface and the emulator).
 public struct HTTPHeader: Sendable, Equatable {
     public var name: String
     public var value: String
     public init(_ name: String, _ value: String) {
         self.name = name
         self.value = value
+    }
+}
+
+extension Array where Element == HTTPHeader {
+    /// The value of the first field named `name`, compared case-insensitively (RFC 9110 5.1).
+    public func value(named name: String) -> String? {
+        let lower = name.lowercased()
+        return first { $0.name.lowercased() == lower }?.value
     }
 }
 

@@ -1,3 +1,4 @@
+import AgentCore
 import AgentPosix
 import MicroHTTPD
 import Glibc
@@ -8,14 +9,12 @@ struct HTTPServerRequest {
     /// The path, without the query string.
     var path: String
     /// Header names lowercased, in arrival order.
-    var headers: [(name: String, value: String)]
+    var headers: [HTTPHeader]
     var body: [UInt8]
     /// The body was over `HTTPSettings.maximumBodyBytes` (and dropped): the answer is 413.
     var bodyTooLarge = false
 
-    func header(_ name: String) -> String? {
-        headers.first { $0.name == name }?.value
-    }
+    func header(_ name: String) -> String? { headers.value(named: name) }
 }
 
 struct HTTPServerResponse {
@@ -286,8 +285,8 @@ final class LoopHTTPServer {
     }
 
     /// Header fields with lowercase names.
-    private static func headers(_ connection: OpaquePointer) -> [(name: String, value: String)] {
-        MicroHTTPD.values(connection, MHD_ValueKind.HEADER_KIND).map { ($0.name.lowercased(), $0.value) }
+    private static func headers(_ connection: OpaquePointer) -> [HTTPHeader] {
+        MicroHTTPD.values(connection, MHD_ValueKind.HEADER_KIND).map { HTTPHeader($0.name.lowercased(), $0.value) }
     }
 }
 
