@@ -120,6 +120,15 @@ public enum DaemonCommandLine {
             }
             return arguments[i]
         }
+        /// The option's value read by the configuration key's own parser; its error names the option.
+        func value(for option: String, inline: String?, _ parse: (String) throws(ValueError) -> String) throws(CommandLineError) -> String {
+            let raw = try value(for: option, inline: inline)
+            do {
+                return try parse(raw)
+            } catch {
+                throw CommandLineError("\(option): \(error.message)")
+            }
+        }
         while i < arguments.count {
             let argument = arguments[i]
             var name = argument
@@ -148,19 +157,9 @@ public enum DaemonCommandLine {
                 }
                 options.instance = name
             case "--socket":
-                let path = try value(for: name, inline: inline)
-                do {
-                    options.socketPath = try ConfigValue.socketPath(path)
-                } catch {
-                    throw CommandLineError("--socket: \(error.message)")
-                }
+                options.socketPath = try value(for: name, inline: inline, ConfigValue.socketPath)
             case "--state-dir":
-                let dir = try value(for: name, inline: inline)
-                do {
-                    options.stateDirectory = try ConfigValue.absolutePath(dir)
-                } catch {
-                    throw CommandLineError("--state-dir: \(error.message)")
-                }
+                options.stateDirectory = try value(for: name, inline: inline, ConfigValue.absolutePath)
             default:
                 if argument.hasPrefix("-") {
                     throw CommandLineError("unknown option \(name)")

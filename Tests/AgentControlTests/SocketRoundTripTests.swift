@@ -96,19 +96,27 @@ final class CapturedOutput: ControlOutput, @unchecked Sendable {
 }
 
 @Suite struct SocketRoundTripTests {
+    /// The CLI run with `arguments` against a `CannedServer` that answers every request with
+    /// `lines` (none: it closes the connection), found through `--socket` or, with
+    /// `viaEnvironment`, `PUSHWOOSH_AGENT_SOCKET`; returned once the connection has ended.
+    func agentctl(_ arguments: [String], answering lines: [String], viaEnvironment: Bool = false) throws
+        -> (code: Int32, output: CapturedOutput, server: CannedServer) {
+        let server = try CannedServer { _ in lines }
+        let output = CapturedOutput()
+        let code = viaEnvironment
+            ? ControlTool.run(arguments: arguments, environment: ["PUSHWOOSH_AGENT_SOCKET": server.path], output: output)
+            : ControlTool.run(arguments: ["--socket", server.path] + arguments, environment: [:], output: output)
+        server.finish()
+        return (code, output, server)
+    }
+
     @Test func isEnabledRoundTrip() throws {
-        let server = try CannedServer { _ in
-            [
+        let (code, output, server) = try agentctl(["is-enabled", "new_checkout", "--default", "false"], answering: [
                 // A notification and another id's answer arrive first: both are skipped.
                 #"{"jsonrpc":"2.0","method":"featureFlagsDidUpdate","params":{"reason":"refresh","changed":["x"]}}"#,
                 #"{"jsonrpc":"2.0","id":999,"result":{"enabled":false}}"#,
                 #"{"jsonrpc":"2.0","id":ID,"result":{"enabled":true,"reason":"TARGETING_MATCH","source":"network","ageSeconds":3}}"#,
-            ]
-        }
-        let output = CapturedOutput()
-        let code = ControlTool.run(arguments: ["--socket", server.path, "is-enabled", "new_checkout", "--default", "false"],
-                                   environment: [:], output: output)
-        server.finish()
+            ])
         #expect(code == 0)
         #expect(output.out == ["true"])
         #expect(output.err.isEmpty)
@@ -116,45 +124,29 @@ final class CapturedOutput: ControlOutput, @unchecked Sendable {
     }
 
     @Test func getWithJSON() throws {
-        let server = try CannedServer { _ in
-            [#"{"jsonrpc":"2.0","id":ID,"result":{"flag":null,"reason":"ERROR","errorCode":"FLAG_NOT_FOUND","source":"cache","ageSeconds":10}}"#]
-        }
-        let output = CapturedOutput()
-        let code = ControlTool.run(arguments: ["get", "nope", "--json"], environment: ["PUSHWOOSH_AGENT_SOCKET": server.path], output: output)
-        server.finish()
+        let (code, output, _) = try agentctl(["get", "nope", "--json"],
+            answering: [#"{"jsonrpc":"2.0","id":ID,"result":{"flag":null,"reason":"ERROR","errorCode":"FLAG_NOT_FOUND","source":"cache","ageSeconds":10}}"#], viaEnvironment: true)
         #expect(code == 0)
         #expect(output.out == [#"{"ageSeconds":10,"errorCode":"FLAG_NOT_FOUND","flag":null,"reason":"ERROR","source":"cache"}"#])
     }
 
     @Test func agentErrorExitsOne() throws {
-        let server = try CannedServer { _ in
-            [#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32602,"message":"missing required parameter 'key'"}}"#]
-        }
-        let output = CapturedOutput()
-        let code = ControlTool.run(arguments: ["--socket", server.path, "status"], environment: [:], output: output)
-        server.finish()
+        let (code, output, _) = try agentctl(["status"],
+            answering: [#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32602,"message":"missing required parameter 'key'"}}"#])
         #expect(code == 1)
         #expect(output.err == ["pushwoosh-agentd: error -32602: missing required parameter 'key'"])
     }
 
     @Test func permissionDeniedExitsFour() throws {
-        let server = try CannedServer { _ in
-            [#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32001,"message":"permission denied: 'setUserId'"}}"#]
-        }
-        let output = CapturedOutput()
-        let code = ControlTool.run(arguments: ["--socket", server.path, "set-user", "alice"], environment: [:], output: output)
-        server.finish()
+        let (code, output, _) = try agentctl(["set-user", "alice"],
+            answering: [#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32001,"message":"permission denied: 'setUserId'"}}"#])
         #expect(code == 4)
         #expect(output.err.first?.contains("-32001") == true)
     }
 
     @Test func failedRefreshExitsOne() throws {
-        let server = try CannedServer { _ in
-            [#"{"jsonrpc":"2.0","id":ID,"result":{"error":{"domain":"PWFeatureFlagsErrorDomain","code":0,"message":"network unreachable"},"sent":true}}"#]
-        }
-        let output = CapturedOutput()
-        let code = ControlTool.run(arguments: ["--socket", server.path, "refresh"], environment: [:], output: output)
-        server.finish()
+        let (code, output, _) = try agentctl(["refresh"],
+            answering: [#"{"jsonrpc":"2.0","id":ID,"result":{"error":{"domain":"PWFeatureFlagsErrorDomain","code":0,"message":"network unreachable"},"sent":true}}"#])
         #expect(code == 1)
         #expect(output.out == ["refresh failed: network unreachable (PWFeatureFlagsErrorDomain code 0)"])
     }
@@ -180,10 +172,7 @@ final class CapturedOutput: ControlOutput, @unchecked Sendable {
     }
 
     @Test func agentClosingBeforeAnsweringExitsThree() throws {
-        let server = try CannedServer { _ in [] }
-        let output = CapturedOutput()
-        let code = ControlTool.run(arguments: ["--socket", server.path, "status"], environment: [:], output: output)
-        server.finish()
+        let (code, output, _) = try agentctl(["status"], answering: [])
         #expect(code == 3)
         #expect(output.err == ["pushwoosh-agentctl: pushwoosh-agentd closed the connection before answering"])
     }

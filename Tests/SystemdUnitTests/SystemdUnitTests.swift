@@ -12,10 +12,14 @@ import Foundation
 import Testing
 
 @Suite struct SystemdUnitTests {
-    @Test func verifyAcceptsBothUnitsSilently() throws {
+    @Test("systemd-analyze verify is silent on the units: the service's, and the template's with the fleet's",
+          arguments: ["service", "template"])
+    func verifyAcceptsTheUnitsSilently(units: String) throws {
         let dir = try UnitCopy.make()
         defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.service, dir.socket, dir.httpSocket, dir.slice], in: dir.path)
+        let files = units == "service" ? [dir.service, dir.socket, dir.httpSocket, dir.slice]
+                                       : [dir.instanceService, dir.instanceSocket, dir.slice, dir.fleetTarget, dir.instanceTimer]
+        let result = try Analyzer.run(["verify"] + files, in: dir.path)
         #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
         // verify exits 0 on unknown keys and bad values: only silence is a pass.
         #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
@@ -33,12 +37,14 @@ import Testing
         #expect(result.stderr.contains("HardenEverything"), "verify did not report the unknown key:\n\(result.output)")
     }
 
-    @Test func securityExposureIsAtMostTwo() throws {
+    @Test("systemd-analyze security: an exposure of at most 2.0, for the service and for the template instance",
+          arguments: ["service", "template"])
+    func securityExposureIsAtMostTwo(unit: String) throws {
         let dir = try UnitCopy.make()
         defer { dir.remove() }
         // --threshold=20: exit non-zero when the exposure (×10) is above 20.
-        let result = try Analyzer.run(["security", "--offline=yes", "--threshold=20", "--no-pager", dir.service],
-                                      in: dir.path)
+        let result = try Analyzer.run(["security", "--offline=yes", "--threshold=20", "--no-pager",
+                                       unit == "service" ? dir.service : dir.instanceService], in: dir.path)
         #expect(result.status == 0, "systemd-analyze security exited \(result.status)\n\(result.output)")
         let exposure = try #require(Analyzer.exposure(in: result.stdout),
                                     "no 'Overall exposure level' line in:\n\(result.output)")
@@ -105,26 +111,6 @@ import Testing
             #expect(listen.hasPrefix("/run/pushwoosh-agent/"), "\(socket) listens on \(listen)")
             #expect(!listen.hasPrefix("/run/\(runtime)/"), "\(socket) listens inside \(service)'s RuntimeDirectory")
         }
-    }
-
-    @Test func verifyAcceptsTheTemplateUnitsSilently() throws {
-        let dir = try UnitCopy.make()
-        defer { dir.remove() }
-        let result = try Analyzer.run(["verify", dir.instanceService, dir.instanceSocket, dir.slice,
-                                       dir.fleetTarget, dir.instanceTimer], in: dir.path)
-        #expect(result.status == 0, "systemd-analyze verify exited \(result.status)\n\(result.output)")
-        #expect(result.stdout.isEmpty, "verify printed on stdout:\n\(result.stdout)")
-        #expect(result.stderr.isEmpty, "verify printed on stderr:\n\(result.stderr)")
-    }
-
-    @Test func templateSecurityExposureIsAtMostTwo() throws {
-        let dir = try UnitCopy.make()
-        defer { dir.remove() }
-        let result = try Analyzer.run(["security", "--offline=yes", "--threshold=20", "--no-pager", dir.instanceService],
-                                      in: dir.path)
-        #expect(result.status == 0, "systemd-analyze security exited \(result.status)\n\(result.output)")
-        let exposure = try #require(Analyzer.exposure(in: result.stdout), "no exposure line in:\n\(result.output)")
-        #expect(exposure <= 2.0 && exposure > 0, "exposure \(exposure):\n\(result.stdout)")
     }
 
     /// docs/fleet.md E: instance NAME is its own device, socket and configuration override.
