@@ -24,13 +24,24 @@ public enum Binaries {
     }
 }
 
-/// A temporary directory removed on deinit.
-public final class TempDir {
+/// A fresh directory under /tmp (short: socket paths must fit 107 bytes), removed with
+/// everything in it when released; `files` (name: text) are written into it first.
+public final class TempDir: Sendable {
     public let path: String
-    public init() {
+
+    public init(files: [String: String] = [:]) {
         var template = Array("/tmp/pwagent-test-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(made != nil, "mkdtemp failed: errno \(errno)")
+        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        for (name, text) in files {
+            precondition(FileManager.default.createFile(atPath: file(name), contents: Data(text.utf8)), "cannot write \(file(name))")
+        }
     }
+
+    /// The path of `name` inside the directory.
+    public func file(_ name: String) -> String { path + "/" + name }
+
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 

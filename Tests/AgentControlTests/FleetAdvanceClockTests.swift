@@ -2,6 +2,7 @@ import AgentCore
 import Foundation
 import Testing
 @testable import AgentControl
+import HarnessSupport
 
 /// `fleet advance-clock SPAN --emulator URL`: its arguments, and what it refuses before
 /// anything moves (the scenarios against real agents and a real emulator are in
@@ -46,9 +47,7 @@ import Testing
     }
 
     @Test func noInstancesIsAnErrorAndNothingMoves() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-empty-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = TempDir(), dir = temporary.path
         let output = CapturedOutput()
         // No emulator listens on port 9 either: the instances are checked first.
         let f = try invocation(["fleet", "--socket-dir", dir, "advance-clock", "1h", "--emulator", "http://127.0.0.1:9"])
@@ -58,9 +57,7 @@ import Testing
     }
 
     @Test func aDownInstanceStopsItBeforeAnythingMoves() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fleet-down-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = TempDir(), dir = temporary.path
         #expect(FileManager.default.createFile(atPath: dir + "/device-1.sock", contents: nil))  // nobody listens
         let output = CapturedOutput()
         let f = try invocation(["fleet", "--socket-dir", dir, "--timeout", "1", "advance-clock", "1h", "--emulator", "http://127.0.0.1:9"])

@@ -5,6 +5,7 @@ import Testing
 @testable import AgentControl
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// docs/fleet.md E.1 `fleet`: arguments, the merged Prometheus text, the table, and the caller
@@ -136,7 +137,7 @@ import Glibc
         let a = try CannedServer { request in [#"{"jsonrpc":"2.0","id":ID,"result":{"state":"ready","method":"\#(request["method"]?.stringValue ?? "")"}}"#] }
         let b = try CannedServer { _ in [#"{"jsonrpc":"2.0","method":"featureFlagsDidUpdate","params":{}}"#,
                                          #"{"jsonrpc":"2.0","id":ID,"error":{"code":-32001,"message":"permission denied"}}"#] }
-        let dir = a.directory
+        let dir = a.directory.path
         let dead = dir + "/dead.sock"
         let deadFD = try CannedServer.listen(dead)
         close(deadFD)  // the file stays; nobody listens
@@ -161,9 +162,7 @@ import Glibc
     }
 
     @Test func socketDirectoryListing() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fleetdir-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = TempDir(), dir = temporary.path
         for name in ["device-2.sock", "device-10.sock", "agent.sock", "notes.txt"] {
             #expect(FileManager.default.createFile(atPath: dir + "/" + name, contents: nil))
         }

@@ -6,6 +6,7 @@ import Testing
 @testable import AgentControl
 #if canImport(Glibc)
 import Glibc
+import HarnessSupport
 #endif
 
 /// A real Unix-socket server for one connection: for each request line it
@@ -14,7 +15,7 @@ import Glibc
 /// lines close it at once). Runs on its own thread; the client is the real one.
 final class CannedServer: @unchecked Sendable {
     let path: String
-    let directory: String
+    let directory = TempDir()
     private let listenFD: Int32
     private let answer: @Sendable (JSONValue) -> [String]
     private let done = DispatchSemaphore(value: 0)
@@ -24,9 +25,7 @@ final class CannedServer: @unchecked Sendable {
     var received: [JSONValue] { lock.withLock { _received } }
 
     init(answer: @escaping @Sendable (JSONValue) -> [String]) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        path = directory + "/agent.sock"
+        path = directory.file("agent.sock")
         self.answer = answer
         listenFD = try Self.listen(path)
         let thread = Thread { [self] in self.serve() }
@@ -77,11 +76,10 @@ final class CannedServer: @unchecked Sendable {
         }
     }
 
-    /// Waits for the connection to end, then cleans up.
+    /// Waits for the connection to end, then stops listening (the directory goes with the server).
     func finish() {
         _ = done.wait(timeout: .now() + 5)
         close(listenFD)
-        try? FileManager.default.removeItem(atPath: directory)
     }
 }
 
@@ -184,9 +182,7 @@ final class CapturedOutput: ControlOutput, @unchecked Sendable {
         #expect(output.err == ["pushwoosh-agentctl: pushwoosh-agentd is not running (no socket at \(missing))"])
 
         // A socket file nobody listens on: connection refused.
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let temporary = TempDir(), dir = temporary.path
         let stale = dir + "/agent.sock"
         close(try CannedServer.listen(stale))
         let refused = CapturedOutput()

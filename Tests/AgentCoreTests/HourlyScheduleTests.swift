@@ -67,12 +67,7 @@ import Testing
 
     @Test("RF-2: a slot missed in the background is made up once on return, then the device keeps its slots")
     func aMissedSlotIsMadeUpOnce() {
-        var settings = VirtualLoop.defaultSettings()
-        settings.flags.refreshInterval = 60
-        settings.flags.storedFlagsLifetime = 1e9
-        let loop = VirtualLoop(settings: settings, store: MemoryStore(committed: PersistentState(hwid: "HWID-away")), start: false)
-        loop.serve([checkout])
-        loop.agent.start()
+        let loop = Self.oneMinuteSlots(hwid: "HWID-away")
         loop.run(for: 10 * 60 + 30)
         let before = loop.flagRequests.count
         #expect((10...11).contains(before - 1), "\(before - 1) periodic in 10 min of 1-min slots")
@@ -118,14 +113,10 @@ import Testing
 
     @Test("RF-2: a reload that changes the period lays the slots afresh from the last request, not from slot 1 of the old period")
     func aNewPeriodCountsFromTheLastRequest() {
-        var settings = VirtualLoop.defaultSettings()
-        settings.flags.refreshInterval = 60
-        settings.flags.storedFlagsLifetime = 1e9
-        let loop = VirtualLoop(settings: settings, store: MemoryStore(committed: PersistentState(hwid: "HWID-reload")), start: false)
-        loop.serve([checkout])
-        loop.agent.start()
+        let loop = Self.oneMinuteSlots(hwid: "HWID-reload")
         loop.run(for: 50 * 60 + 10)  // fifty one-minute slots
         let last = loop.flagRequests.last!.sentAt
+        var settings = loop.settings
         settings.flags.refreshInterval = 3600
         loop.agent.reload(settings)
         loop.settle()
@@ -134,5 +125,16 @@ import Testing
     }
 
     /// Distinct, unrelated HWIDs.
+    /// A device `hwid` started with one-minute slots and flags that never expire.
+    static func oneMinuteSlots(hwid: String) -> VirtualLoop {
+        var settings = VirtualLoop.defaultSettings()
+        settings.flags.refreshInterval = 60
+        settings.flags.storedFlagsLifetime = 1e9
+        let loop = VirtualLoop(settings: settings, store: MemoryStore(committed: PersistentState(hwid: hwid)), start: false)
+        loop.serve([checkout])
+        loop.agent.start()
+        return loop
+    }
+
     private func fnvLike(_ i: Int) -> String { String(UInt64(i &* 2_654_435_761) % 1_000_003, radix: 36) }
 }

@@ -233,10 +233,8 @@ private let protocolExample = """
         } catch {
             #expect(error.description == "/nonexistent/agent.conf: cannot read the configuration file: no such file")
         }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cfg-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("agent.conf").path
+        let dir = TempDir()
+        let path = dir.file("agent.conf")
         try Data(protocolExample.utf8).write(to: URL(fileURLWithPath: path))
         let c = try AgentConfiguration.load(file: path, environment: [:])
         #expect(c.server.applicationCode == "ABCDE-12345")
@@ -341,10 +339,8 @@ private let protocolExample = """
     }
 
     @Test func loadConfigurationAppliesOverrides() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cl-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("agent.conf").path
+        let dir = TempDir()
+        let path = dir.file("agent.conf")
         try Data("[Agent]\nApplicationCode=A\n".utf8).write(to: URL(fileURLWithPath: path))
         let options = DaemonOptions(configFile: path, socketPath: "/tmp/o.sock")
         let c = try options.loadConfiguration(environment: ["STATE_DIRECTORY": "/srv/state"])
@@ -354,19 +350,11 @@ private let protocolExample = """
 
     // MARK: docs/fleet.md E: --instance NAME and NAME.conf
 
-    private func scratch(_ files: [String: String]) throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("inst-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        for (name, text) in files { try Data(text.utf8).write(to: dir.appendingPathComponent(name)) }
-        return dir
-    }
-
     @Test func instanceFileOverridesKeys() throws {
-        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n[Device]\nInitialAppState=active\n",
+        let dir = TempDir(files: ["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n[Device]\nInitialAppState=active\n",
                                "qa1.conf": "[Agent]\nUserId=alice\n[Device]\nInitialAppState=background\n"])
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let options = DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "qa1")
-        #expect(options.overrideFile == dir.appendingPathComponent("qa1.conf").path)
+        let options = DaemonOptions(configFile: dir.file("agent.conf"), instance: "qa1")
+        #expect(options.overrideFile == dir.file("qa1.conf"))
         let c = try options.loadConfiguration(environment: [:])
         #expect(c.server.applicationCode == "A")
         #expect(c.initialUserId == "alice")
@@ -383,23 +371,22 @@ private let protocolExample = """
     // docs/fleet.md E.1: a fleet instance's generated drop-in sets these variables; they lay over
     // agent.conf, and NAME.conf (the operator's file for one device) still wins.
     @Test func fleetEnvironmentLaysBetweenAgentConfAndNAMEConf() throws {
-        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n",
+        let dir = TempDir(files: ["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n",
                                "device-02.conf": "[Device]\nInitialAppState=active\n"])
-        defer { try? FileManager.default.removeItem(at: dir) }
         let env = ["PUSHWOOSH_AGENT_USER_ID": "user 2", "PUSHWOOSH_AGENT_INITIAL_APP_STATE": "background"]
-        let plain = try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "device-01")
+        let plain = try DaemonOptions(configFile: dir.file("agent.conf"), instance: "device-01")
             .loadConfiguration(environment: env)
         #expect(plain.initialUserId == "user 2")
         #expect(plain.device.initialAppState == .background)
         #expect(plain.sourceFile?.hasSuffix(",environment") == true)
-        let overridden = try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "device-02")
+        let overridden = try DaemonOptions(configFile: dir.file("agent.conf"), instance: "device-02")
             .loadConfiguration(environment: env)
         #expect(overridden.initialUserId == "user 2")
         #expect(overridden.device.initialAppState == .active)
-        #expect(try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path).loadConfiguration(environment: [:])
+        #expect(try DaemonOptions(configFile: dir.file("agent.conf")).loadConfiguration(environment: [:])
             .initialUserId == "base")
         #expect {
-            try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path)
+            try DaemonOptions(configFile: dir.file("agent.conf"))
                 .loadConfiguration(environment: ["PUSHWOOSH_AGENT_INITIAL_APP_STATE": "asleep"])
         } throws: { error in
             let text = "\(error)"
@@ -408,20 +395,18 @@ private let protocolExample = """
     }
 
     @Test func missingInstanceFileIsNoError() throws {
-        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n"])
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let c = try DaemonOptions(configFile: dir.appendingPathComponent("agent.conf").path, instance: "qa2")
+        let dir = TempDir(files: ["agent.conf": "[Agent]\nApplicationCode=A\nUserId=base\n"])
+        let c = try DaemonOptions(configFile: dir.file("agent.conf"), instance: "qa2")
             .loadConfiguration(environment: [:])
         #expect(c.initialUserId == "base")
     }
 
     @Test func errorsNameTheFileTheyAreIn() throws {
-        let dir = try scratch(["agent.conf": "[Agent]\nApplicationCode=A\n",
+        let dir = TempDir(files: ["agent.conf": "[Agent]\nApplicationCode=A\n",
                                "bad.conf": "# override\n[Agent]\nMaxConnections=lots\n",
                                "worse.conf": "[Agent]\nColour=blue\n"])
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let base = dir.appendingPathComponent("agent.conf").path
-        let bad = dir.appendingPathComponent("bad.conf").path
+        let base = dir.file("agent.conf")
+        let bad = dir.file("bad.conf")
         #expect(throws: ConfigurationError(file: bad, line: 3, key: "MaxConnections",
                                            message: "invalid number \"lots\" (expected a whole number from 1 to 65536)")) {
             try DaemonOptions(configFile: base, instance: "bad").loadConfiguration(environment: [:])
@@ -430,12 +415,11 @@ private let protocolExample = """
             _ = try DaemonOptions(configFile: base, instance: "worse").loadConfiguration(environment: [:])
             Issue.record("an unknown key in the override file was accepted")
         } catch {
-            #expect(error.description.hasPrefix(dir.appendingPathComponent("worse.conf").path + ":2: Colour: unknown key"))
+            #expect(error.description.hasPrefix(dir.file("worse.conf") + ":2: Colour: unknown key"))
         }
         // An override may even supply the required key; without any, the base file is named.
-        let none = try scratch(["agent.conf": "[Agent]\nUserId=x\n", "x.conf": "[Agent]\nApplicationCode=B\n"])
-        defer { try? FileManager.default.removeItem(at: none) }
-        let nonePath = none.appendingPathComponent("agent.conf").path
+        let none = TempDir(files: ["agent.conf": "[Agent]\nUserId=x\n", "x.conf": "[Agent]\nApplicationCode=B\n"])
+        let nonePath = none.file("agent.conf")
         #expect(try DaemonOptions(configFile: nonePath, instance: "x").loadConfiguration(environment: [:]).server.applicationCode == "B")
         #expect(throws: ConfigurationError(file: nonePath, line: nil, key: "ApplicationCode", message: "required in [Agent], not set")) {
             try DaemonOptions(configFile: nonePath, instance: "y").loadConfiguration(environment: [:])

@@ -4,6 +4,7 @@ import AgentPosix
 import Foundation
 import Testing
 @testable import AgentDaemon
+import HarnessSupport
 
 /// `[Agent] CAFile=` and `[Agent] Proxy=`: what is accepted, and every bad value refused
 /// naming the file, line and key.
@@ -23,14 +24,6 @@ import Testing
         }
     }
 
-    /// A scratch directory with `files` (name: contents), removed by the caller.
-    private func scratch(_ files: [String: String]) throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        for (name, text) in files { try Data(text.utf8).write(to: dir.appendingPathComponent(name)) }
-        return dir
-    }
-
     /// A real certificate (a throw-away self-signed one, made for this file).
     static let certificate = """
         -----BEGIN CERTIFICATE-----
@@ -48,9 +41,8 @@ import Testing
         """
 
     @Test func caFileIsReadWithItsCertificates() throws {
-        let dir = try scratch(["ca.pem": Self.certificate + Self.certificate])
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("ca.pem").path
+        let dir = TempDir(files: ["ca.pem": Self.certificate + Self.certificate])
+        let path = dir.file("ca.pem")
         let c = try parse("CAFile=\(path)")
         #expect(c.network.caFile?.path == path)
         #expect(c.network.caFile?.certificates == 2)
@@ -61,14 +53,13 @@ import Testing
     }
 
     @Test func badCAFilesNameTheKeyAndTheProblem() throws {
-        let dir = try scratch([
+        let dir = TempDir(files: [
             "key.pem": "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n",
             "empty.pem": "",
             "open.pem": "-----BEGIN CERTIFICATE-----\nMIIBfzCCASWgAwIBAgIU\n",
             "junk.pem": "-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n",
         ])
-        defer { try? FileManager.default.removeItem(at: dir) }
-        func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
+        func path(_ name: String) -> String { dir.file(name) }
         let prefix = "\(Self.file):3: CAFile: "
         #expect(error("CAFile=\(path("missing.pem"))") == prefix + "cannot read \"\(path("missing.pem"))\": no such file")
         #expect(error("CAFile=\(path("key.pem"))")

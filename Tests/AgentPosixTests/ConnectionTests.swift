@@ -9,7 +9,7 @@ import HarnessSupport
 /// A loop thread serving connections on a Unix socket in a temporary directory, and how
 /// each connection closed.
 private final class Served: Sendable {
-    let dir = TemporaryDirectory()
+    let dir = TempDir()
     let thread: LoopThread
     let closes = Shared<[Connection.CloseReason]>([])
     var path: String { dir.file("s") }
@@ -248,7 +248,7 @@ private let echo: @Sendable (Connection) -> Void = { connection in
 
 @Suite struct EchoServerTests {
     @Test func echoesCompleteLinesAcrossReads() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let thread = try LoopThread()
         defer { thread.stop() }
         let path = dir.file("echo.sock")

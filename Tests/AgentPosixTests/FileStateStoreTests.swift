@@ -2,14 +2,13 @@ import AgentCore
 import AgentPosix
 import Foundation
 import Glibc
+import HarnessSupport
 import Testing
 
 /// ST-6 on the real file system: transactional writes, damaged files set aside, private modes.
 @Suite struct FileStateStoreTests {
-    func tempDir() -> String {
-        var template = Array("/tmp/pwstore-XXXXXX".utf8CString)
-        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
+    /// This test's directories (a suite value is made for each test), removed when it ends.
+    let workDir = TempDir(), otherDir = TempDir()
 
     func sample() -> PersistentState {
         var s = PersistentState(hwid: "0E4C3D6A-5B1F-4C2D-9E8F-0A1B2C3D4E5F")
@@ -22,7 +21,7 @@ import Testing
 
     @Test("ST-1, ST-6: what was saved is loaded, kinds and times intact; modes are private")
     func roundTripAndModes() throws {
-        let dir = tempDir() + "/state"
+        let dir = workDir.path + "/state"
         let store = try FileStateStore(directory: dir)
         #expect(try store.load() == StoreLoad(state: nil))
         try store.save(sample())
@@ -39,7 +38,7 @@ import Testing
 
     @Test("ST-6: a damaged file (flipped byte, truncation, garbage, wrong version) is moved aside and reported", arguments: ["flip", "truncate", "garbage", "empty", "version"])
     func damagedFileIsSetAside(kind: String) throws {
-        let dir = tempDir()
+        let dir = workDir.path
         let store = try FileStateStore(directory: dir)
         try store.save(sample())
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: store.path)))
@@ -64,7 +63,7 @@ import Testing
 
     @Test("ST-6: a failed write (read-only directory) keeps the old file whole")
     func failedWriteKeepsOldFile() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         let store = try FileStateStore(directory: dir)
         try store.save(sample())
         var newer = sample()
@@ -85,12 +84,12 @@ import Testing
     // Every prefix of a new file that did not reach the rename is invisible.
     @Test("ST-6: a crash at any point of a write leaves the old or the new state, never a mix")
     func interruptedWritesLeaveOldOrNew() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         let store = try FileStateStore(directory: dir)
         try store.save(sample())
         var newer = sample()
         newer.userId = "bob"
-        let other = tempDir()
+        let other = otherDir.path
         let scratch = try FileStateStore(directory: other)
         try scratch.save(newer)
         let full = [UInt8](try Data(contentsOf: URL(fileURLWithPath: scratch.path)))
@@ -108,16 +107,14 @@ import Testing
 /// A state file that cannot be read is neither trusted nor overwritten; no one else can
 /// plant files in the state directory, and a planted file is never followed.
 @Suite struct FileStateStoreSafetyTests {
-    func tempDir() -> String {
-        var template = Array("/tmp/pwstore-XXXXXX".utf8CString)
-        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
+    /// This test's directories (a suite value is made for each test), removed when it ends.
+    let workDir = TempDir(), otherDir = TempDir()
 
     func bytes(_ path: String) -> [UInt8]? { (try? Data(contentsOf: URL(fileURLWithPath: path))).map { [UInt8]($0) } }
 
     @Test("A state file that cannot be read (here: EISDIR) throws, naming the file and the error, and stays")
     func unreadableFileThrows() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         let store = try FileStateStore(directory: dir)
         mkdir(store.path, 0o700)  // read(2) of a directory: EISDIR, as an I/O error would be
         let marker = store.path + "/inside"
@@ -136,7 +133,7 @@ import Testing
 
     @Test("A state directory others may write to is refused, naming the mode", arguments: [0o777, 0o1777, 0o702])
     func worldWritableDirectoryIsRefused(mode: Int) throws {
-        let dir = tempDir()
+        let dir = workDir.path
         chmod(dir, mode_t(mode))
         do {
             _ = try FileStateStore(directory: dir)
@@ -153,7 +150,7 @@ import Testing
 
     @Test("A state directory writable by a group the agent does not run as is refused", .enabled(if: geteuid() == 0, "chown needs root"))
     func foreignGroupWritableDirectoryIsRefused() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         chown(dir, geteuid(), getegid() == 65534 ? 0 : 65534)
         chmod(dir, 0o770)
         #expect(throws: FileStateStore.UnsafeDirectory.self) { try FileStateStore(directory: dir) }
@@ -163,7 +160,7 @@ import Testing
 
     @Test("A directory owned by another user is refused", .enabled(if: geteuid() == 0, "chown needs root"))
     func directoryOwnedByAnotherUserIsRefused() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         chown(dir, 65534, 0)  // nobody's: nobody could plant files in it for a root agent
         do {
             _ = try FileStateStore(directory: dir)
@@ -177,8 +174,8 @@ import Testing
 
     @Test("A symlink planted as state.json.tmp is removed, never followed: its target stays untouched")
     func plantedTemporarySymlinkIsNotFollowed() throws {
-        let dir = tempDir()
-        let victimDir = tempDir()
+        let dir = workDir.path
+        let victimDir = otherDir.path
         let victim = victimDir + "/important"
         _ = FileManager.default.createFile(atPath: victim, contents: Data("root's file".utf8))
         chmod(victim, 0o644)
@@ -199,7 +196,7 @@ import Testing
 
     @Test("A temporary file left by a crash does not stop the next save")
     func staleTemporaryFileIsReplaced() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         let store = try FileStateStore(directory: dir)
         _ = FileManager.default.createFile(atPath: store.path + ".tmp", contents: Data("half a state".utf8))
         let state = PersistentState(hwid: "H")

@@ -3,23 +3,6 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// A fresh directory under /tmp (short: socket paths must fit 107 bytes),
-/// removed with everything in it on release.
-final class TemporaryDirectory: Sendable {
-    let path: String
-
-    init() {
-        var template = Array("/tmp/pwa-posix-XXXXXX".utf8CString)
-        let result = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(result != nil, "mkdtemp failed: errno \(errno)")
-        path = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// A value shared between the test thread and the loop thread.
 /// (An NSLock, a pthread mutex underneath, so that ThreadSanitizer sees the ordering.)
 final class Shared<Value: Sendable>: @unchecked Sendable {

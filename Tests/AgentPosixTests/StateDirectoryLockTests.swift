@@ -1,18 +1,17 @@
 import AgentPosix
 import Foundation
 import Glibc
+import HarnessSupport
 import Testing
 
 /// docs/fleet.md E.1: one agent per state directory. flock(2) locks belong to open file
 /// descriptions, so two locks taken in this one process conflict like two processes'.
 @Suite struct StateDirectoryLockTests {
-    func tempDir() -> String {
-        var template = Array("/tmp/pwlock-XXXXXX".utf8CString)
-        return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
-    }
+    /// This test's directory (a suite value is made for each test), removed when it ends.
+    let workDir = TempDir()
 
     @Test func secondLockIsRefusedWithTheHoldersPid() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let first = try StateDirectoryLock(directory: dir, pid: 4242)
         #expect(first.pidNotRecorded == nil)
@@ -41,7 +40,7 @@ import Testing
     /// with EBUSY (scripts/fault-disk's read-only step did): the lock is held read-only, and
     /// the pid is written through a descriptor of its own that is closed at once.
     @Test func theLockHoldsNoDescriptorOpenForWriting() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let lock = try StateDirectoryLock(directory: dir, pid: 4242)
         #expect(fcntl(lock.descriptor, F_GETFL) & O_ACCMODE == O_RDONLY)
@@ -56,7 +55,7 @@ import Testing
     }
 
     @Test func aLongerStalePidIsReplacedWhole() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try "1234567\n".write(toFile: dir + "/agent.lock", atomically: false, encoding: .utf8)
         let lock = try StateDirectoryLock(directory: dir, pid: 12)
@@ -64,7 +63,7 @@ import Testing
     }
 
     @Test func aMissingDirectoryIsAnErrorNamingIt() {
-        let dir = tempDir() + "/nope"
+        let dir = workDir.path + "/nope"
         do {
             _ = try StateDirectoryLock(directory: dir)
             Issue.record("locked a directory that does not exist")
@@ -77,7 +76,7 @@ import Testing
     }
 
     @Test func aSymlinkedLockFileIsNotFollowed() throws {
-        let dir = tempDir()
+        let dir = workDir.path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try "x".write(toFile: dir + "/target", atomically: false, encoding: .utf8)
         #expect(symlink(dir + "/target", dir + "/agent.lock") == 0)

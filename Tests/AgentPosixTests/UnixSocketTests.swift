@@ -23,7 +23,7 @@ private func makeStaleSocket(_ path: String) throws {
 
 @Suite struct UnixListenerTests {
     @Test func createsTheSocketWithTheDefaultMode() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let listener = try UnixListener(path: path)
         let mode = try #require(fileMode(path))
@@ -34,7 +34,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func appliesTheModeAndGroupAsked() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let groupName = try #require(UnixSocket.userName(getuid()).flatMap { _ in
             getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) }
@@ -47,7 +47,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func unknownGroupIsRefusedByName() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let error = #expect(throws: UnixSocketError.self) {
             try UnixListener(path: path, group: "no-such-group-pwa")
@@ -58,7 +58,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func umaskDuringBindIsRestored() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let before = umask(0o022)
         umask(before)
         _ = try UnixListener(path: dir.file("a.sock"))
@@ -68,7 +68,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func closeRemovesTheSocketFile() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let listener = try UnixListener(path: path)
         #expect(fileMode(path) != nil)
@@ -77,7 +77,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func staleSocketIsReplaced() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         try makeStaleSocket(path)
         #expect(fileMode(path)?.isSocket == true)
@@ -89,7 +89,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func fileThatIsNotASocketIsRefusedAndKept() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         #expect(FileManager.default.createFile(atPath: path, contents: Data("keep me".utf8)))
         let error = #expect(throws: UnixSocketError.self) { try UnixListener(path: path) }
@@ -99,7 +99,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func liveListenerIsRefusedAndLeftAlone() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let first = try UnixListener(path: path)
         let error = #expect(throws: UnixSocketError.self) { try UnixListener(path: path) }
@@ -118,7 +118,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func adoptedSocketIsNeverUnlinked() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("activated.sock")
         // What systemd would pass: a bound, listening socket.
         let raw = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
@@ -147,7 +147,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func acceptedConnectionsAreNonBlockingAndCloseOnExec() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let listener = try UnixListener(path: path)
         #expect(try listener.accept() == nil)  // none waiting: no blocking
@@ -164,7 +164,7 @@ private func makeStaleSocket(_ path: String) throws {
 
 @Suite struct PeerCredentialTests {
     @Test func peerCredentialsAreThisProcess() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("agent.sock")
         let listener = try UnixListener(path: path)
         let client = try TestClient(path: path)
@@ -202,7 +202,7 @@ private func makeStaleSocket(_ path: String) throws {
 
 @Suite struct NotifyReceiverTests {
     @Test func receivesDatagramsSentToItsPath() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("notify.sock")
         let receiver = try NotifyReceiver(path: path)
         let sender = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
@@ -226,7 +226,7 @@ private func makeStaleSocket(_ path: String) throws {
     }
 
     @Test func removesItsSocketFileWhenReleased() throws {
-        let dir = TemporaryDirectory()
+        let dir = TempDir()
         let path = dir.file("notify.sock")
         do {
             let receiver = try NotifyReceiver(path: path)

@@ -2,6 +2,7 @@ import AgentCore
 import Emulator
 import EmulatorCore
 import Foundation
+import HarnessSupport
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -180,8 +181,7 @@ extension Client {
     }
 
     @Test func appsFileErrorsNameTheFileAndPath() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("emu-apps-\(UUID().uuidString).json").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let temporary = TempDir(), path = temporary.file("apps.json")
         try Data(#"[{"code": "A", "flags": [{"key": "f", "killed": 1}]}]"#.utf8).write(to: URL(fileURLWithPath: path))
         #expect(throws: EmulatorServerError(description: "\(path): [0].flags[0].killed: expected a boolean, found number")) {
             try EmulatorCommand.loadApps(path: path)

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import HarnessSupport
 #endif
 
 /// Waits (polling the server's own count, with a deadline) until `n` waits are parked.
@@ -219,10 +220,8 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
 
 @Suite struct StateFileTests {
     @Test func stateFileLoadsAndErrorsNameTheFileAndField() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("emu-state-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let good = dir.appendingPathComponent("lab.json").path
+        let dir = TempDir()
+        let good = dir.file("lab.json")
         try Data(#"{"version": 1, "clockOffsetSeconds": 60, "apps": [{"code": "A"}], "devices": [{"hwid": "h1", "userId": "alice"}]}"#.utf8)
             .write(to: URL(fileURLWithPath: good))
         let doc = try EmulatorCommand.loadState(path: good)
@@ -231,13 +230,13 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
         #expect(server.withState { $0.devices["h1"]?.userId } == "alice")
         #expect(server.withState { $0.clockOffset } == 60)
 
-        let bad = dir.appendingPathComponent("bad.json").path
+        let bad = dir.file("bad.json")
         try Data(#"{"version": 1, "clockOffsetSeconds": 0, "apps": [], "devices": [{"hwid": "h1", "events": [{"event": "e"}]}]}"#.utf8)
             .write(to: URL(fileURLWithPath: bad))
         #expect(throws: EmulatorServerError(description: "\(bad): devices[0].events[0].time: missing (expected an ISO 8601 time)")) {
             try EmulatorCommand.loadState(path: bad)
         }
-        let partial = dir.appendingPathComponent("partial.json").path
+        let partial = dir.file("partial.json")
         try Data(#"{"version": 1, "apps": [{"code": "A"}]}"#.utf8).write(to: URL(fileURLWithPath: partial))
         #expect(throws: EmulatorServerError(description: "\(partial): clockOffsetSeconds: missing (a state document has every section: "
                                                   + "version, clockOffsetSeconds, apps, devices; GET /admin/state gives one)")) {

@@ -3,6 +3,7 @@ import AgentCore
 import EmulatorCore
 import Foundation
 import Glibc
+import HarnessSupport
 import Testing
 
 /// The emulator on a shared host, over real HTTP: `--admin-token` answers 401 before a
@@ -87,8 +88,7 @@ import Testing
 
     @Test("--admin-token FILE: the file's content; a missing, empty or spaced token is an error naming the file")
     func adminTokenFile() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("emu-admin-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let temporary = TempDir(), path = temporary.file("admin-token")
         #expect(throws: EmulatorServerError(description: "--admin-token \(path): cannot read the file")) {
             try EmulatorCommand.loadAdminToken(path: path)
         }

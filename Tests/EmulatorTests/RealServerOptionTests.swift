@@ -3,6 +3,7 @@ import Emulator
 import EmulatorCore
 import Foundation
 import Testing
+import HarnessSupport
 
 /// The emulator's options for meeting the real server: TLS, upstream, record, replay, and
 /// each bad value refused naming the option.
@@ -34,10 +35,8 @@ import Testing
     }
 
     @Test func tlsFilesAreChecked() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("emu-tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let junk = dir.appendingPathComponent("junk.pem").path
+        let dir = TempDir()
+        let junk = dir.file("junk.pem")
         try Data("hello".utf8).write(to: URL(fileURLWithPath: junk))
         #expect(throws: EmulatorServerError(description: "--tls-cert: cannot read \"\(dir.path)/none.pem\"")) {
             try TLSIdentity.load(certificate: dir.path + "/none.pem", key: junk)
@@ -46,9 +45,9 @@ import Testing
             try TLSIdentity.load(certificate: junk, key: junk)
         }
         // A certificate with a key that is not its own: libmicrohttpd refuses to start, and says so.
-        let cert = dir.appendingPathComponent("c.pem").path, key = dir.appendingPathComponent("k.pem").path
-        let other = dir.appendingPathComponent("o.pem").path
-        for (out, keyOut) in [(cert, key), (other, dir.appendingPathComponent("ok.pem").path)] {
+        let cert = dir.file("c.pem"), key = dir.file("k.pem")
+        let other = dir.file("o.pem")
+        for (out, keyOut) in [(cert, key), (other, dir.file("ok.pem"))] {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
             p.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", keyOut,
