@@ -335,17 +335,8 @@ private final class Transfer {
         }
         guard let colon = line.firstIndex(of: ":") else { return count }
         let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingASCIIWhitespace()
+        let value = line[line.index(after: colon)...].trimmingWhitespace()
         responseHeaders[name] = value
         return count
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingASCIIWhitespace() -> String {
-        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else {
-            return ""
-        }
-        return String(self[first...last])
     }
 }

@@ -7,8 +7,6 @@ import FoundationEssentials
 public enum StatusReport {
     public static let version = PackageVersion.current
 
-    static func span(_ seconds: Seconds) -> String { TimeSpan.rough(seconds) }
-
     static func describe(_ error: RefreshError) -> String {
         switch error.code {
         case 0: "no response"
@@ -20,20 +18,20 @@ public enum StatusReport {
     /// The `STATUS=` line: what is served, and how the last refresh went.
     public static func line(_ s: AgentStatus, now: Date) -> String {
         var text: String
-        let retry = s.nextRefreshAt.map { ", retry in \(span($0.timeIntervalSince(now)))" } ?? ""
+        let retry = s.nextRefreshAt.map { ", retry in \(TimeSpan.rough($0.timeIntervalSince(now)))" } ?? ""
         switch s.state {
         case .notReady:
             text = s.refreshInFlight ? "no flags yet; fetching" : "no flags yet"
         case .ready:
-            text = "\(s.flagsCount) flags, \(span(s.flagsAgeSeconds ?? 0)) old, last refresh ok"
+            text = "\(s.flagsCount) flags, \(TimeSpan.rough(s.flagsAgeSeconds ?? 0)) old, last refresh ok"
             if s.flagsPartial { text += " (partial)" }
         case .stale:
-            text = "serving \(s.flagsSource == .cache ? "cached " : "")\(s.flagsCount) flags \(span(s.flagsAgeSeconds ?? 0)) old; last refresh failed: \(s.lastRefreshError.map(describe) ?? "?")\(retry)"
+            text = "serving \(s.flagsSource == .cache ? "cached " : "")\(s.flagsCount) flags \(TimeSpan.rough(s.flagsAgeSeconds ?? 0)) old; last refresh failed: \(s.lastRefreshError.map(describe) ?? "?")\(retry)"
         case .error:
             text = "no valid flags; last refresh failed: \(s.lastRefreshError.map(describe) ?? "?")\(retry)"
         case .fatal:
             text = "automatic refresh stopped: \(s.lastRefreshError.map(describe) ?? "?") (check ApplicationCode and ApiToken, then reload)"
-            if s.flagsCount > 0 { text += "; serving \(s.flagsCount) flags \(span(s.flagsAgeSeconds ?? 0)) old" }
+            if s.flagsCount > 0 { text += "; serving \(s.flagsCount) flags \(TimeSpan.rough(s.flagsAgeSeconds ?? 0)) old" }
         }
         if let storage = s.storageError {
             text += storage.operation == .save ? "; state not saved: \(storage.message)" : "; stored state was damaged: \(storage.message)"

@@ -21,23 +21,13 @@ extension EmulatorConfiguration {
     /// an admin request that carries the admin token (or any, without one).
     public func authorized(path: String, headers: [HTTPHeader]) -> Bool {
         guard let token = adminToken, Self.isAdmin(path) else { return true }
-        guard let value = headers.value(named: "authorization") else { return false }
-        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
-        return Self.constantTimeEqual(Array(parts[1].utf8).trimmingSpaces(), Array(token.utf8))
+        guard let value = headers.value(named: "authorization"), let given = BearerToken.from(authorization: value) else { return false }
+        return BearerToken.matches(given, Array(token.utf8))
     }
 
     /// The 401 for an admin request without the token.
     public static let unauthorized = Outcome.error(401, "the admin API needs Authorization: Bearer TOKEN (--admin-token)",
                                                    headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
-
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var difference = UInt8(a.count == b.count ? 0 : 1)
-        for i in 0..<max(a.count, b.count) {
-            difference |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
-        }
-        return difference == 0
-    }
 
     // MARK: - Redaction
 
@@ -75,14 +65,5 @@ extension EmulatorConfiguration {
             text = text.replacingOccurrences(of: secret, with: Self.redacted)
         }
         return text
-    }
-}
-
-extension Array where Element == UInt8 {
-    fileprivate func trimmingSpaces() -> [UInt8] {
-        var copy = self[...]
-        while let first = copy.first, first == 0x20 || first == 0x09 { copy.removeFirst() }
-        while let last = copy.last, last == 0x20 || last == 0x09 { copy.removeLast() }
-        return Array(copy)
     }
 }

@@ -7,6 +7,14 @@ extension StringProtocol {
               let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
         return String(self[first...last])
     }
+
+    /// The text without leading and trailing spaces and tabs: HTTP's optional whitespace
+    /// around a field value or list element (RFC 9110 5.6.3).
+    public func trimmingOptionalWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
 }
 
 extension Sequence where Element == UInt8 {

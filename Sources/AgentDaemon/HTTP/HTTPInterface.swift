@@ -115,7 +115,7 @@ final class HTTPInterface {
     /// `If-None-Match`: `*` or a list of tags (compared weakly, RFC 9110 13.1.2).
     static func matches(_ header: String, _ etag: String) -> Bool {
         for part in header.split(separator: ",") {
-            var tag = part.trimmedSpaces
+            var tag = part.trimmingOptionalWhitespace()
             if tag == "*" { return true }
             if tag.hasPrefix("W/") { tag.removeFirst(2) }
             if tag == etag { return true }
@@ -127,29 +127,10 @@ final class HTTPInterface {
     /// credential the request carries must be right: a wrong one beside a right one is refused.
     static func authorized(_ request: HTTPServerRequest, token: [UInt8]) -> Bool {
         var candidates: [String] = []
-        if let auth = request.header("authorization") {
-            let parts = auth.split(separator: " ", maxSplits: 1)
-            candidates.append(parts.count == 2 && parts[0].lowercased() == "bearer" ? parts[1].trimmedSpaces : "")
-        }
-        if let key = request.header("x-api-key") { candidates.append(key.trimmedSpaces) }
+        if let auth = request.header("authorization") { candidates.append(BearerToken.from(authorization: auth) ?? "") }
+        if let key = request.header("x-api-key") { candidates.append(key.trimmingOptionalWhitespace()) }
         var right = !candidates.isEmpty
-        for candidate in candidates where !equalInConstantTime(Array(candidate.utf8), token) { right = false }
+        for candidate in candidates where !BearerToken.matches(candidate, token) { right = false }
         return right
-    }
-
-    static func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for i in 0..<a.count { difference |= a[i] ^ b[i] }
-        return difference == 0
-    }
-}
-
-extension StringProtocol {
-    /// Without leading and trailing spaces and tabs.
-    var trimmedSpaces: String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
     }
 }
