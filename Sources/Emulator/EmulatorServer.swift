@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import MicroHTTPD
 import Dispatch
 import EmulatorCore
@@ -207,31 +208,11 @@ public final class EmulatorServer: Sendable {
     }
 
     private func bindListener() throws(EmulatorServerError) -> (Int32, UInt16) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw EmulatorServerError(description: "socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        // Accepted sockets inherit TCP_NODELAY on Linux: no Nagle + delayed-ACK stalls.
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = requestedPort.bigEndian
-        _ = inet_pton(AF_INET, host, &addr.sin_addr)
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        do {
+            return try TCPListener.listen(host: host, port: requestedPort, backlog: 1024)
+        } catch {
+            throw EmulatorServerError(description: "cannot listen on \(host):\(requestedPort): \(error.message)")
         }
-        guard bound == 0, listen(fd, 1024) == 0 else {
-            let message = String(cString: strerror(errno))
-            close(fd)
-            throw EmulatorServerError(description: "cannot listen on \(host):\(requestedPort): \(message)")
-        }
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        var actual = sockaddr_in()
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &actual) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        return (fd, UInt16(bigEndian: actual.sin_port))
     }
 
     // MARK: - The access handler

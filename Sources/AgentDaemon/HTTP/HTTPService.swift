@@ -121,48 +121,15 @@ final class HTTPService {
         return (bytes, warning)
     }
 
-    /// A listening TCP socket on 127.0.0.1 or ::1 (nonblocking, close-on-exec,
-    /// TCP_NODELAY inherited by accepted sockets).
+    /// A listening TCP socket on 127.0.0.1 or ::1 (AgentPosix's `TCPListener`), and the address
+    /// it is bound to as `Listen=` shows it.
     static func bindLoopback(ipv6: Bool, port: UInt16) throws(HTTPServiceError) -> (Int32, String) {
-        let family = ipv6 ? AF_INET6 : AF_INET
-        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         let shown = ipv6 ? "[::1]:\(port)" : "127.0.0.1:\(port)"
-        guard fd >= 0 else { throw HTTPServiceError("Listen=\(shown): socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var bound: Int32
-        if ipv6 {
-            setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size))
-            var addr = sockaddr_in6()
-            addr.sin6_family = sa_family_t(AF_INET6)
-            addr.sin6_port = port.bigEndian
-            addr.sin6_addr = in6addr_loopback
-            bound = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
-        } else {
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            addr.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-            bound = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+        do {
+            let (fd, actual) = try TCPListener.listen(host: ipv6 ? "::1" : "127.0.0.1", port: port, backlog: 128)
+            return (fd, ipv6 ? "[::1]:\(actual)" : "127.0.0.1:\(actual)")
+        } catch {
+            throw HTTPServiceError("Listen=\(shown): \(error.message)")
         }
-        if bound == 0 { bound = listen(fd, 128) }
-        guard bound == 0 else {
-            let message = String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw HTTPServiceError("Listen=\(shown): \(message)")
-        }
-        // The bound port (Listen=…:0 picks one).
-        var storage = sockaddr_in6()
-        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-        _ = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        let actual = UInt16(bigEndian: storage.sin6_port)  // sin_port and sin6_port share the offset
-        return (fd, ipv6 ? "[::1]:\(actual)" : "127.0.0.1:\(actual)")
     }
 }
