@@ -334,7 +334,6 @@ final class Bench {
             guard line.contains(#""result""#), !line.contains(#""source":"none""#) else {
                 throw BenchError("agent answered \(method.name) with \(line)")
             }
-            report.sampleAnswers[method.name] = line
         }
 
         for clients in options.clientCounts {
@@ -379,7 +378,6 @@ final class Bench {
             let answer = try HTTPOverUnix.exchange(httpPath, Array((t.prefix + "1" + t.suffix).utf8))
             guard answer.status == 200 else { throw BenchError("\(t.kind): HTTP \(answer.status) \(answer.text)") }
             lengths[t.kind] = answer.bytes
-            report.sampleAnswers[t.kind] = answer.text
         }
         for clients in options.httpClientCounts {
             for t in targets {

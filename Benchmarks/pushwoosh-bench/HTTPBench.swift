@@ -21,11 +21,12 @@ struct MetricsScrape {
 /// A blocking HTTP/1.1 keep-alive connection over a Unix socket (answers with Content-Length).
 final class HTTPOverUnix {
     let fd: Int32
-    private var buffer: [UInt8] = []
+    private let reader: HTTPResponseReader
 
     init(_ path: String) throws {
         fd = try Sockets.connectUnix(path)
         BlockingSocket.setReceiveTimeout(fd, 5)
+        reader = HTTPResponseReader(fd: fd)
     }
 
     deinit { close(fd) }
@@ -34,30 +35,11 @@ final class HTTPOverUnix {
         try HTTPOverUnix(path).exchange(request)
     }
 
-    /// Sends `request`, reads one answer: its status, its whole length in bytes, its text.
+    /// Sends `request` (a GET or POST), reads one answer: its status, its whole length in bytes, its body as text.
     func exchange(_ request: [UInt8]) throws -> (status: Int, bytes: Int, text: String) {
         try BlockingSocket.sendAll(fd, request)
-        let separator: [UInt8] = [13, 10, 13, 10]
-        while buffer.firstRange(of: separator) == nil { try fill() }
-        let headEnd = buffer.firstRange(of: separator)!.upperBound
-        let head = String(decoding: buffer[..<headEnd], as: UTF8.self)
-        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
-        var length = 0
-        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
-            length = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
-        }
-        while buffer.count < headEnd + length { try fill() }
-        let total = headEnd + length
-        let text = String(decoding: buffer[..<total], as: UTF8.self)
-        buffer.removeSubrange(..<total)
-        return (status, total, text)
-    }
-
-    private func fill() throws {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard n > 0 else { throw BenchError("HTTP: connection closed or timed out") }
-        buffer.append(contentsOf: chunk[..<n])
+        guard let answer = reader.next(), answer.complete else { throw BenchError("HTTP: connection closed or timed out") }
+        return (answer.status, answer.head.length + answer.body.count, String(decoding: answer.body, as: UTF8.self))
     }
 }
 

@@ -65,7 +65,6 @@ struct Report {
     var socket: [SocketRow] = []
     var http: [HTTPRow] = []
     var metricsScrape: MetricsScrape?
-    var sampleAnswers: [String: String] = [:]
     var stopSeconds: Double?
     var readySeconds: [Double] = []
     var readyStatus = ""

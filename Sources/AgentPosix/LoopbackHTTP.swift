@@ -76,31 +76,16 @@ public struct LoopbackHTTP: Sendable {
         } catch {
             throw HTTPError("\(method) \(path): \(error)")
         }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var expectedTotal: Int?
-        var headerSeen = false
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw HTTPError("recv \(method) \(path): \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            received.append(contentsOf: buffer[0..<n])
-            if !headerSeen, let end = Self.headerEnd(received) {
-                headerSeen = true
-                let headers = String(decoding: received[0..<end], as: UTF8.self)
-                if let length = Self.contentLength(headers) { expectedTotal = end + 4 + length }
-            }
-            if let expectedTotal, received.count >= expectedTotal { break }
+        let reader = HTTPResponseReader(fd: fd)
+        guard let answer = reader.next(request: method) else {
+            let why = reader.endErrno == EAGAIN ? "no answer within \(timeout) s" : "the connection ended before an answer"
+            throw HTTPError("\(method) \(path): \(why)")
         }
-        guard let end = Self.headerEnd(received) else { throw HTTPError("\(method) \(path): incomplete HTTP answer") }
-        let headers = String(decoding: received[0..<end], as: UTF8.self)
-        let statusLine = headers.split(separator: "\r\n", maxSplits: 1).first ?? ""
-        let parts = statusLine.split(separator: " ")
-        guard parts.count >= 2, let status = Int(parts[1]) else { throw HTTPError("\(method) \(path): bad status line \(statusLine)") }
-        return Response(status: status, body: Array(received[(end + 4)...]))
+        guard answer.head.status != 0 else { throw HTTPError("\(method) \(path): not an HTTP/1.x answer") }
+        guard answer.complete else {
+            throw HTTPError("\(method) \(path): HTTP \(answer.status) with \(answer.body.count) of \(answer.head.contentLength ?? 0) body bytes: the connection ended")
+        }
+        return Response(status: answer.status, body: answer.body)
     }
 
     /// Like `call`, but requires a 2xx answer with a JSON body.
@@ -110,23 +95,5 @@ public struct LoopbackHTTP: Sendable {
             throw HTTPError("\(method) \(path): HTTP \(r.status) \(String(decoding: r.body.prefix(300), as: UTF8.self))")
         }
         return value
-    }
-
-    static func headerEnd(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 4 else { return nil }
-        for i in 0...(bytes.count - 4) where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            return i
-        }
-        return nil
-    }
-
-    static func contentLength(_ headers: String) -> Int? {
-        for line in headers.split(separator: "\r\n") {
-            let lower = line.lowercased()
-            if lower.hasPrefix("content-length:") {
-                return Int(String(lower.dropFirst("content-length:".count)).trimmingWhitespace())
-            }
-        }
-        return nil
     }
 }

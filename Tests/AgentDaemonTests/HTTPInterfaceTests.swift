@@ -382,7 +382,7 @@ enum HTTPEndpoint {
 /// A blocking HTTP/1.1 client on one keep-alive connection, TCP or Unix socket.
 final class HTTPClient {
     private(set) var fd: Int32
-    private var buffer: [UInt8] = []
+    private var reader: HTTPResponseReader
 
     struct Response {
         var status: Int
@@ -399,8 +399,8 @@ final class HTTPClient {
             guard let connected = try? BlockingSocket.connectTCP(port: port) else { throw FixtureError("cannot connect to port \(port)") }
             fd = connected
         }
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        BlockingSocket.setReceiveTimeout(fd, timeout)
+        reader = HTTPResponseReader(fd: fd)
     }
 
     deinit { close() }
@@ -410,13 +410,9 @@ final class HTTPClient {
         fd = -1
     }
 
+    /// Sends all of `bytes`; a server that has gone away ends it quietly (the read tells).
     func sendBytes(_ bytes: [UInt8]) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n <= 0 { return }
-            offset += n
-        }
+        try? BlockingSocket.sendAll(fd, bytes)
     }
 
     /// One request; status 0 when the connection was closed without an answer.
@@ -429,36 +425,11 @@ final class HTTPClient {
         return readResponse(head: method == "HEAD")
     }
 
-    private func fill() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n <= 0 { return false }
-        buffer.append(contentsOf: chunk[..<n])
-        return true
-    }
-
     func readResponse(head: Bool = false) -> Response {
-        let separator: [UInt8] = [13, 10, 13, 10]
-        var end: Int?
-        while end == nil {
-            if let range = buffer.firstRange(of: separator) { end = range.upperBound; break }
-            if !fill() { return Response(status: 0, headers: [:], body: "") }
-        }
-        let headText = String(decoding: buffer[..<end!], as: UTF8.self)
-        buffer.removeSubrange(..<end!)
-        var lines = headText.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ")
-        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
+        guard let answer = reader.next(request: head ? "HEAD" : "GET") else { return Response(status: 0, headers: [:], body: "") }
         var headers: [String: String] = [:]
-        for line in lines where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        }
-        let length = head || status == 304 ? 0 : Int(headers["content-length"] ?? "0") ?? 0
-        while buffer.count < length { if !fill() { break } }
-        let body = String(decoding: buffer.prefix(length), as: UTF8.self)
-        buffer.removeSubrange(..<min(length, buffer.count))
-        return Response(status: status, headers: headers, body: body)
+        for field in answer.head.headers { headers[field.name] = field.value }
+        return Response(status: answer.status, headers: headers, body: String(decoding: answer.body, as: UTF8.self))
     }
 
     /// Whether the server closes the connection within `timeout` seconds.

@@ -14,24 +14,10 @@ final class RawSocket: @unchecked Sendable {
         var bytes: [UInt8]
         var end: End
         var text: String { String(decoding: bytes, as: UTF8.self) }
-        var status: Int? {
-            let line = text.split(separator: "\r\n", maxSplits: 1).first ?? ""
-            let parts = line.split(separator: " ")
-            return parts.count >= 2 && line.hasPrefix("HTTP/1.") ? Int(parts[1]) : nil
-        }
-        var headerEnd: Int? {
-            guard bytes.count >= 4 else { return nil }
-            for k in 0...(bytes.count - 4) where bytes[k] == 13 && bytes[k + 1] == 10 && bytes[k + 2] == 13 && bytes[k + 3] == 10 {
-                return k + 4
-            }
-            return nil
-        }
-        var contentLength: Int? {
-            guard let h = headerEnd else { return nil }
-            let head = String(decoding: bytes[..<h], as: UTF8.self).lowercased()
-            guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }) else { return nil }
-            return Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces))
-        }
+        var head: HTTPResponseHead? { HTTPResponseHead.parse(bytes) }
+        var status: Int? { head.flatMap { $0.status == 0 ? nil : $0.status } }
+        var headerEnd: Int? { head?.length }
+        var contentLength: Int? { head?.contentLength }
         var body: [UInt8] { headerEnd.map { Array(bytes[$0...]) } ?? [] }
         var complete: Bool {
             guard let h = headerEnd, let n = contentLength else { return false }
