@@ -59,4 +59,50 @@ import Testing
     @Test func anHTTPErrorIsADeviation() {
         #expect(deviations(#"{"status_code": 200, "response": {"flags": []}}"#, status: 503) == ["(HTTP status): 503, expected 200 !"])
     }
+
+    /// Every kind of JSON value (or none) at every place of the contract's example: the doctor
+    /// calls a deviation fatal exactly when the agent refuses the answer, and the agent's
+    /// refusal names a place the doctor lists.
+    @Test func everyKindAtEveryPlaceAgrees() {
+        let kinds: [JSONValue?] = [nil, .null, .bool(true), .number(1), .string("x"), .array([]), .object([:])]
+        let places: [[String]] = [["response"], ["response", "partial"], ["response", "flags"], ["response", "flags", "0"],
+                                  ["response", "flags", "0", "key"], ["response", "flags", "0", "enabled"],
+                                  ["response", "flags", "0", "rule_id"], ["response", "flags", "0", "properties"]]
+        let flag: JSONValue = ["key": "a", "enabled": true, "rule_id": "r", "properties": ["n": 1]]
+        let example: JSONValue = ["status_code": 200, "response": ["partial": false, "flags": [flag, flag]]]
+        for place in places {
+            for kind in kinds {
+                let json = JSONWriter.string(Self.replacing(example, at: place[...], with: kind))
+                let fatal = PushwooshAPI.flagsAnswerDeviations(status: 200, body: Array(json.utf8)).filter(\.fatal)
+                let outcome = HTTPOutcome.response(status: 200, headers: [:], body: .init(json.utf8))
+                switch PushwooshAPI.classify(outcome).flatMap({ PushwooshAPI.parseFlags($0.response) }) {
+                case .success: #expect(fatal.isEmpty, "\(json): served, but the doctor finds \(fatal)")
+                case .failure(let failure):
+                    #expect(!fatal.isEmpty, "\(json): refused (\(failure.message)), but the doctor finds nothing fatal")
+                    #expect(fatal.contains { failure.message.contains($0.path + " ") }, "\(json): \(failure.message) against \(fatal)")
+                }
+            }
+        }
+    }
+
+    /// `value` with the member at `path` (object keys, or array indexes as digits) set to
+    /// `replacement`, or removed when it is nil.
+    static func replacing(_ value: JSONValue, at path: ArraySlice<String>, with replacement: JSONValue?) -> JSONValue {
+        guard let first = path.first else { return replacement ?? .null }
+        switch value {
+        case .object(var members):
+            members[first] = path.count == 1 ? replacement : replacing(members[first] ?? .null, at: path.dropFirst(), with: replacement)
+            return .object(members)
+        case .array(var items):
+            guard let index = Int(first), items.indices.contains(index) else { return value }
+            if path.count == 1, replacement == nil {
+                items.remove(at: index)
+            } else {
+                items[index] = path.count == 1 ? replacement! : replacing(items[index], at: path.dropFirst(), with: replacement)
+            }
+            return .array(items)
+        default:
+            return value
+        }
+    }
 }

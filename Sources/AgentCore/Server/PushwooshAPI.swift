@@ -161,44 +161,155 @@ public enum PushwooshAPI {
         public var partial: Bool
     }
 
-    /// Parses A.3's `response`. Unusable answers are failures with code 200 (RF-7).
-    /// Duplicate keys: the last one wins.
+    /// Parses A.3's `response`. Unusable answers are failures with code 200 (RF-7), naming the
+    /// first place that makes it so. Duplicate keys: the last one wins.
     public static func parseFlags(_ response: JSONValue) -> Result<FlagsResponse, Failure> {
-        // Every message names the JSON path of what is wrong, and what was found there.
-        func unusable(_ why: String) -> Result<FlagsResponse, Failure> {
-            .failure(Failure(code: 200, message: "unusable flags response: \(why)", retryable: false))
+        var refusal: ResponseFinding?
+        let flags = walkFlagsResponse(response, lenient: false) { finding in
+            refusal = finding
+            return false  // without `lenient`, every finding is fatal
         }
-        func wrong(_ path: String, _ expected: String, _ value: JSONValue) -> Result<FlagsResponse, Failure> {
-            unusable("\(path) is not \(expected): found \(found(value))")
+        if let flags { return .success(flags) }
+        let why = refusal?.agentText ?? "response is missing (absent or null)"
+        return .failure(Failure(code: 200, message: "unusable flags response: \(why)", retryable: false))
+    }
+
+    /// A place where a `getFeatureFlags` answer's `response` departs from A.3, as the one walk of
+    /// it finds it (`walkFlagsResponse`): the agent's refusal (RF-7) and `--doctor`'s deviations
+    /// are two renderings of the same findings.
+    struct ResponseFinding {
+        enum Kind {
+            case missing
+            case wrongKind(expected: String, found: JSONValue)
+            case notInContract
+            /// A flag key seen before, at `previous` (the last one wins).
+            case repeatedKey(String, previous: Int)
         }
-        if response.isNull { return unusable("response is missing (absent or null)") }
-        guard let object = response.objectValue else { return wrong("response", "an object", response) }
+
+        var path: String
+        var kind: Kind
+        /// The agent cannot use the answer.
+        var fatal = true
+        /// How the agent reads a lenient finding, as the doctor says it (` (served as "")`).
+        var handling = ""
+        /// What the agent's refusal adds (`flag k`).
+        var detail: String?
+
+        /// The agent's words; a null counts as missing.
+        var agentText: String {
+            switch kind {
+            case .missing, .wrongKind(_, .null): "\(path) is missing" + (detail.map { " (\($0))" } ?? "")
+            case .wrongKind(let expected, let found): "\(path) is not \(expected): found \(PushwooshAPI.found(found))"
+            case .notInContract, .repeatedKey: deviation.problem
+            }
+        }
+
+        /// The doctor's words.
+        var deviation: Deviation {
+            let problem = switch kind {
+            case .missing: "missing"
+            case .wrongKind(let expected, let found): "\(found.kindName), expected \(expected)"
+            case .notInContract: "not in the contract (ignored)"
+            case .repeatedKey(let key, let previous): "\"\(key)\" again (response.flags[\(previous)])"
+            }
+            return Deviation(path, problem + handling, fatal: fatal)
+        }
+    }
+
+    /// Walks A.3's `response` in document order, handing each finding to `report`, which says
+    /// whether to go on. Without `lenient` only the fatal findings are looked for (the agent's
+    /// parse, every refresh); with it also what the agent reads leniently: members not in the
+    /// contract, a missing `rule_id`, a repeated key. The flags, when nothing fatal was found.
+    static func walkFlagsResponse(_ response: JSONValue?, lenient: Bool,
+                                  report: (ResponseFinding) -> Bool) -> FlagsResponse? {
+        var fatal = false
+        func found(_ finding: ResponseFinding) -> Bool {
+            fatal = fatal || finding.fatal
+            return report(finding)
+        }
+        guard let response else { _ = found(ResponseFinding(path: "response", kind: .missing, detail: "absent or null")); return nil }
+        guard let object = response.objectValue else {
+            _ = found(ResponseFinding(path: "response", kind: .wrongKind(expected: "an object", found: response), detail: "absent or null"))
+            return nil
+        }
         var partial = false
-        if let p = object["partial"] {
-            switch p {
-            case .bool(let b): partial = b
-            case .null: partial = false
-            default: return wrong("response.partial", "a boolean", p)
+        switch object["partial"] {
+        case nil, .null?: break
+        case .bool(let b)?: partial = b
+        case let other?:
+            guard found(ResponseFinding(path: "response.partial", kind: .wrongKind(expected: "a boolean", found: other))) else { return nil }
+        }
+        if lenient {
+            for key in object.keys.sorted() where !["flags", "partial", "base_url"].contains(key) {
+                guard found(ResponseFinding(path: "response.\(key)", kind: .notInContract, fatal: false)) else { return nil }
             }
         }
         guard let rawFlags = object["flags"], !rawFlags.isNull else {
             // FF-7: a plan without feature flags: a valid, complete, empty set.
-            return .success(FlagsResponse(flags: [:], partial: partial))
+            if lenient {
+                let finding = ResponseFinding(path: "response.flags", kind: .missing, fatal: false,
+                                              handling: " (read as no flags: a plan without feature flags)")
+                guard found(finding) else { return nil }
+            }
+            return fatal ? nil : FlagsResponse(flags: [:], partial: partial)
         }
-        guard let list = rawFlags.arrayValue else { return wrong("response.flags", "an array", rawFlags) }
+        guard let list = rawFlags.arrayValue else {
+            _ = found(ResponseFinding(path: "response.flags", kind: .wrongKind(expected: "an array", found: rawFlags)))
+            return nil
+        }
         var flags: [String: FeatureFlag] = [:]
+        var lastIndex: [String: Int] = [:]
         for (index, item) in list.enumerated() {
             let path = "response.flags[\(index)]"
-            guard item.objectValue != nil else { return wrong(path, "an object", item) }
-            guard let rawKey = item["key"], !rawKey.isNull else { return unusable("\(path).key is missing") }
-            guard let key = rawKey.stringValue else { return wrong(path + ".key", "a string", rawKey) }
-            guard let rawEnabled = item["enabled"], !rawEnabled.isNull else { return unusable("\(path).enabled is missing (flag \(key))") }
-            guard let enabled = rawEnabled.boolValue else { return wrong(path + ".enabled", "a boolean", rawEnabled) }
-            let ruleId = item["rule_id"]?.stringValue ?? ""
-            let properties = item["properties"]?.objectValue ?? [:]
-            flags[key] = FeatureFlag(key: key, isEnabled: enabled, ruleId: ruleId, properties: properties)
+            guard let member = item.objectValue else {
+                guard found(ResponseFinding(path: path, kind: .wrongKind(expected: "an object", found: item))) else { return nil }
+                continue
+            }
+            var key: String?
+            switch member["key"] {
+            case nil: guard found(ResponseFinding(path: path + ".key", kind: .missing)) else { return nil }
+            case .string(let k)?:
+                key = k
+                if lenient {
+                    if let previous = lastIndex[k] {
+                        let finding = ResponseFinding(path: path + ".key", kind: .repeatedKey(k, previous: previous), fatal: false,
+                                                      handling: "; the last one wins")
+                        guard found(finding) else { return nil }
+                    }
+                    lastIndex[k] = index
+                }
+            case let other?: guard found(ResponseFinding(path: path + ".key", kind: .wrongKind(expected: "a string", found: other))) else { return nil }
+            }
+            var enabled: Bool?
+            switch member["enabled"] {
+            case .bool(let b)?: enabled = b
+            case let other:
+                let kind: ResponseFinding.Kind = other.map { .wrongKind(expected: "a boolean", found: $0) } ?? .missing
+                guard found(ResponseFinding(path: path + ".enabled", kind: kind, detail: key.map { "flag \($0)" })) else { return nil }
+            }
+            var ruleId = ""
+            switch member["rule_id"] {
+            case .string(let r)?: ruleId = r
+            case let other:
+                let kind: ResponseFinding.Kind = other.map { .wrongKind(expected: "a string", found: $0) } ?? .missing
+                if lenient, !found(ResponseFinding(path: path + ".rule_id", kind: kind, fatal: false, handling: " (served as \"\")")) { return nil }
+            }
+            let properties = member["properties"]?.objectValue
+            if lenient, let raw = member["properties"], properties == nil {
+                let finding = ResponseFinding(path: path + ".properties", kind: .wrongKind(expected: "an object", found: raw), fatal: false,
+                                              handling: " (served as {})")
+                guard found(finding) else { return nil }
+            }
+            if lenient {
+                for name in member.keys.sorted() where !["key", "enabled", "rule_id", "properties"].contains(name) {
+                    guard found(ResponseFinding(path: path + ".\(name)", kind: .notInContract, fatal: false)) else { return nil }
+                }
+            }
+            if let key, let enabled {
+                flags[key] = FeatureFlag(key: key, isEnabled: enabled, ruleId: ruleId, properties: properties ?? [:])
+            }
         }
-        return .success(FlagsResponse(flags: flags, partial: partial))
+        return fatal ? nil : FlagsResponse(flags: flags, partial: partial)
     }
 
     /// What a bad answer held where something else was expected: its kind, and a short
@@ -262,60 +373,9 @@ extension PushwooshAPI {
         for key in top.keys.sorted() where !["status_code", "status_message", "response", "base_url"].contains(key) {
             out.append(Deviation(key, "not in the contract (ignored)", fatal: false))
         }
-        guard let rawResponse = top["response"] else {
-            out.append(Deviation("response", "missing", fatal: true))
-            return out
-        }
-        guard let response = rawResponse.objectValue else {
-            out.append(Deviation("response", "\(rawResponse.kindName), expected an object", fatal: true))
-            return out
-        }
-        if let partial = response["partial"], partial.boolValue == nil, !partial.isNull {
-            out.append(Deviation("response.partial", "\(partial.kindName), expected a boolean", fatal: true))
-        }
-        for key in response.keys.sorted() where !["flags", "partial", "base_url"].contains(key) {
-            out.append(Deviation("response.\(key)", "not in the contract (ignored)", fatal: false))
-        }
-        guard let rawFlags = response["flags"], !rawFlags.isNull else {
-            out.append(Deviation("response.flags", "missing (read as no flags: a plan without feature flags)", fatal: false))
-            return out
-        }
-        guard let flags = rawFlags.arrayValue else {
-            out.append(Deviation("response.flags", "\(rawFlags.kindName), expected an array", fatal: true))
-            return out
-        }
-        var seen: [String: Int] = [:]
-        for (index, item) in flags.enumerated() {
-            let path = "response.flags[\(index)]"
-            guard let flag = item.objectValue else {
-                out.append(Deviation(path, "\(item.kindName), expected an object", fatal: true))
-                continue
-            }
-            switch flag["key"] {
-            case nil: out.append(Deviation(path + ".key", "missing", fatal: true))
-            case .string(let key):
-                if let first = seen[key] {
-                    out.append(Deviation(path + ".key", "\"\(key)\" again (response.flags[\(first)]); the last one wins", fatal: false))
-                }
-                seen[key] = index
-            case let other?: out.append(Deviation(path + ".key", "\(other.kindName), expected a string", fatal: true))
-            }
-            switch flag["enabled"] {
-            case nil: out.append(Deviation(path + ".enabled", "missing", fatal: true))
-            case .bool: break
-            case let other?: out.append(Deviation(path + ".enabled", "\(other.kindName), expected a boolean", fatal: true))
-            }
-            switch flag["rule_id"] {
-            case nil: out.append(Deviation(path + ".rule_id", "missing (served as \"\")", fatal: false))
-            case .string: break
-            case let other?: out.append(Deviation(path + ".rule_id", "\(other.kindName), expected a string (served as \"\")", fatal: false))
-            }
-            if let properties = flag["properties"], properties.objectValue == nil {
-                out.append(Deviation(path + ".properties", "\(properties.kindName), expected an object (served as {})", fatal: false))
-            }
-            for key in flag.keys.sorted() where !["key", "enabled", "rule_id", "properties"].contains(key) {
-                out.append(Deviation(path + ".\(key)", "not in the contract (ignored)", fatal: false))
-            }
+        _ = walkFlagsResponse(top["response"], lenient: true) { finding in
+            out.append(finding.deviation)
+            return true
         }
         return out
     }
