@@ -57,7 +57,8 @@ public struct FiredTimer: Sendable, Equatable {
     }
 
     public var json: JSONValue {
-        var o: [String: JSONValue] = ["at": SocketTime.json(at), "event": .string(event)]
+        // To the millisecond, as `nextTimerAt`: the lab compares it with the emulator's request log.
+        var o: [String: JSONValue] = ["at": SocketTime.jsonMilliseconds(at), "event": .string(event)]
         if let trigger { o["trigger"] = .string(trigger.rawValue) }
         return .object(o)
     }

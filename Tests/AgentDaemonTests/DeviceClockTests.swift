@@ -120,7 +120,7 @@ import Testing
         // RF-12: refresh k lies k hours after the session's request plus this device's offset
         // (a phase, 1% to 9% of the hour), moved by its own jitter (1% either way, to the second).
         let offset = Agent.deviceOffset(hwid: d.call("status")["hwid"]?.stringValue ?? "", period: 3600)
-        let times = refreshes.compactMap { $0["at"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) } }
+        let times = refreshes.compactMap { $0["at"]?.stringValue.flatMap(SocketTime.parse) }
         #expect(times.count == 10)
         if let startedAt {
             for (k, t) in times.enumerated() {
@@ -169,10 +169,10 @@ import Testing
         #expect(d.call("setAppState", #"{"state":"active"}"#)["sessionStarted"] == false)
         #expect(d.flagRequests == requests)
         #expect(d.call("setAppState", #"{"state":"background"}"#)["sessionStarted"] == false)
-        let away = d.call("clock")["now"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) }
+        let away = d.call("clock")["now"]?.stringValue.flatMap(SocketTime.parse)
         let ended = d.fired(d.advance(31 * 60), "sessionEnd")  // docs/device-clock.md H: reported at its device time
         #expect(ended.count == 1)
-        if let away, let at = ended.first?["at"]?.stringValue.flatMap({ try? Date($0, strategy: .iso8601) }) {
+        if let away, let at = ended.first?["at"]?.stringValue.flatMap(SocketTime.parse) {
             #expect(abs(at.timeIntervalSince(away) - 30 * 60) <= 1, "session ended at \(at), background since \(away)")
         }
         #expect(d.call("setAppState", #"{"state":"active"}"#)["sessionStarted"] == true)
@@ -188,8 +188,8 @@ import Testing
         let hour = d.advance(2 * 3600)  // the hourly refresh fails; its retry must wait for Retry-After
         let refresh = d.fired(hour, "refresh")
         #expect(!refresh.isEmpty, "\(hour)")
-        let failedAt = refresh.first?["at"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) }
-        let retries = d.fired(hour, "retry").compactMap { $0["at"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) } }
+        let failedAt = refresh.first?["at"]?.stringValue.flatMap(SocketTime.parse)
+        let retries = d.fired(hour, "retry").compactMap { $0["at"]?.stringValue.flatMap(SocketTime.parse) }
         #expect(!retries.isEmpty, "\(hour)")
         if let failedAt, let first = retries.first {
             #expect(first.timeIntervalSince(failedAt) >= 600 - 1, "retry \(first) after failure \(failedAt)")

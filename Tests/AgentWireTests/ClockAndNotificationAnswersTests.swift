@@ -29,7 +29,9 @@ import Testing
             FiredTimer(at: Self.t.addingTimeInterval(-1800), event: FiredTimer.sessionEnd),
             FiredTimer(at: Self.t.addingTimeInterval(-60), event: "refresh", trigger: .periodic),
         ], requests: 1)
-        #expect(advance.json["fired"]?.arrayValue?.first == ["at": "2026-11-30T00:23:20Z", "event": "sessionEnd"])
+        #expect(advance.json["fired"]?.arrayValue?.first == ["at": "2026-11-30T00:23:20.000Z", "event": "sessionEnd"])
+        // A timer's device time is not a whole second: it is told to the millisecond, not cut to the second.
+        #expect(FiredTimer(at: Self.t.addingTimeInterval(0.25), event: "refresh").json["at"] == "2026-11-30T00:53:20.250Z")
         #expect(try AdvanceClockAnswer(json: throughBytes(advance.json)) == advance)
     }
 
