@@ -65,11 +65,11 @@ import Testing
     /// refusal names a place the doctor lists.
     @Test func everyKindAtEveryPlaceAgrees() {
         let kinds: [JSONValue?] = [nil, .null, .bool(true), .number(1), .string("x"), .array([]), .object([:])]
-        let places: [[String]] = [["response"], ["response", "partial"], ["response", "flags"], ["response", "flags", "0"],
+        let places: [[String]] = [["status_code"], ["status_message"], ["response"], ["response", "partial"], ["response", "flags"], ["response", "flags", "0"],
                                   ["response", "flags", "0", "key"], ["response", "flags", "0", "enabled"],
                                   ["response", "flags", "0", "rule_id"], ["response", "flags", "0", "properties"]]
         let flag: JSONValue = ["key": "a", "enabled": true, "rule_id": "r", "properties": ["n": 1]]
-        let example: JSONValue = ["status_code": 200, "response": ["partial": false, "flags": [flag, flag]]]
+        let example: JSONValue = ["status_code": 200, "status_message": "OK", "response": ["partial": false, "flags": [flag, flag]]]
         for place in places {
             for kind in kinds {
                 let json = JSONWriter.string(Self.replacing(example, at: place[...], with: kind))

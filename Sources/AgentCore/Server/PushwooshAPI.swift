@@ -1,8 +1,9 @@
 import FoundationEssentials
 
 /// The Pushwoosh device API, `json/1.3` (docs/device-api.md A): request bodies, the envelope and
-/// the success rule, error classification (RF-7) and the `getFeatureFlags` response
-/// (A.3, assumed — kept in this one file so it can follow the real server).
+/// the success rule, error classification (RF-7) and the `getFeatureFlags` response (A.3,
+/// assumed — kept in this file and PushwooshAPI+Answer.swift, the one walk of an answer, so it
+/// can follow the real server).
 public enum PushwooshAPI {
     /// The SDK version the agent reports (`v`).
     public static let sdkVersion = "7.2.10"
@@ -116,26 +117,13 @@ public enum PushwooshAPI {
                 return .failure(Failure(code: status, message: "HTTP \(status)",
                                         retryable: retryableStatuses.contains(status), retryAfter: retryAfter))
             }
-            let envelope: JSONValue
-            do {
-                envelope = try body.withUnsafeBytes { try JSONReader.parse($0) }
-            } catch {
-                return .failure(Failure(code: 200, message: "answer is not JSON: \(error) (\(body.count) bytes)", retryable: false))
+            var refusal: AnswerFinding?
+            let parsed = walkEnvelope(body, lenient: false) { finding in
+                refusal = finding
+                return false  // without `lenient`, every finding is fatal
             }
-            guard envelope.objectValue != nil else {
-                return .failure(Failure(code: 200, message: "answer is JSON but not an object: found \(Self.found(envelope))", retryable: false))
-            }
-            guard let rawStatusCode = envelope["status_code"], !rawStatusCode.isNull else {
-                return .failure(Failure(code: 200, message: "status_code is missing", retryable: false))
-            }
-            guard let statusCode = rawStatusCode.numberValue else {
-                return .failure(Failure(code: 200, message: "status_code is not a number: found \(Self.found(rawStatusCode))", retryable: false))
-            }
-            guard statusCode == 200 else {
-                let message = envelope["status_message"]?.stringValue ?? ""
-                // Any number may arrive here (1e20 included): print it without converting to Int.
-                let code = Int(exactly: statusCode).map(String.init) ?? String(statusCode)
-                return .failure(Failure(code: 200, message: "status_code \(code): \(message)", retryable: false))
+            guard let envelope = parsed, refusal == nil else {
+                return .failure(Failure(code: 200, message: refusal?.agentText ?? "answer is not JSON", retryable: false))
             }
             let response = envelope["response"] ?? .null
             var baseURL: String?
@@ -164,7 +152,7 @@ public enum PushwooshAPI {
     /// Parses A.3's `response`. Unusable answers are failures with code 200 (RF-7), naming the
     /// first place that makes it so. Duplicate keys: the last one wins.
     public static func parseFlags(_ response: JSONValue) -> Result<FlagsResponse, Failure> {
-        var refusal: ResponseFinding?
+        var refusal: AnswerFinding?
         let flags = walkFlagsResponse(response, lenient: false) { finding in
             refusal = finding
             return false  // without `lenient`, every finding is fatal
@@ -172,144 +160,6 @@ public enum PushwooshAPI {
         if let flags { return .success(flags) }
         let why = refusal?.agentText ?? "response is missing (absent or null)"
         return .failure(Failure(code: 200, message: "unusable flags response: \(why)", retryable: false))
-    }
-
-    /// A place where a `getFeatureFlags` answer's `response` departs from A.3, as the one walk of
-    /// it finds it (`walkFlagsResponse`): the agent's refusal (RF-7) and `--doctor`'s deviations
-    /// are two renderings of the same findings.
-    struct ResponseFinding {
-        enum Kind {
-            case missing
-            case wrongKind(expected: String, found: JSONValue)
-            case notInContract
-            /// A flag key seen before, at `previous` (the last one wins).
-            case repeatedKey(String, previous: Int)
-        }
-
-        var path: String
-        var kind: Kind
-        /// The agent cannot use the answer.
-        var fatal = true
-        /// How the agent reads a lenient finding, as the doctor says it (` (served as "")`).
-        var handling = ""
-        /// What the agent's refusal adds (`flag k`).
-        var detail: String?
-
-        /// The agent's words; a null counts as missing.
-        var agentText: String {
-            switch kind {
-            case .missing, .wrongKind(_, .null): "\(path) is missing" + (detail.map { " (\($0))" } ?? "")
-            case .wrongKind(let expected, let found): "\(path) is not \(expected): found \(PushwooshAPI.found(found))"
-            case .notInContract, .repeatedKey: deviation.problem
-            }
-        }
-
-        /// The doctor's words.
-        var deviation: Deviation {
-            let problem = switch kind {
-            case .missing: "missing"
-            case .wrongKind(let expected, let found): "\(found.kindName), expected \(expected)"
-            case .notInContract: "not in the contract (ignored)"
-            case .repeatedKey(let key, let previous): "\"\(key)\" again (response.flags[\(previous)])"
-            }
-            return Deviation(path, problem + handling, fatal: fatal)
-        }
-    }
-
-    /// Walks A.3's `response` in document order, handing each finding to `report`, which says
-    /// whether to go on. Without `lenient` only the fatal findings are looked for (the agent's
-    /// parse, every refresh); with it also what the agent reads leniently: members not in the
-    /// contract, a missing `rule_id`, a repeated key. The flags, when nothing fatal was found.
-    static func walkFlagsResponse(_ response: JSONValue?, lenient: Bool,
-                                  report: (ResponseFinding) -> Bool) -> FlagsResponse? {
-        var fatal = false
-        func found(_ finding: ResponseFinding) -> Bool {
-            fatal = fatal || finding.fatal
-            return report(finding)
-        }
-        guard let response else { _ = found(ResponseFinding(path: "response", kind: .missing, detail: "absent or null")); return nil }
-        guard let object = response.objectValue else {
-            _ = found(ResponseFinding(path: "response", kind: .wrongKind(expected: "an object", found: response), detail: "absent or null"))
-            return nil
-        }
-        var partial = false
-        switch object["partial"] {
-        case nil, .null?: break
-        case .bool(let b)?: partial = b
-        case let other?:
-            guard found(ResponseFinding(path: "response.partial", kind: .wrongKind(expected: "a boolean", found: other))) else { return nil }
-        }
-        if lenient {
-            for key in object.keys.sorted() where !["flags", "partial", "base_url"].contains(key) {
-                guard found(ResponseFinding(path: "response.\(key)", kind: .notInContract, fatal: false)) else { return nil }
-            }
-        }
-        guard let rawFlags = object["flags"], !rawFlags.isNull else {
-            // FF-7: a plan without feature flags: a valid, complete, empty set.
-            if lenient {
-                let finding = ResponseFinding(path: "response.flags", kind: .missing, fatal: false,
-                                              handling: " (read as no flags: a plan without feature flags)")
-                guard found(finding) else { return nil }
-            }
-            return fatal ? nil : FlagsResponse(flags: [:], partial: partial)
-        }
-        guard let list = rawFlags.arrayValue else {
-            _ = found(ResponseFinding(path: "response.flags", kind: .wrongKind(expected: "an array", found: rawFlags)))
-            return nil
-        }
-        var flags: [String: FeatureFlag] = [:]
-        var lastIndex: [String: Int] = [:]
-        for (index, item) in list.enumerated() {
-            let path = "response.flags[\(index)]"
-            guard let member = item.objectValue else {
-                guard found(ResponseFinding(path: path, kind: .wrongKind(expected: "an object", found: item))) else { return nil }
-                continue
-            }
-            var key: String?
-            switch member["key"] {
-            case nil: guard found(ResponseFinding(path: path + ".key", kind: .missing)) else { return nil }
-            case .string(let k)?:
-                key = k
-                if lenient {
-                    if let previous = lastIndex[k] {
-                        let finding = ResponseFinding(path: path + ".key", kind: .repeatedKey(k, previous: previous), fatal: false,
-                                                      handling: "; the last one wins")
-                        guard found(finding) else { return nil }
-                    }
-                    lastIndex[k] = index
-                }
-            case let other?: guard found(ResponseFinding(path: path + ".key", kind: .wrongKind(expected: "a string", found: other))) else { return nil }
-            }
-            var enabled: Bool?
-            switch member["enabled"] {
-            case .bool(let b)?: enabled = b
-            case let other:
-                let kind: ResponseFinding.Kind = other.map { .wrongKind(expected: "a boolean", found: $0) } ?? .missing
-                guard found(ResponseFinding(path: path + ".enabled", kind: kind, detail: key.map { "flag \($0)" })) else { return nil }
-            }
-            var ruleId = ""
-            switch member["rule_id"] {
-            case .string(let r)?: ruleId = r
-            case let other:
-                let kind: ResponseFinding.Kind = other.map { .wrongKind(expected: "a string", found: $0) } ?? .missing
-                if lenient, !found(ResponseFinding(path: path + ".rule_id", kind: kind, fatal: false, handling: " (served as \"\")")) { return nil }
-            }
-            let properties = member["properties"]?.objectValue
-            if lenient, let raw = member["properties"], properties == nil {
-                let finding = ResponseFinding(path: path + ".properties", kind: .wrongKind(expected: "an object", found: raw), fatal: false,
-                                              handling: " (served as {})")
-                guard found(finding) else { return nil }
-            }
-            if lenient {
-                for name in member.keys.sorted() where !["key", "enabled", "rule_id", "properties"].contains(name) {
-                    guard found(ResponseFinding(path: path + ".\(name)", kind: .notInContract, fatal: false)) else { return nil }
-                }
-            }
-            if let key, let enabled {
-                flags[key] = FeatureFlag(key: key, isEnabled: enabled, ruleId: ruleId, properties: properties ?? [:])
-            }
-        }
-        return fatal ? nil : FlagsResponse(flags: flags, partial: partial)
     }
 
     /// What a bad answer held where something else was expected: its kind, and a short
@@ -325,58 +175,5 @@ public enum PushwooshAPI {
         case .array(let items): return "an array of \(items.count)"
         case .object: return "an object"
         }
-    }
-}
-
-// MARK: - The answer against the contract (`pushwoosh-agentd --doctor`)
-
-extension PushwooshAPI {
-    /// Where an answer departs from the contract (A.1, A.3): a JSON path (`response.flags`,
-    /// `response.flags[2].enabled`) and what was found there. `fatal`: the agent cannot use the
-    /// answer (RF-7); otherwise it uses it as described (a missing `rule_id` is served as "").
-    public struct Deviation: Sendable, Equatable {
-        public var path: String
-        public var problem: String
-        public var fatal: Bool
-
-        public init(_ path: String, _ problem: String, fatal: Bool) {
-            self.path = path
-            self.problem = problem
-            self.fatal = fatal
-        }
-    }
-
-    /// Every deviation of a `getFeatureFlags` answer (HTTP status and body) from A.1 and A.3,
-    /// in document order; empty when it is exactly what the agent expects. The fatal ones are
-    /// what `classify` and `parseFlags` refuse; the others are what they read leniently.
-    public static func flagsAnswerDeviations(status: Int, body: [UInt8]) -> [Deviation] {
-        var out: [Deviation] = []
-        if status != 200 { out.append(Deviation("(HTTP status)", "\(status), expected 200", fatal: true)) }
-        guard let envelope = body.withUnsafeBytes({ try? JSONReader.parse($0) }) else {
-            out.append(Deviation("(body)", "not JSON", fatal: true))
-            return out
-        }
-        guard let top = envelope.objectValue else {
-            out.append(Deviation("(body)", "\(envelope.kindName), expected an object", fatal: true))
-            return out
-        }
-        switch top["status_code"] {
-        case nil: out.append(Deviation("status_code", "missing", fatal: true))
-        case .number(let n) where n == 200: break
-        case .number(let n):
-            out.append(Deviation("status_code", "\(Int(exactly: n).map(String.init) ?? String(n)), expected 200", fatal: true))
-        case let other?: out.append(Deviation("status_code", "\(other.kindName), expected a number", fatal: true))
-        }
-        if let message = top["status_message"], message.stringValue == nil {
-            out.append(Deviation("status_message", "\(message.kindName), expected a string", fatal: false))
-        }
-        for key in top.keys.sorted() where !["status_code", "status_message", "response", "base_url"].contains(key) {
-            out.append(Deviation(key, "not in the contract (ignored)", fatal: false))
-        }
-        _ = walkFlagsResponse(top["response"], lenient: true) { finding in
-            out.append(finding.deviation)
-            return true
-        }
-        return out
     }
 }
