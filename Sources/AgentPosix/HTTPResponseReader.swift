@@ -51,6 +51,8 @@ public final class HTTPResponseReader {
     /// (`EAGAIN`: the socket's receive timeout passed).
     public private(set) var endErrno: Int32 = 0
     private var buffer: [UInt8] = []
+    /// What one `recv` fills, kept between reads rather than allocated for each.
+    private var chunk = [UInt8](repeating: 0, count: 65_536)
 
     public init(fd: Int32) { self.fd = fd }
 
@@ -83,7 +85,6 @@ public final class HTTPResponseReader {
 
     /// Appends what the socket has; false at its end (closed, reset, timed out).
     private func fill() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n > 0 {

@@ -345,7 +345,7 @@ public final class EmulatorServer: Sendable {
     }
 
     /// Headers or query arguments of the request, in order.
-    private static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HTTPHeader] {
+    static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [HTTPHeader] {
         MicroHTTPD.values(connection, kind).map { HTTPHeader($0.name, $0.value) }
     }
 }

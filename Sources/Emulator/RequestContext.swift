@@ -15,7 +15,7 @@ extension EmulatorServer {
         conCls.pointee = Unmanaged.passRetained(ctx).toOpaque()
         let path = String(cString: url)
         ctx.limit = EmulatorConfiguration.maxBodyBytes(path: path)
-        let headers = MicroHTTPD.values(connection, MHD_ValueKind.HEADER_KIND).map { HTTPHeader($0.name, $0.value) }
+        let headers = Self.values(connection, MHD_ValueKind.HEADER_KIND)
         var early: EmulatorResponse?
         if !configuration.authorized(path: path, headers: headers) {
             early = EmulatorConfiguration.unauthorized.render()

@@ -37,7 +37,7 @@ extension EmulatorConfiguration {
     /// (`Token [redacted]`), and neither token appears in any other header.
     public func redact(_ headers: [HTTPHeader]) -> [HTTPHeader] {
         headers.map { h in
-            if h.name.lowercased() == "authorization" {
+            if h.isNamed("authorization") {
                 let scheme = h.value.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
                 return HTTPHeader(h.name, scheme.isEmpty || scheme == h.value ? Self.redacted : scheme + " " + Self.redacted)
             }

@@ -202,8 +202,8 @@ struct ObjectReader {
             let decoded = try decode(item, path + [.index(k)])
             let identity = id(decoded)
             if let first = firstIndex[identity] {
-                let firstPath = DefinitionError(path + [.index(first)], "").path
-                throw DefinitionError(path + [.index(k), .key(idKey)], "duplicate \(noun) \"\(identity)\" (first at \(firstPath))")
+                throw DefinitionError(path + [.index(k), .key(idKey)],
+                                      "duplicate \(noun) \"\(identity)\" (first at \(DefinitionError.render(path + [.index(first)])))")
             }
             firstIndex[identity] = k
             out.append(decoded)

@@ -118,7 +118,7 @@ public struct Redactor: Sendable {
 
     /// Learns the secrets of one request (its token and JSON body) before anything is written.
     public mutating func learn(headers: [HTTPHeader], body: [UInt8]) {
-        for h in headers where h.name.lowercased() == "authorization" {
+        for h in headers where h.isNamed("authorization") {
             let value = h.value.hasPrefix("Token ") ? String(h.value.dropFirst(6)) : h.value
             if !value.isEmpty { _ = placeholder(value, kind: "API-TOKEN") }
         }
@@ -170,7 +170,7 @@ public struct Redactor: Sendable {
 
     public func redact(_ headers: [HTTPHeader]) -> [HTTPHeader] {
         headers.map { h in
-            if h.name.lowercased() == "authorization", h.value.hasPrefix("Token ") {
+            if h.isNamed("authorization"), h.value.hasPrefix("Token ") {
                 let token = String(h.value.dropFirst(6))
                 return HTTPHeader(h.name, "Token " + (placeholders[token] ?? redact(token)))
             }

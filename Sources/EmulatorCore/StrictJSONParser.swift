@@ -15,7 +15,10 @@ public struct DefinitionError: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     /// `flags[2].rules[0].when` (empty for the root).
-    public var path: String {
+    public var path: String { Self.render(components) }
+
+    /// A path as errors show it: `flags[2].rules[0].when`.
+    static func render(_ components: [PathComponent]) -> String {
         var out = ""
         for c in components {
             switch c {

@@ -136,16 +136,16 @@ public func runCapturing(_ executable: String, _ arguments: [String], input: Str
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    let out = Pipe(), err = Pipe(), stdin = Pipe()
+    let out = Pipe(), err = Pipe(), stdin = input.map { _ in Pipe() }
     process.standardOutput = out
     process.standardError = err
-    process.standardInput = input == nil ? FileHandle.nullDevice : stdin
+    process.standardInput = stdin ?? FileHandle.nullDevice
     let started = monotonicSeconds()
     try process.run()
     let done = DispatchGroup()
     let errText = LockedText()
     DispatchQueue.global().async(group: done) { errText.set(err.fileHandleForReading.readDataToEndOfFile()) }
-    if let input {
+    if let input, let stdin {
         let writer = stdin.fileHandleForWriting
         DispatchQueue.global().async(group: done) {
             try? writer.write(contentsOf: Data(input.utf8))

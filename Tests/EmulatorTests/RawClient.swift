@@ -20,8 +20,8 @@ final class RawSocket: @unchecked Sendable {
         var contentLength: Int? { head?.contentLength }
         var body: [UInt8] { headerEnd.map { Array(bytes[$0...]) } ?? [] }
         var complete: Bool {
-            guard let h = headerEnd, let n = contentLength else { return false }
-            return bytes.count - h >= n
+            guard let head, let n = head.contentLength else { return false }
+            return bytes.count - head.length >= n
         }
     }
 

@@ -31,13 +31,18 @@ public struct HTTPHeader: Sendable, Equatable {
         self.name = name
         self.value = value
     }
+
+    /// Whether the field is called `name`, compared case-insensitively (RFC 9110 5.1; names are
+    /// ASCII), without lowercasing either: the HTTP interface looks headers up on every request.
+    public func isNamed(_ name: String) -> Bool {
+        self.name.utf8.elementsEqual(name.utf8) { a, b in a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= 0x61 && (a | 0x20) <= 0x7A) }
+    }
 }
 
 extension Array where Element == HTTPHeader {
-    /// The value of the first field named `name`, compared case-insensitively (RFC 9110 5.1).
+    /// The value of the first field named `name`, compared case-insensitively.
     public func value(named name: String) -> String? {
-        let lower = name.lowercased()
-        return first { $0.name.lowercased() == lower }?.value
+        first { $0.isNamed(name) }?.value
     }
 }
 

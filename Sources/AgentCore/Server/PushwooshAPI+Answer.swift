@@ -149,49 +149,50 @@ extension PushwooshAPI {
         var flags: [String: FeatureFlag] = [:]
         var lastIndex: [String: Int] = [:]
         for (index, item) in list.enumerated() {
-            let path = "response.flags[\(index)]"
+            // Built only for a finding: the refresh path walks every flag and finds nothing.
+            func path(_ member: String = "") -> String { "response.flags[\(index)]" + member }
             guard let member = item.objectValue else {
-                guard found(AnswerFinding(path: path, kind: .wrongKind(expected: "an object", found: item))) else { return nil }
+                guard found(AnswerFinding(path: path(), kind: .wrongKind(expected: "an object", found: item))) else { return nil }
                 continue
             }
             var key: String?
             switch member["key"] {
-            case nil: guard found(AnswerFinding(path: path + ".key", kind: .missing)) else { return nil }
+            case nil: guard found(AnswerFinding(path: path(".key"), kind: .missing)) else { return nil }
             case .string(let k)?:
                 key = k
                 if lenient {
                     if let previous = lastIndex[k] {
-                        let finding = AnswerFinding(path: path + ".key", kind: .repeatedKey(k, previous: previous), fatal: false,
+                        let finding = AnswerFinding(path: path(".key"), kind: .repeatedKey(k, previous: previous), fatal: false,
                                                       handling: "; the last one wins")
                         guard found(finding) else { return nil }
                     }
                     lastIndex[k] = index
                 }
-            case let other?: guard found(AnswerFinding(path: path + ".key", kind: .wrongKind(expected: "a string", found: other))) else { return nil }
+            case let other?: guard found(AnswerFinding(path: path(".key"), kind: .wrongKind(expected: "a string", found: other))) else { return nil }
             }
             var enabled: Bool?
             switch member["enabled"] {
             case .bool(let b)?: enabled = b
             case let other:
                 let kind: AnswerFinding.Kind = other.map { .wrongKind(expected: "a boolean", found: $0) } ?? .missing
-                guard found(AnswerFinding(path: path + ".enabled", kind: kind, detail: key.map { "flag \($0)" })) else { return nil }
+                guard found(AnswerFinding(path: path(".enabled"), kind: kind, detail: key.map { "flag \($0)" })) else { return nil }
             }
             var ruleId = ""
             switch member["rule_id"] {
             case .string(let r)?: ruleId = r
             case let other:
                 let kind: AnswerFinding.Kind = other.map { .wrongKind(expected: "a string", found: $0) } ?? .missing
-                if lenient, !found(AnswerFinding(path: path + ".rule_id", kind: kind, fatal: false, handling: " (served as \"\")")) { return nil }
+                if lenient, !found(AnswerFinding(path: path(".rule_id"), kind: kind, fatal: false, handling: " (served as \"\")")) { return nil }
             }
             let properties = member["properties"]?.objectValue
             if lenient, let raw = member["properties"], properties == nil {
-                let finding = AnswerFinding(path: path + ".properties", kind: .wrongKind(expected: "an object", found: raw), fatal: false,
+                let finding = AnswerFinding(path: path(".properties"), kind: .wrongKind(expected: "an object", found: raw), fatal: false,
                                               handling: " (served as {})")
                 guard found(finding) else { return nil }
             }
             if lenient {
                 for name in member.keys.sorted() where !["key", "enabled", "rule_id", "properties"].contains(name) {
-                    guard found(AnswerFinding(path: path + ".\(name)", kind: .notInContract, fatal: false)) else { return nil }
+                    guard found(AnswerFinding(path: path(".\(name)"), kind: .notInContract, fatal: false)) else { return nil }
                 }
             }
             if let key, let enabled {
