@@ -6,7 +6,7 @@ import json
 import os
 import select
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 pytest_plugins = ["pytester"]
 
@@ -55,12 +55,14 @@ def run_as_nobody(fn: Callable[[], Any], timeout: float = 20.0) -> Dict[str, Any
     return result
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
-    """Polls ``condition`` until it is truthy; returns its value (asserts on timeout)."""
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01,
+               what: Optional[Callable[[], str]] = None) -> Any:
+    """Polls ``condition`` until it is truthy; returns its value. On timeout it asserts, saying
+    ``what()`` (what was seen) when given."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
-        assert time.monotonic() < deadline, f"condition not met within {timeout} s"
+        assert time.monotonic() < deadline, f"condition not met within {timeout} s" + (f": {what()}" if what else "")
         time.sleep(interval)

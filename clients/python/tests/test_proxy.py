@@ -5,9 +5,9 @@ proxy written for the test tunnels to the emulator over HTTPS."""
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Dict, Mapping, Optional
 
+from conftest import wait_until
 from connect_proxy import ConnectProxy
 from pushwoosh_agent.processes import AgentProcess, EmulatorProcess
 from pushwoosh_agent.tls import TestCA
@@ -28,14 +28,11 @@ def _agent(tmp: str, pushwoosh_bin: str, emulator: EmulatorProcess, environment:
 
 
 def _settled(agent: AgentProcess, timeout: float = 10.0) -> Dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    status: Dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = agent.client.status()
-        if status.get("lastRefreshAt") is not None or status.get("lastRefreshError"):
-            return status
-        time.sleep(0.02)
-    raise AssertionError(f"no refresh within {timeout} s: {status}")
+    """The agent's status once a refresh has ended, well or not."""
+    def settled() -> Optional[Dict[str, Any]]:
+        status = dict(agent.client.status())
+        return status if status.get("lastRefreshAt") is not None or status.get("lastRefreshError") else None
+    return dict(wait_until(settled, timeout, 0.02, what=lambda: f"no refresh: {agent.client.status()}"))
 
 
 def test_https_proxy_from_the_environment(pushwoosh_bin: str, pushwoosh_tmp_dir: str) -> None:

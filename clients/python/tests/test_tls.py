@@ -8,26 +8,23 @@ import contextlib
 import os
 import signal
 import ssl
-import time
 import urllib.request
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 import pytest
 
+from conftest import wait_until
 from pushwoosh_agent.emulator import EmulatorClient
 from pushwoosh_agent.processes import AgentProcess, EmulatorProcess
 from pushwoosh_agent.tls import Issued, TestCA
 
 
 def _failed_status(agent: AgentProcess, timeout: float = 10.0) -> Dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    status: Dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = agent.client.status()
-        if status.get("lastRefreshError"):
-            return status
-        time.sleep(0.02)
-    raise AssertionError(f"no refresh failure within {timeout} s: {status}")
+    """The agent's status once a refresh has failed."""
+    def failed() -> Optional[Dict[str, Any]]:
+        status = dict(agent.client.status())
+        return status if status.get("lastRefreshError") else None
+    return dict(wait_until(failed, timeout, 0.02, what=lambda: f"no refresh failure: {agent.client.status()}"))
 
 
 def _metrics(agent: AgentProcess) -> str:
@@ -74,11 +71,7 @@ def _reload(agent: AgentProcess, answer: str, timeout: float = 10.0) -> str:
     agent.write_config()
     mark = len(agent.log())
     agent.signal(signal.SIGHUP)
-    deadline = time.monotonic() + timeout
-    while answer not in agent.log()[mark:]:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {answer!r} within {timeout} s: {agent.log()[mark:]}")
-        time.sleep(0.02)
+    wait_until(lambda: answer in agent.log()[mark:], timeout, 0.02, what=lambda: f"no {answer!r}: {agent.log()[mark:]}")
     return agent.log()[mark:]
 
 
