@@ -241,6 +241,7 @@ public final class Daemon {
         switch event {
         case .flagsChanged(let reason, let keys):
             server?.broadcast(.flagsDidUpdate(reason: reason, changed: keys, at: host.clock.wall))
+            http?.flagsMayHaveChanged()
             log(.info, "flags changed", ["reason": reason.rawValue, "count": keys.count, "keys": keys.prefix(10).joined(separator: ",")])
         case .refreshSucceeded(let trigger, let count, let partial):
             log(.debug, "refresh ok", ["trigger": trigger.rawValue, "flags": count, "partial": partial ? "yes" : nil])
@@ -280,11 +281,20 @@ public final class Daemon {
     private func makeHTTPService(inheritedFD: Int32?) throws(HTTPServiceError) -> HTTPService {
         var settings = configuration.http
         if let seconds = environment["PUSHWOOSH_AGENT_HTTP_IDLE_TIMEOUT"].flatMap({ UInt32($0) }) { settings.idleTimeout = seconds }
+        // For tests of the keep-alive comment (docs/http.md F.3), which would otherwise wait 10 s.
+        let keepAlive = environment["PUSHWOOSH_AGENT_SSE_KEEPALIVE"].flatMap { Double($0) }.flatMap { $0 > 0 && $0 <= 15 ? $0 : nil }
         return try HTTPService(
             loop: loop, host: host, metrics: metrics, settings: settings, socket: configuration.socket, inheritedFD: inheritedFD,
+            keepAliveSeconds: keepAlive ?? OFREPEvents.keepAliveSeconds,
             onRefused: { [unowned self] in
                 self.metrics.httpConnectionsRefused += 1
-                self.server.warnings.warn("HTTP connection refused: too many connections", ["max": self.configuration.http.maxConnections])
+                self.server.warnings.warn("HTTP connection refused: too many connections, every one being answered",
+                                          ["max": self.configuration.http.maxConnections])
+            },
+            onEvicted: { [unowned self] in
+                self.metrics.httpConnectionsEvicted += 1
+                self.server.warnings.warn("HTTP connection closed to make room: it had waited longest for its request",
+                                          ["max": self.configuration.http.maxConnections])
             },
             onRequestTimeout: { [unowned self] in
                 self.metrics.httpRequestReadTimeouts += 1
@@ -296,6 +306,8 @@ public final class Daemon {
 
     private func metricsText() -> String {
         metrics.text(Metrics.Snapshot(status: host.agent.status(), version: StatusReport.version,
-                                      socketConnections: server.connectionCount, httpConnections: http?.connectionCount ?? 0))
+                                      socketConnections: server.connectionCount, httpConnections: http?.connectionCount ?? 0,
+                                      eventStreams: http?.interface.events.openStreams ?? 0,
+                                      eventsSent: http?.interface.events.eventsSent ?? 0))
     }
 }

@@ -31,6 +31,8 @@ final class Metrics {
     var socketConnectionsAccepted = 0
     var socketConnectionsRefused = 0
     var httpConnectionsRefused = 0
+    /// HTTP connections closed at `MaxConnections=` to make room (docs/http.md F.2).
+    var httpConnectionsEvicted = 0
     /// Connections closed for not completing a request within `RequestReadTimeout`.
     var socketRequestReadTimeouts = 0
     var httpRequestReadTimeouts = 0
@@ -111,6 +113,9 @@ final class Metrics {
         var version: String
         var socketConnections: Int
         var httpConnections: Int
+        /// OFREP event streams open now, and events sent on them (docs/http.md F.3).
+        var eventStreams = 0
+        var eventsSent = 0
     }
 
     func text(_ s: Snapshot) -> String {
@@ -157,6 +162,13 @@ final class Metrics {
         out.sample("pushwoosh_agent_http_connections", [], Double(s.httpConnections))
         out.family("pushwoosh_agent_http_connections_refused_total", "counter", "HTTP connections refused over MaxConnections.")
         out.sample("pushwoosh_agent_http_connections_refused_total", [], Double(httpConnectionsRefused))
+        out.family("pushwoosh_agent_http_connections_evicted_total", "counter",
+                   "HTTP connections closed at MaxConnections to make room: each had waited longest for its request.")
+        out.sample("pushwoosh_agent_http_connections_evicted_total", [], Double(httpConnectionsEvicted))
+        out.family("pushwoosh_agent_ofrep_event_streams", "gauge", "OFREP change-event streams open now.")
+        out.sample("pushwoosh_agent_ofrep_event_streams", [], Double(s.eventStreams))
+        out.family("pushwoosh_agent_ofrep_events_total", "counter", "OFREP change events sent (one per stream told).")
+        out.sample("pushwoosh_agent_ofrep_events_total", [], Double(s.eventsSent))
         out.family("pushwoosh_agent_request_read_timeouts_total", "counter",
                    "Connections closed for not completing a request within RequestReadTimeout, by door.")
         out.sample("pushwoosh_agent_request_read_timeouts_total", [("door", "socket")], Double(socketRequestReadTimeouts))

@@ -49,7 +49,7 @@ class Emulator:
 class Agent:
     """pushwoosh-agentd with [HTTP] Listen= (a loopback port, or a Unix socket path)."""
 
-    def __init__(self, server_url, unix=False, application=APPLICATION, token=None):
+    def __init__(self, server_url, unix=False, application=APPLICATION, token=None, extra="", env=None):
         self.dir = tempfile.TemporaryDirectory(prefix="pwagent-ofrep-")
         d = self.dir.name
         self.token = token
@@ -67,10 +67,11 @@ class Agent:
         with open(os.path.join(d, "agent.conf"), "w") as f:
             f.write(f"[Agent]\nApplicationCode={application}\nServerURL={server_url}\nUserId={USER}\n"
                     f"Socket={d}/agent.sock\nStateDirectory={d}/state\nRequestTimeout=5s\n"
-                    f"[HTTP]\nListen={self.listen}\n{http_extra}")
+                    f"[HTTP]\nListen={self.listen}\n{http_extra}{extra}")
         self.stderr = open(os.path.join(d, "stderr.log"), "w")
         self.process = subprocess.Popen([binary("pushwoosh-agentd"), "--config", os.path.join(d, "agent.conf")],
-                                        stdout=subprocess.DEVNULL, stderr=self.stderr, env={"PATH": "/usr/bin:/bin"})
+                                        stdout=subprocess.DEVNULL, stderr=self.stderr,
+                                        env={"PATH": "/usr/bin:/bin", **(env or {})})
         self.unix = unix
 
     @property

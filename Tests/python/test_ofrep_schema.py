@@ -83,9 +83,9 @@ def ofrep_document(user):
     codes.append("PROVIDER_NOT_READY")
 
     # Deviation: the query parameters `flagConfigEtag` and `flagConfigLastModified` are
-    # ignored, not validated. They are hints for re-fetches triggered by an event stream;
-    # the agent announces none (every bulk answer is evaluated afresh, with its ETag), so
-    # a provider never sends them, and a malformed one changes nothing.
+    # ignored, not validated. They are hints a provider adds to a re-fetch triggered by an
+    # event of the agent's stream (docs/http.md F.3); every bulk answer is evaluated afresh,
+    # with its ETag, so the hint changes nothing, and a malformed one is no reason to refuse.
     parameters = doc["components"]["parameters"]
     assert parameters["flagConfigLastModified"]["schema"]["oneOf"][0]["minimum"] == 0, "parameters changed: review this deviation"
     for name in ("flagConfigEtag", "flagConfigLastModified"):

@@ -3,8 +3,8 @@ import AgentWire
 import FoundationEssentials
 
 /// The routes of docs/http.md F: OFREP evaluation (F.1), `/healthz`, `/readyz`, `/metrics`
-/// (F.2). Nothing here changes state: there is no route but the evaluations and the three
-/// GETs.
+/// (F.2), OFREP's change events (F.3). Nothing here changes state: there is no route but the
+/// evaluations and the four GETs.
 final class HTTPInterface {
     private let host: AgentOnLoop
     private let metrics: Metrics
@@ -17,13 +17,18 @@ final class HTTPInterface {
 
     /// The bulk answer, built without holding up the loop and kept until the flags change.
     let bulkAnswers: BulkAnswers
+    /// `GET /ofrep/v1/events`' streams.
+    let events: OFREPEvents
 
-    init(host: AgentOnLoop, metrics: Metrics, token: [UInt8]?, metricsText: @escaping () -> String) {
+    init(host: AgentOnLoop, metrics: Metrics, token: [UInt8]?, maxEventStreams: Int = 128,
+         keepAliveSeconds: Double = OFREPEvents.keepAliveSeconds, metricsText: @escaping () -> String) {
         self.host = host
         self.metrics = metrics
         self.token = token
         self.metricsText = metricsText
         bulkAnswers = BulkAnswers(loop: host.loop) { [unowned host] in host.agent.servedSnapshot() }
+        events = OFREPEvents(loop: host.loop, bulk: bulkAnswers, maxStreams: maxEventStreams, keepAliveSeconds: keepAliveSeconds,
+                             now: { [unowned host] in host.clock.wall })
     }
 
     /// The answer now (a bulk answer is built at once).
@@ -54,6 +59,10 @@ final class HTTPInterface {
                          headers: [("WWW-Authenticate", "Bearer")])
         }
         let path = request.path
+        if let problem = request.unreadablePath {
+            let key = path.hasPrefix(Self.single) ? String(path.dropFirst(Self.single.count)) : nil
+            return .json(400, Self.errorBody(key, code: "GENERAL", details: problem), headers: [("Connection", "close")])
+        }
         switch path {
         case "/healthz":
             return only(["GET", "HEAD"], request) { .json(200, JSONValueBox(bytes: JSONWriter.encode(["status": "ok"]))) }
@@ -68,6 +77,8 @@ final class HTTPInterface {
                 HTTPServerResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
                                    body: Array(metricsText().utf8))
             }
+        case OFREPEvents.path:
+            return only(["GET"], request) { events.open() }
         case Self.bulk, Self.bulk + "/":
             guard request.method == "POST" else { return only(["POST"], request) { preconditionFailure() } }
             if let rejection = OFREP.checkRequest(request.body, key: nil, agent: host.agent) {

@@ -22,7 +22,8 @@ final class HTTPService {
 
     /// Binds `Listen=` (or adopts `inheritedFD`) and reads the token; serving starts with `start`.
     init(loop: EventLoop, host: AgentOnLoop, metrics: Metrics, settings: HTTPSettings, socket: SocketSettings,
-         inheritedFD: Int32?, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
+         inheritedFD: Int32?, keepAliveSeconds: Double = OFREPEvents.keepAliveSeconds,
+         onRefused: @escaping () -> Void, onEvicted: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
          metricsText: @escaping () -> String) throws(HTTPServiceError) {
         self.settings = settings
         let (token, warning) = try Self.readToken(settings.tokenFile)
@@ -54,11 +55,13 @@ final class HTTPService {
                 (listenFD, address) = try Self.bindLoopback(ipv6: true, port: port)
             }
         }
-        interface = HTTPInterface(host: host, metrics: metrics, token: token, metricsText: metricsText)
+        // Event streams may take half the connections: the rest stay for evaluations and /healthz.
+        interface = HTTPInterface(host: host, metrics: metrics, token: token, maxEventStreams: max(1, settings.maxConnections / 2),
+                                  keepAliveSeconds: keepAliveSeconds, metricsText: metricsText)
         let interface = self.interface
         let limits = LoopHTTPServer.Limits(connections: settings.maxConnections, idle: settings.idleTimeout,
                                            requestRead: socket.requestReadTimeout)
-        server = LoopHTTPServer(loop: loop, limits: limits, onRefused: onRefused, onRequestTimeout: onRequestTimeout) {
+        server = LoopHTTPServer(loop: loop, limits: limits, onRefused: onRefused, onEvicted: onEvicted, onRequestTimeout: onRequestTimeout) {
             interface.respond($0, reply: $1)
         }
     }
@@ -86,7 +89,11 @@ final class HTTPService {
         return warnings
     }
 
+    /// The served flags may have changed: event streams hear of it if they did.
+    func flagsMayHaveChanged() { interface.events.flagsMayHaveChanged() }
+
     func stop() {
+        interface.events.stop()
         server.stop()
         if listenFD >= 0 { Glibc.close(listenFD) }
         listenFD = -1

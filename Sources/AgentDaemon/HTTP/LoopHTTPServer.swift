@@ -13,6 +13,8 @@ struct HTTPServerRequest {
     var body: [UInt8]
     /// The body was over `HTTPSettings.maximumBodyBytes` (and dropped): the answer is 413.
     var bodyTooLarge = false
+    /// Why the path could not be decoded (`path` is then as it came): the answer is 400.
+    var unreadablePath: String?
 
     func header(_ name: String) -> String? { headers.value(named: name) }
 }
@@ -21,6 +23,9 @@ struct HTTPServerResponse {
     var status: Int
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
+    /// Set for an answer without an end (docs/http.md F.3's event stream): `body` is unused,
+    /// what is written to the stream is sent as it comes.
+    var stream: EventStream?
     /// Set for a large answer many clients get alike (the bulk OFREP answer): libmicrohttpd
     /// keeps one copy of it for every connection it is sent on, instead of one each, so
     /// clients that do not read it cost no memory each.
@@ -58,10 +63,14 @@ struct JSONValueBox {
 ///
 /// Limits: bodies over `HTTPSettings.maximumBodyBytes` get 413 (the rest of the body is
 /// read and dropped); at most `limits.connections` connections (`[HTTP] MaxConnections=`):
-/// one more is accepted and closed at once, counted by `onRefused`; a connection whose
-/// request headers have not arrived within `limits.requestRead` of its opening or of its
-/// previous answer is closed (`onRequestTimeout`); `limits.idle` closes idle connections.
-/// The connections' bookkeeping is in LoopHTTPServer+Connections.swift.
+/// at the limit a new connection takes the place of the one that has waited longest for
+/// its request (`onEvicted`), and is refused only when every connection is being answered
+/// (`onRefused`); a connection whose request (headers and body) has not arrived within
+/// `limits.requestRead` of its opening or of its previous answer is closed
+/// (`onRequestTimeout`); `limits.idle` closes idle connections. A request line or header
+/// that is not one reading (two `Content-Length`s, a path that decodes to no UTF-8) is a 400;
+/// an encoded NUL or control character stays in the path (`key%00` is not `key`). The connections' bookkeeping is in LoopHTTPServer+Connections.swift,
+/// answers without an end (event streams) in LoopHTTPServer+Streams.swift.
 final class LoopHTTPServer {
     /// The answer now, or nil when the handler calls the reply later (the connection is
     /// suspended meanwhile and serves nothing else).
@@ -78,6 +87,7 @@ final class LoopHTTPServer {
     let loop: EventLoop
     private let handler: Handler
     let onRefused: () -> Void
+    let onEvicted: () -> Void
     let onRequestTimeout: () -> Void
     var limits: Limits
     var daemon: OpaquePointer?
@@ -86,18 +96,26 @@ final class LoopHTTPServer {
     private var timerDeadline: Double?
     /// Open HTTP connections by libmicrohttpd's connection (MHD_OPTION_NOTIFY_CONNECTION).
     var open: [OpaquePointer: OpenConnection] = [:]
+    /// Connections opened so far (each one's `serial`).
+    var openedCount = 0
     /// The timer of `RequestReadTimeout`: armed while any connection is open.
     var readTimer: EventLoop.TimerHandle?
     /// Connections waiting for an answer that comes later (MHD_suspend_connection).
     var suspended: Set<OpaquePointer> = []
+    /// Event streams' connections, suspended until there is something to send.
+    var streamsWaiting: Set<OpaquePointer> = []
+    /// Within `MHD_run` (libmicrohttpd is not reentrant: a pass asked for meanwhile comes after).
+    private var running = false
+    private var runScheduled = false
 
     var connectionCount: Int { open.count }
 
-    init(loop: EventLoop, limits: Limits, onRefused: @escaping () -> Void, onRequestTimeout: @escaping () -> Void,
-         handler: @escaping Handler) {
+    init(loop: EventLoop, limits: Limits, onRefused: @escaping () -> Void, onEvicted: @escaping () -> Void,
+         onRequestTimeout: @escaping () -> Void, handler: @escaping Handler) {
         self.loop = loop
         self.limits = limits
         self.onRefused = onRefused
+        self.onEvicted = onEvicted
         self.onRequestTimeout = onRequestTimeout
         self.handler = handler
     }
@@ -127,12 +145,19 @@ final class LoopHTTPServer {
                 server.closed(connection)
             }
         }
-        // libmicrohttpd's own limit is never reached (the accept policy refuses first): at
-        // its limit it takes the listening socket out of its epoll set.
+        // The path is decoded here, not by libmicrohttpd (whose decoding ends the path at an
+        // encoded NUL: `key%00` would read as `key`).
+        let keepEscaped: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<CChar>?) -> Int = { _, _, text in
+            text.map { strlen($0) } ?? 0
+        }
+        // libmicrohttpd's own limit leaves room for connections evicted and not yet closed
+        // (the accept policy decides first): at its limit it takes the listening socket out
+        // of its epoll set.
         let options: [CVarArg] = [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), listenFD,
             Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(limits.idle),
-            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(max(1, limits.connections) + 1),
+            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(2 * max(1, limits.connections) + 8),
+            Int32(MHD_OPTION.UNESCAPE_CALLBACK.rawValue), OpaquePointer(unsafeBitCast(keepEscaped, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.NOTIFY_COMPLETED.rawValue), OpaquePointer(unsafeBitCast(completed, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.NOTIFY_CONNECTION.rawValue), OpaquePointer(unsafeBitCast(notify, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.END.rawValue),
@@ -144,10 +169,7 @@ final class LoopHTTPServer {
         let started = withVaList(options) { va in
             MHD_start_daemon_va(flags, 0, { cls, _, _ in
                 guard let cls else { return MHD_Result.NO }
-                let server = Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue()
-                if server.open.count < server.limits.connections { return MHD_Result.YES }
-                server.onRefused()
-                return MHD_Result.NO
+                return Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue().admit() ? MHD_Result.YES : MHD_Result.NO
             }, me, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
                 guard let cls, let connection, let url, let method, let uploadDataSize, let conCls else { return MHD_Result.NO }
                 let server = Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue()
@@ -186,8 +208,10 @@ final class LoopHTTPServer {
         if epollFD >= 0 { loop.unregister(epollFD) }
         epollFD = -1
         self.daemon = nil
-        for connection in suspended { MHD_resume_connection(connection) }  // libmicrohttpd stops none suspended
+        for connection in suspended.union(streamsWaiting) { MHD_resume_connection(connection) }  // libmicrohttpd stops none suspended
+        for entry in open.values { entry.stream?.finish() }
         suspended.removeAll()
+        streamsWaiting.removeAll()
         MHD_stop_daemon(daemon)
         for connection in open.values where connection.watched { loop.unregister(connection.fd) }
         open.removeAll()
@@ -202,13 +226,15 @@ final class LoopHTTPServer {
     /// connection left there would be no event and no timeout to call it again: the
     /// listener would stay deaf for good, its backlog filling, nothing logged.
     func run() {
-        guard let daemon else { return }
+        guard let daemon, !running else { return runSoon() }
+        running = true
         var count = open.count
         _ = MHD_run(daemon)
         while self.daemon != nil, open.count < count {
             count = open.count
             _ = MHD_run(daemon)
         }
+        running = false
         var milliseconds: UInt64 = 0
         guard self.daemon != nil, MHD_get_timeout(daemon, &milliseconds) == MHD_Result.YES else {
             if let timer { loop.cancel(timer) }
@@ -228,6 +254,17 @@ final class LoopHTTPServer {
         }
     }
 
+    /// A pass of libmicrohttpd's work soon (after the one running, if any).
+    func runSoon() {
+        guard daemon != nil, !runScheduled else { return }
+        runScheduled = true
+        loop.schedule(after: 0) { [weak self] in
+            guard let self else { return }
+            self.runScheduled = false
+            self.run()
+        }
+    }
+
     // MARK: - The access handler
 
     /// Called by libmicrohttpd: once with the headers, once per piece of the body, once at
@@ -237,9 +274,22 @@ final class LoopHTTPServer {
                         conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         loop.assertOnLoopThread()
         guard let raw = conCls.pointee else {
-            conCls.pointee = Unmanaged.passRetained(PendingRequest()).toOpaque()
-            headersArrived(connection)
-            return MHD_Result.YES
+            let headers = Self.headers(connection)
+            let pending = PendingRequest(headers: headers)
+            conCls.pointee = Unmanaged.passRetained(pending).toOpaque()
+            switch Self.readPath(url, headers: headers) {
+            case .path(let path):
+                pending.path = path
+                return MHD_Result.YES
+            case .unreadable(let raw, let problem):
+                pending.path = raw
+                pending.unreadablePath = problem
+                return MHD_Result.YES
+            case .refused(let refusal):
+                // Answered before its body: libmicrohttpd closes the connection after it.
+                requestComplete(connection)
+                return send(refusal, on: connection)
+            }
         }
         let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeUnretainedValue()
         if let later = pending.later {  // resumed: the answer has come
@@ -259,10 +309,9 @@ final class LoopHTTPServer {
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
-        var fullPath = String(cString: url)
-        if let q = fullPath.firstIndex(of: "?") { fullPath = String(fullPath[..<q]) }
-        let request = HTTPServerRequest(method: String(cString: method), path: fullPath,
-                                        headers: Self.headers(connection), body: pending.body, bodyTooLarge: pending.tooLarge)
+        requestComplete(connection)
+        let request = HTTPServerRequest(method: String(cString: method), path: pending.path, headers: pending.headers,
+                                        body: pending.body, bodyTooLarge: pending.tooLarge, unreadablePath: pending.unreadablePath)
         pending.body = []
         let reply: (HTTPServerResponse) -> Void = { [weak self] response in
             guard let self, self.daemon != nil, self.suspended.remove(connection) != nil else { return }
@@ -277,6 +326,7 @@ final class LoopHTTPServer {
     }
 
     private func send(_ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
+        if let stream = response.stream { return queueStream(stream, response, on: connection) }
         if let shared = response.shared {
             guard let made = shared.mhdResponse(response) else { return MHD_Result.NO }
             return MHD_queue_response(connection, UInt32(response.status), made)
@@ -292,10 +342,16 @@ final class LoopHTTPServer {
 
 /// Per-request state kept in libmicrohttpd's `con_cls`.
 private final class PendingRequest {
+    let headers: [HTTPHeader]
+    /// Decoded, without the query (as it came when it cannot be decoded).
+    var path = ""
+    var unreadablePath: String?
     var body: [UInt8] = []
     var tooLarge = false
     /// An answer that came after the connection was suspended.
     var later: HTTPServerResponse?
+
+    init(headers: [HTTPHeader]) { self.headers = headers }
 }
 
 struct HTTPServiceError: Error, CustomStringConvertible {

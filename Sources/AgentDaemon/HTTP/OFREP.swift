@@ -46,7 +46,7 @@ enum OFREP {
     }
 
     /// `POST /ofrep/v1/evaluate/flags`: every flag and every `KEY.P`, sorted by key, built at
-    /// once through `evaluate`. The agent serves the same bytes built a slice at a time
+    /// once through `evaluate`, and the event stream to hear of changes on (docs/http.md F.3). The agent serves the same bytes built a slice at a time
     /// (`BulkAnswers`, OFREPBulk.swift); this plain build is what the tests hold it to.
     static func bulk(body: [UInt8], agent: Agent) -> Answer {
         if let rejection = checkRequest(body, key: nil, agent: agent) { return rejection }
@@ -61,7 +61,7 @@ enum OFREP {
             let answer = evaluate(key, agent: agent)
             if answer.status == 200 { items.append(answer.body) }
         }
-        return Answer(status: 200, body: ["flags": .array(items)])
+        return Answer(status: 200, body: ["flags": .array(items), "eventStreams": OFREPEvents.bulkEventStreams])
     }
 
     // MARK: - Pieces

@@ -41,7 +41,8 @@ final class BulkAnswers {
     private(set) var cached: Built?
     private var job: Job?
     private var stepScheduled = false
-    private var waiting: [(request: HTTPServerRequest, reply: (HTTPServerResponse) -> Void)] = []
+    /// Who waits for the build under way (an HTTP answer, the change events).
+    private var waiting: [(Built?) -> Void] = []
 
     init(loop: EventLoop, served: @escaping () -> (snapshot: FlagSnapshot, source: FlagSource)?) {
         self.loop = loop
@@ -50,20 +51,36 @@ final class BulkAnswers {
 
     /// The answer now, or nil when `reply` will get it (`reply` nil: built at once).
     func answer(_ request: HTTPServerRequest, reply: ((HTTPServerResponse) -> Void)?) -> HTTPServerResponse? {
-        guard let current = served() else { return Self.response(OFREP.notReady(nil)) }
+        switch current(later: reply.map { reply in { reply(Self.response(request, $0)) } }) {
+        case .now(let built): Self.response(request, built)
+        case .later: nil
+        }
+    }
+
+    /// What `current` gives: the build of the flags served now (nil: none are served), or
+    /// word that `later` will get it.
+    enum Current {
+        case now(Built?)
+        case later
+    }
+
+    /// The build of the served flags: the kept one while they are unchanged, else built at
+    /// once (small sets, or `later` nil) or a slice at a time, `later` called when done.
+    func current(later: ((Built?) -> Void)?) -> Current {
+        guard let current = served() else { return .now(nil) }
         let identity = Identity(current)
-        if let cached, cached.identity == identity { return Self.response(request, cached) }
-        guard let reply, current.snapshot.flags.count > Self.incrementalAbove else {
+        if let cached, cached.identity == identity { return .now(cached) }
+        guard let later, current.snapshot.flags.count > Self.incrementalAbove else {
             var job = Job(current, identity)
             _ = job.run(until: .infinity, clock: { 0 })
             let built = job.finish()
             cached = built
-            return Self.response(request, built)
+            return .now(built)
         }
-        waiting.append((request, reply))
+        waiting.append(later)
         if job?.identity != identity { job = Job(current, identity) }
         scheduleStep()
-        return nil
+        return .later
     }
 
     private func scheduleStep() {
@@ -86,22 +103,20 @@ final class BulkAnswers {
         }
         let built = job.finish()
         // The flags changed while it was built: build again from the new ones.
-        guard let current = served() else {
-            return replyAll { _ in Self.response(OFREP.notReady(nil)) }
-        }
+        guard let current = served() else { return finishAll(nil) }
         let identity = Identity(current)
         guard identity == built.identity else {
             self.job = Job(current, identity)
             return scheduleStep()
         }
         cached = built
-        replyAll { Self.response($0, built) }
+        finishAll(built)
     }
 
-    private func replyAll(_ response: (HTTPServerRequest) -> HTTPServerResponse) {
+    private func finishAll(_ built: Built?) {
         let waiters = waiting
         waiting = []
-        for waiter in waiters { waiter.reply(response(waiter.request)) }
+        for waiter in waiters { waiter(built) }
     }
 
     // MARK: - Answers
@@ -110,7 +125,10 @@ final class BulkAnswers {
         .json(answer.status, JSONValueBox(bytes: JSONWriter.encode(answer.body)))
     }
 
-    static func response(_ request: HTTPServerRequest, _ built: Built) -> HTTPServerResponse {
+    /// The answer to `request` from `built` (nil: no flags are served, docs/http.md F.1's
+    /// not-ready answer).
+    static func response(_ request: HTTPServerRequest, _ built: Built?) -> HTTPServerResponse {
+        guard let built else { return response(OFREP.notReady(nil)) }
         if let match = request.header("if-none-match"), HTTPInterface.matches(match, built.etag) {
             return HTTPServerResponse(status: 304, headers: [("ETag", built.etag)])
         }
@@ -121,7 +139,9 @@ final class BulkAnswers {
 }
 
 /// One build: every flag and every `KEY.P`, sorted by key, each as `OFREP.evaluate` answers
-/// it (an exact flag key wins; the longest flag key first), written as `{"flags":[…]}`.
+/// it (an exact flag key wins; the longest flag key first), written as
+/// `{"eventStreams":[…],"flags":[…]}` (keys sorted as the project's writer sorts them;
+/// docs/http.md F.3).
 private struct Job {
     let identity: BulkAnswers.Identity
     let flags: [String: FeatureFlag]
@@ -130,6 +150,8 @@ private struct Job {
     var sort: SlicedKeySort
     var keys: [String]?
     var index = 0
+    /// Where the first item goes (after `{"eventStreams":[…],"flags":[`).
+    var itemsStart = 0
     var writer = JSONWriter(capacity: 1 << 16)
     var written = 0
     var hash: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -140,7 +162,8 @@ private struct Job {
         source = served.source
         fetchedAt = served.snapshot.receivedAt
         sort = SlicedKeySort(served.snapshot.flags)
-        writer.writeASCII(#"{"flags":["#)
+        writer.writeASCII("{" + OFREPEvents.bulkEventStreamsMember + #","flags":["#)
+        itemsStart = writer.bytes.count
     }
 
     /// Works until `deadline` (by `clock`); whether it is done.
@@ -154,7 +177,7 @@ private struct Job {
             let key = keys[index]
             index += 1
             if let item = item(key) {
-                if writer.bytes.count > 10 { writer.bytes.append(UInt8(ascii: ",")) }
+                if writer.bytes.count > itemsStart { writer.bytes.append(UInt8(ascii: ",")) }
                 writer.write(item)
             }
             if index & 63 == 0, clock() > deadline { break }
