@@ -41,6 +41,7 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests $(SWIFTFLAGS)
 	$(SWIFT) test --skip-build --no-parallel
+	scripts/lab-test-curl "$(DEBUG_BIN)"
 	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory ofrep-test
 

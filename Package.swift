@@ -61,7 +61,9 @@ let package = Package(
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
-        .target(name: "Emulator", dependencies: ["AgentCore", "AgentCurl", "AgentPosix", "EmulatorCore", "MicroHTTPD"], swiftSettings: strict),
+        .target(name: "Emulator", dependencies: ["AgentCore", "AgentCurl", "AgentPosix", "EmulatorCore", "Lab", "MicroHTTPD"], swiftSettings: strict),
+        // The lab as a service (docs/emulator.md M): devices started, attached, called and moved together.
+        .target(name: "Lab", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "EmulatorCore", "HarnessSupport", "LabClock"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),

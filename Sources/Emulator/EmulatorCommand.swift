@@ -2,6 +2,7 @@ import AgentCore
 import EmulatorCore
 import Foundation
 import Glibc
+import Lab
 
 /// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token TOKEN] [--admin-token FILE]`.
 public enum EmulatorCommand {
@@ -11,6 +12,7 @@ public enum EmulatorCommand {
                                   [--threads N] [--record-limit N] [--max-connections N] [--verbose]
                                   [--tls-cert FILE --tls-key FILE]
                                   [--upstream URL [--record FILE.har] | --replay FILE.har]
+                                  [--lab DIR [--agentd PATH]]
                pushwoosh-emulator --apps-from-har FILE.har
 
         A fake Pushwoosh server: the device API at /json/1.3/{method} and an admin API
@@ -42,6 +44,11 @@ public enum EmulatorCommand {
           --replay FILE.har      answer the device API from a recording: per method, in order,
                                  the last answer repeated; faults and waits on top
           --apps-from-har FILE   print an --apps definition serving the recorded flags, and exit
+          --lab DIR              serve the lab at /lab/ (docs/lab.md M): devices started
+                                 (pushwoosh-agentd children, their state under DIR/devices/NAME),
+                                 attached, called, restarted and moved together by one clock;
+                                 under the same --admin-token; the devices end with the lab
+          --agentd PATH          the daemon the lab starts (default: beside this binary, then PATH)
           --verbose              log every request to standard error
           --help                 show this help
           --version              show the version
@@ -74,6 +81,8 @@ public enum EmulatorCommand {
         public var recordFile: String?
         public var replayFile: String?
         public var appsFromHAR: String?
+        public var labDirectory: String?
+        public var agentd: String?
 
         public init() {}
     }
@@ -134,6 +143,11 @@ public enum EmulatorCommand {
             case "--record": o.recordFile = try value()
             case "--replay": o.replayFile = try value()
             case "--apps-from-har": o.appsFromHAR = try value()
+            case "--lab":
+                let dir = try value()
+                guard dir.hasPrefix("/") || !dir.isEmpty else { throw UsageError(description: "--lab needs a directory") }
+                o.labDirectory = dir
+            case "--agentd": o.agentd = try value()
             case "--verbose", "-v":
                 if inline != nil { throw UsageError(description: "\(arg) takes no value") }
                 o.verbose = true
@@ -144,6 +158,7 @@ public enum EmulatorCommand {
             k += 1
         }
         if o.recordFile != nil && o.upstream == nil { throw UsageError(description: "--record needs --upstream URL") }
+        if o.agentd != nil && o.labDirectory == nil { throw UsageError(description: "--agentd needs --lab DIR") }
         if o.replayFile != nil && o.upstream != nil { throw UsageError(description: "--replay and --upstream exclude each other") }
         if (o.tlsCertificate == nil) != (o.tlsKey == nil) {
             throw UsageError(description: o.tlsKey == nil ? "--tls-cert needs --tls-key" : "--tls-key needs --tls-cert")
@@ -159,6 +174,25 @@ public enum EmulatorCommand {
                              + "add --allow-remote to mean it (and lock the admin API with --admin-token FILE)")
         }
         return o
+    }
+
+    /// `--lab DIR`: the directory made (0700) if missing and made absolute, the daemon found.
+    static func startLab(_ server: EmulatorServer, directory: String, agentd: String?) throws(EmulatorServerError) {
+        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+        do {
+            try FileManager.default.createDirectory(atPath: absolute + "/devices", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw EmulatorServerError(description: "--lab \(directory): cannot make it: \(error.localizedDescription)")
+        }
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        guard let daemon = agentd ?? LabService.defaultAgentd(besides: executable) else {
+            throw EmulatorServerError(description: "--lab: no pushwoosh-agentd beside \(executable) or on PATH; name it with --agentd PATH")
+        }
+        guard FileManager.default.isExecutableFile(atPath: daemon) else {
+            throw EmulatorServerError(description: "--agentd \(daemon): not an executable file")
+        }
+        server.startLab(directory: absolute, agentd: daemon)
     }
 
     /// Reads `--admin-token FILE`: its content without trailing whitespace, not empty.
@@ -317,6 +351,9 @@ public enum EmulatorCommand {
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
                 connectionLimit: min(options.maxConnections, max(16, files - 64)), tls: tls, upstream: upstream)
             let port = try server.start()
+            if let directory = options.labDirectory {
+                try startLab(server, directory: directory, agentd: options.agentd)
+            }
             print("listening on \(server.host):\(port)")
             fflush(nil)
         } catch {
@@ -326,6 +363,7 @@ public enum EmulatorCommand {
         var received: Int32 = 0
         while sigwait(&stopSignals, &received) != 0 {}
         logLine("signal received signal=\(received == SIGTERM ? "SIGTERM" : "SIGINT")")
+        server.stopLab()
         server.stop()
         return 0
     }

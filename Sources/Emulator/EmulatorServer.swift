@@ -5,6 +5,7 @@ import Dispatch
 import EmulatorCore
 import Foundation
 import Glibc
+import Lab
 import Synchronization
 
 public struct EmulatorServerError: Error, CustomStringConvertible, Sendable, Equatable {
@@ -50,6 +51,9 @@ public final class EmulatorServer: Sendable {
     public let tls: TLSIdentity?
     /// `--upstream URL [--record FILE]`: where forwarded device API calls go.
     public let upstream: Upstream?
+    /// `--lab DIR`: the lab's devices and clock behind `/lab/*` (docs/lab.md M); set once
+    /// the server has its port (the devices need its URL), before requests come.
+    let labService = Mutex<LabService?>(nil)
 
     struct Runtime {
         var daemon: Handle?
@@ -251,6 +255,7 @@ public final class EmulatorServer: Sendable {
                                   query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
                                   headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
         ctx.releaseBody()
+        if LabCommand.isLab(request.path) { return lab(request, connection, ctx) }
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }

@@ -12,7 +12,8 @@ extension EmulatorConfiguration {
     public static let maxAdminBodyBytes = 8 << 20
 
     /// Whether `path` is the admin API's (`/admin` and below).
-    public static func isAdmin(_ path: String) -> Bool { path == "/admin" || path.hasPrefix("/admin/") }
+    /// The admin API (`/admin/*`) and the lab's (`/lab/*`, docs/lab.md M): one token locks both.
+    public static func isAdmin(_ path: String) -> Bool { path == "/admin" || path.hasPrefix("/admin/") || LabCommand.isLab(path) }
 
     /// The body limit for a request to `path`.
     public static func maxBodyBytes(path: String) -> Int { isAdmin(path) ? maxAdminBodyBytes : maxDeviceBodyBytes }

@@ -23,6 +23,12 @@ public enum ProcStats {
         return (user + system) / ticksPerSecond
     }
 
+    /// Whether `pid` runs (exists and is not a zombie waiting to be reaped).
+    public static func isAlive(_ pid: pid_t) -> Bool {
+        guard let text = readText("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return false }
+        return text[text.index(after: close)...].split(separator: " ").first != "Z"
+    }
+
     public static func selfCPUSeconds() -> Double {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)

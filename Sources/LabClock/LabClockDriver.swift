@@ -132,8 +132,9 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
     }
 
     /// Moves the lab `seconds` forward (the emulator's offset and every device's grow by that
-    /// much), timer to timer; collects what fired.
-    public func advance(by seconds: Double) throws(LabClockError) -> LabClockAdvance {
+    /// much), timer to timer; collects what fired. With `done`, stops after the first step
+    /// whose outcome (so far) it accepts (the lab's `until: nextTimer`, `nextRefresh`).
+    public func advance(by seconds: Double, until done: (LabClockAdvance) -> Bool = { _ in false }) throws(LabClockError) -> LabClockAdvance {
         let goal = labOffset + seconds
         var fired: [Int: [FiredTimer]] = [:]
         var problems: [Int: String] = [:]
@@ -154,6 +155,9 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
                 }
             }
             for i in outcome.down { problems[i] = "down: it did not answer clock" }
+            if done(LabClockAdvance(now: Date(timeIntervalSince1970: labNow()), fired: fired, requests: requests, steps: steps, problems: problems)) {
+                break
+            }
         }
         return LabClockAdvance(now: Date(timeIntervalSince1970: labNow()), fired: fired, requests: requests, steps: steps, problems: problems)
     }

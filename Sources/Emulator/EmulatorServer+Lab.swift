@@ -1,0 +1,53 @@
+import AgentCore
+import EmulatorCore
+import Lab
+import MicroHTTPD
+
+/// `--lab DIR` (docs/lab.md M): the lab's service over this server, and its requests handed to
+/// it with their connections suspended until the answer comes.
+extension EmulatorServer {
+    /// Starts the lab's service (`--lab DIR`) over this running server.
+    public func startLab(directory: String, agentd: String) {
+        let admin: @Sendable (String, String, JSONValue?) -> (status: Int, body: JSONValue) = { [self] method, path, body in
+            let request = EmulatorRequest(method: method, path: path, body: body.map { JSONWriter.encode($0) } ?? [])
+            let outcome = state.withLock { $0.handle(PreparedRequest(request), now: clock.now()) }
+            guard let response = outcome.render() else { return (0, .null) }
+            return (response.status, response.jsonBody ?? .null)
+        }
+        let scheme = tls == nil ? "http" : "https"
+        let emulator = LabEmulator(serverURL: "\(scheme)://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)/json/1.3/", admin: admin)
+        labService.withLock { $0 = LabService(directory: directory, agentd: agentd, emulator: emulator) }
+        log?("lab started dir=\(directory) agentd=\(agentd)")
+    }
+
+    /// Stops the lab's owned devices (the emulator's stop; a SIGKILL of the emulator ends them
+    /// through their parent-death signal).
+    public func stopLab() {
+        labService.withLock { $0 }?.shutdown()
+    }
+
+    /// A `/lab/*` request: handed to the lab's thread, its connection suspended until the answer.
+    func lab(_ request: EmulatorRequest, _ connection: OpaquePointer, _ ctx: RequestContext) -> MHD_Result {
+        guard let lab = labService.withLock({ $0 }) else {
+            let off = EmulatorResponse.json(404, .object(["error": .string("the lab is off: start pushwoosh-emulator with --lab DIR (docs/lab.md M)")]))
+            return send(off, .normal, on: connection)
+        }
+        let key = Self.key(connection)
+        let suspended = runtime.withLock { r in
+            if r.stopping { return false }
+            MHD_suspend_connection(connection)
+            r.suspended[key] = Handle(raw: connection)
+            return true
+        }
+        guard suspended else { return MHD_Result.NO }
+        ctx.pending = .parked(key)
+        if verbose { log?("lab request method=\(request.method) path=\(request.path)") }
+        lab.handle(request) { [self] response in
+            runtime.withLock { r in
+                r.answers[key] = response
+                if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
+            }
+        }
+        return MHD_Result.YES
+    }
+}

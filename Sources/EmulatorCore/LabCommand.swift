@@ -1,0 +1,316 @@
+import AgentCore
+import Foundation
+
+/// A request to the lab (docs/lab.md M), read and checked: what the lab service
+/// (Sources/Lab) is asked to do. Pure: the paths, methods and bodies of `/lab/*` in, a
+/// command or the answer refusing it (400 naming the field, 404, 405) out.
+public enum LabCommand: Sendable, Equatable {
+    /// `POST /lab/devices {"count", "name", "clock", "config"}`.
+    case start(LabStart)
+    /// `POST /lab/devices {"attach": SOCKET, "name"}`.
+    case attach(name: String, socket: String)
+    /// `GET /lab/devices`.
+    case list
+    /// `GET /lab/devices/NAME`.
+    case show(String)
+    /// `DELETE /lab/devices/NAME`.
+    case stop(String)
+    /// `POST /lab/devices/NAME/restart {"signal": "TERM"|"KILL"}`.
+    case restart(String, signal: LabSignal)
+    /// `POST /lab/devices/NAME/call {"method", "params"}`.
+    case call(String, method: String, params: JSONValue?)
+    /// `GET /lab/devices/NAME/log?tail=N`.
+    case log(String, tail: Int)
+    /// `POST /lab/advance`.
+    case advance(LabAdvance)
+    /// `POST /lab/reset`.
+    case reset
+}
+
+public enum LabSignal: String, Sendable, Equatable {
+    case term = "TERM", kill = "KILL"
+}
+
+/// Devices to start: `count` of them (named `NAME-0`…) or one (named `NAME`), each a
+/// `pushwoosh-agentd` child of the lab with `config` (`{n}` in a value is the index).
+public struct LabStart: Sendable, Equatable {
+    public var name: String
+    public var count: Int?
+    public var controlledClock: Bool
+    /// `[section: [key: value]]`, values as the configuration file has them.
+    public var config: [String: [String: String]]
+
+    public init(name: String, count: Int?, controlledClock: Bool, config: [String: [String: String]]) {
+        self.name = name
+        self.count = count
+        self.controlledClock = controlledClock
+        self.config = config
+    }
+
+    /// The names of the devices it starts.
+    public var names: [String] {
+        guard let count else { return [name] }
+        return (0..<count).map { "\(name)-\($0)" }
+    }
+
+    /// Device `index`'s configuration lines (sections and keys sorted; `{n}` replaced).
+    public func configurationText(index: Int) -> String {
+        var text = ""
+        for section in config.keys.sorted() {
+            text += "[\(section)]\n"
+            for key in config[section]!.keys.sorted() {
+                text += "\(key)=\(config[section]![key]!.replacingOccurrences(of: "{n}", with: String(index)))\n"
+            }
+        }
+        return text
+    }
+}
+
+/// How far `POST /lab/advance` moves the lab, and which devices.
+public struct LabAdvance: Sendable, Equatable {
+    public enum Until: Sendable, Equatable {
+        case seconds(Double)
+        /// Until every targeted device has sent its next periodic refresh (RF-2, at its RF-12 phase).
+        case nextRefresh
+        /// To the earliest timer any targeted device has armed.
+        case nextTimer
+        case time(Date)
+    }
+
+    public var until: Until
+    /// nil: every device of the lab.
+    public var devices: [String]?
+}
+
+/// A refusal: the status, the message and, for a 400, the field at fault.
+public struct LabRefusal: Error, Sendable, Equatable {
+    public var status: Int
+    public var message: String
+    public var path: String?
+
+    public init(_ status: Int, _ message: String, path: String? = nil) {
+        self.status = status
+        self.message = message
+        self.path = path
+    }
+
+    public var response: EmulatorResponse {
+        var o: [String: JSONValue] = ["error": .string(message)]
+        if let path { o["path"] = .string(path) }
+        return .json(status, .object(o))
+    }
+}
+
+extension LabCommand {
+    /// The most devices one `POST /lab/devices` starts.
+    public static let maximumCount = 64
+    /// Keys the lab sets itself: a device's server, socket, state and clock are the lab's.
+    static let labKeys: [String: String] = [
+        "Agent.ServerURL": "the lab points every device at its emulator",
+        "Agent.Socket": "the lab places each device's socket (DIR/devices/NAME/agent.sock)",
+        "Agent.StateDirectory": "the lab places each device's state (DIR/devices/NAME/state)",
+        "Device.Clock": "use \"clock\": \"controlled\" or \"system\"",
+    ]
+
+    /// Whether `path` is the lab's (`/lab` or under it).
+    public static func isLab(_ path: String) -> Bool { path == "/lab" || path.hasPrefix("/lab/") }
+
+    public static func parse(_ request: EmulatorRequest) -> Result<LabCommand, LabRefusal> {
+        do throws(LabRefusal) { return .success(try read(request)) } catch { return .failure(error) }
+    }
+
+    private static func read(_ request: EmulatorRequest) throws(LabRefusal) -> LabCommand {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        let verb = request.method
+        func only(_ allowed: String) throws(LabRefusal) {
+            guard verb == allowed else { throw LabRefusal(405, "\(request.path) takes \(allowed), not \(verb)") }
+        }
+        func noQuery(except allowed: Set<String> = []) throws(LabRefusal) {
+            if let extra = request.query.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw LabRefusal(400, "unknown query parameter \"\(extra)\"", path: extra)
+            }
+        }
+        switch parts.count {
+        case 2 where parts[1] == "devices":
+            try noQuery()
+            if verb == "GET" { return .list }
+            try only("POST")
+            return try devicesBody(try object(request.body))
+        case 2 where parts[1] == "advance":
+            try only("POST")
+            try noQuery()
+            return .advance(try advance(try object(request.body)))
+        case 2 where parts[1] == "reset":
+            try only("POST")
+            try noQuery()
+            return .reset
+        case 3 where parts[1] == "devices":
+            let name = try deviceName(parts[2], path: "name")
+            try noQuery()
+            switch verb {
+            case "GET": return .show(name)
+            case "DELETE": return .stop(name)
+            default: throw LabRefusal(405, "\(request.path) takes GET or DELETE, not \(verb)")
+            }
+        case 4 where parts[1] == "devices":
+            let name = try deviceName(parts[2], path: "name")
+            switch parts[3] {
+            case "restart":
+                try only("POST")
+                try noQuery()
+                let body = request.body.isEmpty ? [:] : try object(request.body)
+                try allowed(body, ["signal"])
+                guard let text = try string(body, "signal") else { return .restart(name, signal: .term) }
+                guard let signal = LabSignal(rawValue: text) else {
+                    throw LabRefusal(400, "expected \"TERM\" or \"KILL\", found \"\(text)\"", path: "signal")
+                }
+                return .restart(name, signal: signal)
+            case "call":
+                try only("POST")
+                try noQuery()
+                let body = try object(request.body)
+                try allowed(body, ["method", "params"])
+                guard let method = try string(body, "method"), !method.isEmpty else {
+                    throw LabRefusal(400, "expected the socket method to call (e.g. \"status\")", path: "method")
+                }
+                let params = body["params"]
+                if let params, params.objectValue == nil, params.arrayValue == nil {
+                    throw LabRefusal(400, "expected an object or an array", path: "params")
+                }
+                return .call(name, method: method, params: params)
+            case "log":
+                try only("GET")
+                try noQuery(except: ["tail"])
+                guard let text = request.query["tail"] else { return .log(name, tail: 100) }
+                guard let tail = Int(text), (1...10_000).contains(tail) else {
+                    throw LabRefusal(400, "expected a number of lines 1-10000, found \"\(text)\"", path: "tail")
+                }
+                return .log(name, tail: tail)
+            default: break
+            }
+        default: break
+        }
+        throw LabRefusal(404, "no such lab route: \(request.path) (docs/lab.md M)")
+    }
+
+    // MARK: - Bodies
+
+    private static func devicesBody(_ body: [String: JSONValue]) throws(LabRefusal) -> LabCommand {
+        if body["attach"] != nil {
+            try allowed(body, ["attach", "name"])
+            guard let socket = try string(body, "attach"), socket.hasPrefix("/") else {
+                throw LabRefusal(400, "expected the absolute path of a running device's socket", path: "attach")
+            }
+            guard let name = try string(body, "name") else { throw LabRefusal(400, "a name for the attached device is required", path: "name") }
+            return .attach(name: try deviceName(name, path: "name"), socket: socket)
+        }
+        try allowed(body, ["count", "name", "clock", "config"])
+        var count: Int?
+        if let value = body["count"] {
+            guard let n = value.numberValue, n == n.rounded(), n >= 1, n <= Double(maximumCount) else {
+                throw LabRefusal(400, "expected a whole number of devices 1-\(maximumCount)", path: "count")
+            }
+            count = Int(n)
+        }
+        let name = try deviceName(try string(body, "name") ?? "device", path: "name")
+        let clock = try string(body, "clock") ?? "controlled"
+        guard clock == "controlled" || clock == "system" else {
+            throw LabRefusal(400, "expected \"controlled\" or \"system\", found \"\(clock)\"", path: "clock")
+        }
+        var config: [String: [String: String]] = [:]
+        if let value = body["config"] {
+            guard let sections = value.objectValue else { throw LabRefusal(400, "expected an object of sections", path: "config") }
+            for (section, keys) in sections {
+                let at = "config.\(section)"
+                guard isIdentifier(section) else { throw LabRefusal(400, "expected a section name of letters", path: at) }
+                guard let keys = keys.objectValue else { throw LabRefusal(400, "expected an object of keys", path: at) }
+                for (key, value) in keys {
+                    let keyPath = "\(at).\(key)"
+                    guard isIdentifier(key) else { throw LabRefusal(400, "expected a key name of letters", path: keyPath) }
+                    if let why = labKeys["\(section).\(key)"] { throw LabRefusal(400, "set by the lab: \(why)", path: keyPath) }
+                    let text: String
+                    switch value {
+                    case .string(let s): text = s
+                    case .bool(let b): text = b ? "yes" : "no"
+                    case .number(let n): text = n == n.rounded() && abs(n) < 1e15 ? String(Int(n)) : String(n)
+                    default: throw LabRefusal(400, "expected a string, number or boolean", path: keyPath)
+                    }
+                    guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                        throw LabRefusal(400, "a control character (a line break?) in the value", path: keyPath)
+                    }
+                    config[section, default: [:]][key] = text
+                }
+            }
+        }
+        return .start(LabStart(name: name, count: count, controlledClock: clock == "controlled", config: config))
+    }
+
+    private static func advance(_ body: [String: JSONValue]) throws(LabRefusal) -> LabAdvance {
+        try allowed(body, ["seconds", "until", "devices"])
+        var devices: [String]?
+        if let value = body["devices"] {
+            guard let items = value.arrayValue, !items.isEmpty else { throw LabRefusal(400, "expected a non-empty array of device names", path: "devices") }
+            var names: [String] = []
+            for (i, item) in items.enumerated() {
+                guard let text = item.stringValue else { throw LabRefusal(400, "expected a device name", path: "devices[\(i)]") }
+                names.append(try deviceName(text, path: "devices[\(i)]"))
+            }
+            devices = names
+        }
+        switch (body["seconds"], body["until"]) {
+        case (let seconds?, nil):
+            guard let s = seconds.numberValue, s > 0, s <= 366 * 86_400 else {
+                throw LabRefusal(400, "expected a number of seconds above 0, at most a year", path: "seconds")
+            }
+            return LabAdvance(until: .seconds(s), devices: devices)
+        case (nil, let until?):
+            guard let text = until.stringValue else { throw LabRefusal(400, "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time", path: "until") }
+            switch text {
+            case "nextRefresh": return LabAdvance(until: .nextRefresh, devices: devices)
+            case "nextTimer": return LabAdvance(until: .nextTimer, devices: devices)
+            default:
+                guard let time = Timestamp.parse(text) else {
+                    throw LabRefusal(400, "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time, found \"\(text)\"", path: "until")
+                }
+                return LabAdvance(until: .time(time), devices: devices)
+            }
+        case (_?, _?): throw LabRefusal(400, "expected only one of seconds, until", path: "until")
+        case (nil, nil): throw LabRefusal(400, "expected one of seconds, until", path: "")
+        }
+    }
+
+    // MARK: - Pieces
+
+    private static func object(_ body: [UInt8]) throws(LabRefusal) -> [String: JSONValue] {
+        if body.isEmpty { return [:] }
+        let value: JSONValue
+        do { value = try StrictJSONParser.parse(body) } catch { throw LabRefusal(400, "the body is not JSON: \(error)", path: "") }
+        guard let object = value.objectValue else { throw LabRefusal(400, "expected a JSON object", path: "") }
+        return object
+    }
+
+    private static func allowed(_ body: [String: JSONValue], _ keys: Set<String>) throws(LabRefusal) {
+        if let extra = body.keys.sorted().first(where: { !keys.contains($0) }) {
+            throw LabRefusal(400, "unknown field (expected \(keys.sorted().joined(separator: ", ")))", path: extra)
+        }
+    }
+
+    private static func string(_ body: [String: JSONValue], _ key: String) throws(LabRefusal) -> String? {
+        guard let value = body[key] else { return nil }
+        guard let text = value.stringValue else { throw LabRefusal(400, "expected a string", path: key) }
+        return text
+    }
+
+    /// A device name: 1-40 of letters, digits, `_`, `-`, `.`, not starting with `.` (it names
+    /// a directory under the lab's).
+    static func deviceName(_ text: String, path: String) throws(LabRefusal) -> String {
+        let ok = !text.isEmpty && text.count <= 40 && !text.hasPrefix(".")
+            && text.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_-.".unicodeScalars.contains($0)) }
+        guard ok else { throw LabRefusal(400, "expected a name of 1-40 letters, digits, _, - or . (not starting with .), found \"\(text)\"", path: path) }
+        return text
+    }
+
+    private static func isIdentifier(_ text: String) -> Bool {
+        !text.isEmpty && text.count <= 64 && text.unicodeScalars.allSatisfy { $0.isASCII && CharacterSet.letters.contains($0) }
+    }
+}

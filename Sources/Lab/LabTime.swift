@@ -1,0 +1,129 @@
+import AgentCore
+import AgentWire
+import EmulatorCore
+import Foundation
+import Glibc
+import LabClock
+
+/// `POST /lab/advance` (docs/lab.md M): the lab clock (`LabClockDriver`, the one
+/// implementation) over the emulator, moved in-process, and the targeted devices, through
+/// their sockets. A device that cannot be moved is named in `skipped` with the reason, never
+/// left out in silence.
+struct LabTime {
+    let emulator: LabEmulator
+    let devices: [LabDevice]
+
+    /// How far `until: nextRefresh` may go looking for a device's periodic refresh: past the
+    /// hour and the RF-12 phase of every device, with room for a retry.
+    static let refreshSearch = 3.0 * 3600
+
+    static func isPeriodicRefresh(_ fired: FiredTimer) -> Bool {
+        fired.event == AgentMachine.TimerKind.refresh.rawValue && fired.trigger == .periodic
+    }
+
+    func advance(_ until: LabAdvance.Until) throws(LabRefusal) -> JSONValue {
+        let clock = emulator.admin("GET", "/admin/clock", nil)
+        guard clock.status == 200, let labOffset = clock.body["offsetSeconds"]?.numberValue else {
+            throw LabRefusal(500, "cannot read the emulator's clock: \(JSONWriter.string(clock.body))")
+        }
+        var skipped: [(name: String, reason: String)] = []
+        var movable: [LabDevice] = []
+        for d in devices {
+            if let why = Self.unmovable(d, labOffset: labOffset, forRefresh: until == .nextRefresh) {
+                skipped.append((d.name, why))
+            } else {
+                movable.append(d)
+            }
+        }
+        let driver = LabClockDriver(world: LabWorld(devices: movable, emulator: emulator), labOffset: labOffset)
+        if case .time(let time) = until, time.timeIntervalSince1970 <= driver.labNow() {
+            throw LabRefusal(400, "\(SocketTime.string(time)) is not after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: driver.labNow())))",
+                             path: "until")
+        }
+        let result: LabClockAdvance
+        do throws(LabClockError) {
+            switch until {
+            case .seconds(let seconds):
+                result = try driver.advance(by: seconds)
+            case .time(let time):
+                result = try driver.advance(by: max(0.001, time.timeIntervalSince1970 - driver.labNow()))
+            case .nextTimer:
+                result = try driver.advance(by: Self.refreshSearch * 8) { $0.steps >= 1 }
+            case .nextRefresh:
+                let targets = Set(movable.indices)
+                result = try driver.advance(by: Self.refreshSearch) { partial in
+                    targets.allSatisfy { i in partial.fired[i, default: []].contains { Self.isPeriodicRefresh($0) } }
+                }
+                for i in targets where !(result.fired[i] ?? []).contains(where: { Self.isPeriodicRefresh($0) }) {
+                    if result.problems[i] == nil {
+                        skipped.append((movable[i].name, "no periodic refresh within \(TimeSpan.format(Self.refreshSearch)) of lab time"))
+                    }
+                }
+            }
+        } catch {
+            throw LabRefusal(502, "the lab clock stopped: \(error.description)")
+        }
+        for (i, why) in result.problems.sorted(by: { $0.key < $1.key }) { skipped.append((movable[i].name, why)) }
+        var fired: [String: JSONValue] = [:]
+        for (i, d) in movable.enumerated() { fired[d.name] = .array((result.fired[i] ?? []).map(\.json)) }
+        return .object([
+            "now": SocketTime.jsonMilliseconds(result.now), "steps": .number(Double(result.steps)), "fired": .object(fired),
+            "requests": .number(Double(result.requests)),
+            "skipped": .array(skipped.map { .object(["name": .string($0.name), "reason": .string($0.reason)]) }),
+        ])
+    }
+
+    /// Why `d` cannot follow the lab (nil: it can): it does not answer, its clock is the
+    /// system's, it runs ahead of the lab, or (for `nextRefresh`) it has no periodic refresh due.
+    static func unmovable(_ d: LabDevice, labOffset: Double, forRefresh: Bool) -> String? {
+        let answer: JSONValue
+        switch d.call(.clock, timeout: 3) {
+        case .failure(let why) where why.isSystemClock:
+            return "its clock is the system's ([Device] Clock=system): only a controlled clock can be moved"
+        case .failure(let why): return "does not answer: \(why)"
+        case .success(let json): answer = json
+        }
+        guard let clock = try? ClockAnswer(json: answer) else { return "its clock answer is unreadable: \(JSONWriter.string(answer))" }
+        guard clock.controlled else { return "its clock is the system's ([Device] Clock=system): only a controlled clock can be moved" }
+        if clock.offsetSeconds > labOffset + 1 {
+            return "its clock runs \(TimeSpan.format(clock.offsetSeconds - labOffset)) ahead of the lab's (moved on its own): not moved"
+        }
+        guard forRefresh else { return nil }
+        guard case .success(let status) = d.call(.status, timeout: 3) else { return "does not answer status" }
+        if status["appState"] == "background" { return "in the background: no periodic refresh until it is active (RF-2)" }
+        if status["nextRefreshAt"] == .null { return "no periodic refresh is due (nextRefreshAt is null)" }
+        return nil
+    }
+}
+
+/// The lab as the lab clock sees it: the emulator's clock in-process, the devices' through
+/// their sockets.
+struct LabWorld: LabClockWorld, @unchecked Sendable {
+    let devices: [LabDevice]
+    let emulator: LabEmulator
+
+    var deviceCount: Int { devices.count }
+    func hostNow() -> Double { Date().timeIntervalSince1970 }
+    func pause(seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
+
+    func deviceClock(_ i: Int) -> ClockAnswer? {
+        devices[i].drainNotifications()
+        guard case .success(let json) = devices[i].call(.clock, timeout: 5) else { return nil }
+        return try? ClockAnswer(json: json)
+    }
+
+    func advanceEmulator(by seconds: Double) throws(LabClockError) {
+        let answer = emulator.admin("POST", "/admin/clock", .object(["advanceSeconds": .number(seconds)]))
+        guard answer.status == 200 else { throw LabClockError("the emulator's clock did not move: \(JSONWriter.string(answer.body))") }
+    }
+
+    func advanceDevice(_ i: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
+        switch devices[i].call(.advanceClock(.seconds(seconds)), timeout: 120) {
+        case .failure(let why): throw LabClockError(why.description, device: i)
+        case .success(let json):
+            do throws(AnswerError) { return try AdvanceClockAnswer(json: json) } catch {
+                throw LabClockError("advanceClock answer: \(error)", device: i)
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import AgentCore
+import Testing
+@testable import EmulatorCore
+
+/// docs/lab.md M: the lab's routes and bodies read, and every bad input refused with a
+/// 400 naming its field (or 404/405), before the lab does anything.
+@Suite struct LabCommandTests {
+    func parse(_ method: String, _ path: String, _ body: String = "", query: [String: String] = [:]) -> Result<LabCommand, LabRefusal> {
+        LabCommand.parse(EmulatorRequest(method: method, path: path, query: query, body: Array(body.utf8)))
+    }
+
+    func refusal(_ method: String, _ path: String, _ body: String = "", query: [String: String] = [:]) -> LabRefusal? {
+        if case .failure(let r) = parse(method, path, body, query: query) { return r }
+        return nil
+    }
+
+    @Test func routes() throws {
+        #expect(try parse("GET", "/lab/devices").get() == .list)
+        #expect(try parse("GET", "/lab/devices/qa-0").get() == .show("qa-0"))
+        #expect(try parse("DELETE", "/lab/devices/qa-0").get() == .stop("qa-0"))
+        #expect(try parse("POST", "/lab/devices/qa-0/restart", #"{"signal":"KILL"}"#).get() == .restart("qa-0", signal: .kill))
+        #expect(try parse("POST", "/lab/devices/qa-0/restart").get() == .restart("qa-0", signal: .term))
+        #expect(try parse("POST", "/lab/devices/qa-0/call", #"{"method":"get","params":{"key":"k"}}"#).get()
+                == .call("qa-0", method: "get", params: .object(["key": "k"])))
+        #expect(try parse("GET", "/lab/devices/qa-0/log", query: ["tail": "5"]).get() == .log("qa-0", tail: 5))
+        #expect(try parse("POST", "/lab/reset").get() == .reset)
+        #expect(try parse("POST", "/lab/advance", #"{"until":"nextRefresh","devices":["a"]}"#).get()
+                == .advance(LabAdvance(until: .nextRefresh, devices: ["a"])))
+        #expect(try parse("POST", "/lab/advance", #"{"seconds":3600}"#).get() == .advance(LabAdvance(until: .seconds(3600), devices: nil)))
+        #expect(try parse("POST", "/lab/devices", #"{"attach":"/run/pushwoosh-agent/qa1.sock","name":"qa1"}"#).get()
+                == .attach(name: "qa1", socket: "/run/pushwoosh-agent/qa1.sock"))
+    }
+
+    // M: `count` devices named NAME-i, `{n}` their index, values as the file has them.
+    @Test func startAndItsConfiguration() throws {
+        let command = try parse("POST", "/lab/devices",
+                                #"{"count":2,"name":"qa","clock":"system","config":{"Agent":{"UserId":"user-{n}"},"FeatureFlags":{"DisableThrottle":true,"RefreshInterval":60}}}"#).get()
+        guard case .start(let start) = command else { Issue.record("not a start: \(command)"); return }
+        #expect(start.names == ["qa-0", "qa-1"])
+        #expect(!start.controlledClock)
+        #expect(start.configurationText(index: 1) == "[Agent]\nUserId=user-1\n[FeatureFlags]\nDisableThrottle=yes\nRefreshInterval=60\n")
+        guard case .start(let one) = try parse("POST", "/lab/devices", "{}").get() else { Issue.record("not a start"); return }
+        #expect(one.names == ["device"] && one.controlledClock)
+    }
+
+    @Test func badInputNamesTheField() {
+        let cases: [(String, String, String, Int, String?)] = [
+            ("POST", "/lab/devices", #"{"count":0}"#, 400, "count"),
+            ("POST", "/lab/devices", #"{"count":65}"#, 400, "count"),
+            ("POST", "/lab/devices", #"{"count":1.5}"#, 400, "count"),
+            ("POST", "/lab/devices", #"{"name":"../x"}"#, 400, "name"),
+            ("POST", "/lab/devices", #"{"name":""}"#, 400, "name"),
+            ("POST", "/lab/devices", #"{"clock":"fast"}"#, 400, "clock"),
+            ("POST", "/lab/devices", #"{"colour":1}"#, 400, "colour"),
+            ("POST", "/lab/devices", #"{"config":[]}"#, 400, "config"),
+            ("POST", "/lab/devices", #"{"config":{"Agent":{"Socket":"/x"}}}"#, 400, "config.Agent.Socket"),
+            ("POST", "/lab/devices", #"{"config":{"Agent":{"ServerURL":"http://x"}}}"#, 400, "config.Agent.ServerURL"),
+            ("POST", "/lab/devices", #"{"config":{"Device":{"Clock":"system"}}}"#, 400, "config.Device.Clock"),
+            ("POST", "/lab/devices", #"{"config":{"Agent":{"UserId":"a\nb"}}}"#, 400, "config.Agent.UserId"),
+            ("POST", "/lab/devices", #"{"config":{"Agent":{"UserId":null}}}"#, 400, "config.Agent.UserId"),
+            ("POST", "/lab/devices", #"{"config":{"A-b":{}}}"#, 400, "config.A-b"),
+            ("POST", "/lab/devices", #"{"attach":"relative.sock","name":"x"}"#, 400, "attach"),
+            ("POST", "/lab/devices", #"{"attach":"/x.sock"}"#, 400, "name"),
+            ("POST", "/lab/devices", #"{"count":1,"count":2}"#, 400, ""),
+            ("POST", "/lab/devices", "not json", 400, ""),
+            ("POST", "/lab/advance", "{}", 400, ""),
+            ("POST", "/lab/advance", #"{"seconds":0}"#, 400, "seconds"),
+            ("POST", "/lab/advance", #"{"seconds":-5}"#, 400, "seconds"),
+            ("POST", "/lab/advance", #"{"seconds":"1h"}"#, 400, "seconds"),
+            ("POST", "/lab/advance", #"{"seconds":5,"until":"nextTimer"}"#, 400, "until"),
+            ("POST", "/lab/advance", #"{"until":"tomorrow"}"#, 400, "until"),
+            ("POST", "/lab/advance", #"{"until":"nextTimer","devices":[]}"#, 400, "devices"),
+            ("POST", "/lab/advance", #"{"until":"nextTimer","devices":[3]}"#, 400, "devices[0]"),
+            ("POST", "/lab/devices/a/restart", #"{"signal":"HUP"}"#, 400, "signal"),
+            ("POST", "/lab/devices/a/call", #"{"params":{}}"#, 400, "method"),
+            ("POST", "/lab/devices/a/call", #"{"method":"get","params":5}"#, 400, "params"),
+            ("GET", "/lab/devices/a/log", "", 400, "tail"),
+            ("GET", "/lab/devices", "", 400, "x"),
+            ("PUT", "/lab/devices", "", 405, nil),
+            ("GET", "/lab/advance", "", 405, nil),
+            ("POST", "/lab/devices/a", "", 405, nil),
+            ("GET", "/lab/clock", "", 404, nil),
+            ("GET", "/lab/devices/a/b/c", "", 404, nil),
+        ]
+        for (method, path, body, status, field) in cases {
+            let query: [String: String] = path.hasSuffix("/log") ? ["tail": "0"] : (path == "/lab/devices" && method == "GET" ? ["x": "1"] : [:])
+            let r = refusal(method, path, body, query: query)
+            #expect(r?.status == status, "\(method) \(path) \(body): \(String(describing: r))")
+            #expect(r?.path == field, "\(method) \(path) \(body): \(String(describing: r))")
+        }
+    }
+}
