@@ -54,7 +54,7 @@ let package = Package(
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
         // docs/fleet.md E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet"],
+        .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix"],
                           swiftSettings: strict),
         .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix", "AgentWire", "LabClock"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),

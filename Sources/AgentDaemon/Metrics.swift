@@ -256,7 +256,7 @@ struct ProcessMetrics {
         var m = ProcessMetrics()
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let page = Double(sysconf(Int32(_SC_PAGESIZE)))
-        if let stat = readFile("/proc/self/stat"), let close = stat.lastIndex(of: UInt8(ascii: ")")) {
+        if let stat = try? readWholeFile("/proc/self/stat"), let close = stat.lastIndex(of: UInt8(ascii: ")")) {
             // Fields after "(comm)", from field 3 (state): utime is field 14, stime 15,
             // starttime 22, vsize 23, rss 24 (proc(5)).
             let fields = stat[(close + 2)...].split(separator: UInt8(ascii: " ")).map { Double(String(decoding: $0, as: UTF8.self)) }
@@ -296,27 +296,11 @@ struct ProcessMetrics {
     }
 
     private static func bootTime() -> Double? {
-        guard let text = readFile("/proc/stat") else { return nil }
+        guard let text = try? readWholeFile("/proc/stat") else { return nil }
         for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("btime ".utf8)) {
             return Double(String(decoding: line.dropFirst(6), as: UTF8.self))
         }
         return nil
-    }
-
-    /// A small file read whole (/proc files have no size in advance).
-    static func readFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            out.append(contentsOf: chunk[..<n])
-        }
-        return out
     }
 }
 

@@ -118,6 +118,19 @@ public func ignoreSIGPIPE() {
     _ = signal(SIGPIPE, SIG_IGN)
 }
 
+/// Writes `bytes` to the file at `path`, created (with `mode`) or truncated; every byte, or
+/// an error naming the call and the path.
+public func writeWholeFile(_ path: String, _ bytes: [UInt8], mode: mode_t = 0o644) throws(PosixError) {
+    let fd = try retryingEINTR("open", path: path) { open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
+    defer { close(fd) }
+    var offset = 0
+    while offset < bytes.count {
+        offset += try retryingEINTR("write", path: path) {
+            bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        }
+    }
+}
+
 /// The whole content of the file at `path` (`open`, `read` until end of file, `close`).
 /// Errors name the call and the path, e.g. `open /etc/x: No such file or directory (errno 2)`.
 public func readWholeFile(_ path: String) throws(PosixError) -> [UInt8] {

@@ -11,6 +11,7 @@
 import AgentConfigFile
 import AgentCore
 import AgentFleet
+import AgentPosix
 import Glibc
 
 let program = "pushwoosh-agent-fleet-generator"
@@ -50,51 +51,32 @@ func defaultUnitDirectory() -> String {
 /// output directory, and each is made once.
 nonisolated(unsafe) var made: Set<String> = []
 
-func makeDirectories(_ path: String) throws(PosixFailure) {
+func makeDirectories(_ path: String) throws(PosixError) {
     guard !made.contains(path) else { return }
     if mkdir(path, 0o755) != 0 {
         switch errno {
         case EEXIST: break
         case ENOENT:
             guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else {
-                throw PosixFailure(call: "mkdir", path: path, errno: ENOENT)
+                throw PosixError(errno: ENOENT, call: "mkdir", path: path)
             }
             try makeDirectories(String(path[..<slash]))
-            if mkdir(path, 0o755) != 0, errno != EEXIST { throw PosixFailure(call: "mkdir", path: path, errno: errno) }
-        default: throw PosixFailure(call: "mkdir", path: path, errno: errno)
+            if mkdir(path, 0o755) != 0, errno != EEXIST { throw PosixError(errno: errno, call: "mkdir", path: path) }
+        default: throw PosixError(errno: errno, call: "mkdir", path: path)
         }
     }
     made.insert(path)
 }
 
-struct PosixFailure: Error, CustomStringConvertible {
-    var call: String
-    var path: String
-    var errno: Int32
-    var description: String { "\(call) \(path): \(String(cString: strerror(errno)))" }
-}
-
-func writeEntry(_ entry: GeneratedEntry, into directory: String) throws(PosixFailure) {
+func writeEntry(_ entry: GeneratedEntry, into directory: String) throws(PosixError) {
     let path = directory + "/" + entry.path
     let parent = String(path[..<path.lastIndex(of: "/")!])
     try makeDirectories(parent)
     switch entry {
     case .symlink(_, let target):
-        if symlink(target, path) != 0 { throw PosixFailure(call: "symlink", path: path, errno: errno) }
+        if symlink(target, path) != 0 { throw PosixError(errno: errno, call: "symlink", path: path) }
     case .file(_, let contents):
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw PosixFailure(call: "open", path: path, errno: errno) }
-        defer { close(fd) }
-        var bytes = Array(contents.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw PosixFailure(call: "write", path: path, errno: errno)
-            }
-            offset += n
-        }
+        try writeWholeFile(path, Array(contents.utf8))
     }
 }
 

@@ -117,7 +117,7 @@ final class HTTPService {
         if info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
             throw HTTPServiceError("TokenFile=\(path): writable by others (\(mode)): anyone could set the token; chmod 0600 (or 0640 with the agent's group)")
         }
-        guard var bytes = ProcessMetrics.readFile(path) else {
+        guard var bytes = try? readWholeFile(path) else {
             throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
         }
         while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
