@@ -32,22 +32,10 @@ extension EmulatorServer {
             let off = EmulatorResponse.json(404, .object(["error": .string("the lab is off: start pushwoosh-emulator with --lab DIR (docs/lab.md M)")]))
             return send(off, .normal, on: connection)
         }
-        let key = Self.key(connection)
-        let suspended = runtime.withLock { r in
-            if r.stopping { return false }
-            MHD_suspend_connection(connection)
-            r.suspended[key] = Handle(raw: connection)
-            return true
-        }
-        guard suspended else { return MHD_Result.NO }
+        guard let key = suspendConnection(connection) else { return MHD_Result.NO }
         ctx.pending = .parked(key)
         if verbose { log?("lab request method=\(request.method) path=\(request.path)") }
-        lab.handle(request) { [self] response in
-            runtime.withLock { r in
-                r.answers[key] = response
-                if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
-            }
-        }
+        lab.handle(request) { [self] response in resume(key, answer: response) }
         return MHD_Result.YES
     }
 }

@@ -332,21 +332,29 @@ public final class EmulatorServer: Sendable {
     public var parkedWaits: Int { state.withLock { $0.parkedWaits } }
 
     private func suspend(_ connection: OpaquePointer, forMilliseconds ms: Int) -> MHD_Result {
+        guard let key = suspendConnection(connection) else { return MHD_Result.NO }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(ms)) { [self] in resume(key) }
+        return MHD_Result.YES
+    }
+
+    /// Suspends `connection` until `resume`, unless the server is stopping (nil); its key.
+    func suspendConnection(_ connection: OpaquePointer) -> UInt? {
         let key = Self.key(connection)
-        let ok = runtime.withLock { r in
-            if r.stopping { return false }
+        return runtime.withLock { r in
+            if r.stopping { return nil }
             MHD_suspend_connection(connection)
             r.suspended[key] = Handle(raw: connection)
-            return true
+            return key
         }
-        guard ok else { return MHD_Result.NO }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(ms)) { [self] in
-            runtime.withLock { r in
-                // Resumed here unless stop() already resumed it.
-                if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
-            }
+    }
+
+    /// Resumes a suspended connection, with `answer` for it to send (unless stop() already
+    /// resumed it).
+    func resume(_ key: UInt, answer: EmulatorResponse? = nil) {
+        runtime.withLock { r in
+            if let answer { r.answers[key] = answer }
+            if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
         }
-        return MHD_Result.YES
     }
 
     /// Headers or query arguments of the request, in order.
