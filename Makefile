@@ -66,7 +66,7 @@ ofrep-test: python-venv
 run: export CLOCK := $(CLOCK)
 run: export AGENT_CONF := $(AGENT_CONF)
 run: build
-	@scripts/run-demo "$(DEBUG_BIN)"
+	@setpriv --pdeathsig TERM -- scripts/run-demo "$(DEBUG_BIN)"
 
 install: release
 	@PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" SYSTEMD_UNIT_DIR="$(SYSTEMD_UNIT_DIR)" scripts/install "$(BIN)"

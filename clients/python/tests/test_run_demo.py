@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import time
+import urllib.request
 from typing import Dict, List, Optional
 
 from conftest import REPO
@@ -83,3 +84,55 @@ def test_make_run_refuses_an_unknown_clock(pushwoosh_bin: Optional[str]) -> None
     out, _ = demo.communicate(timeout=20)
     assert demo.returncode == 2
     assert 'CLOCK must be system or controlled, not "sometimes"' in out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _processes_of(directory: str) -> List[int]:
+    """The processes whose command line names ``directory`` (the demo's emulator and agent)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if directory.encode() in f.read() and _alive(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_make_run_killed_by_its_pid_leaves_nothing_behind(pushwoosh_bin: Optional[str]) -> None:
+    """`make run` starts run-demo under a parent-death signal, as the Makefile does here: the
+    parent (make) killed with SIGKILL, the demo stops its agent and emulator and removes its
+    directory."""
+    parent = subprocess.Popen(["bash", "-c", f"setpriv --pdeathsig TERM -- {shlex.quote(DEMO)} "
+                               f"{shlex.quote(_bin_dir(pushwoosh_bin))} & wait"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        banner = _banner(parent)
+        config = next(line.split(":", 1)[1].strip() for line in banner if "Agent config:" in line)
+        directory = os.path.dirname(config)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(_processes_of(directory)) < 2:
+            time.sleep(0.05)
+        assert len(_processes_of(directory)) >= 1, "the demo's processes were not found"
+        parent.kill()
+        parent.wait(5)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (_processes_of(directory) or os.path.exists(directory)):
+            time.sleep(0.05)
+        assert _processes_of(directory) == [], "processes outlived make run"
+        assert not os.path.exists(directory), "the demo directory was left behind"
+        emulator = next(line.split(": ", 1)[1].split()[0] for line in banner if "Pushwoosh emulator:" in line)
+        with pytest.raises(OSError):
+            urllib.request.urlopen(emulator.rstrip("/") + "/admin/clock", timeout=2)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
