@@ -37,6 +37,8 @@ public struct FleetInvocation: Sendable, Equatable {
     /// `--expect NAME,…`: instances that must be there besides the source's; one without a
     /// socket is listed `missing` (exit 3).
     public var expected: [String] = []
+    /// `call --strict`: an answer with the caller's default, or a refresh not sent, exits 5.
+    public var strict = false
 }
 
 public enum FleetArguments {
@@ -45,21 +47,25 @@ public enum FleetArguments {
     public static let usage = """
         Usage: pushwoosh-agentctl fleet [--manifest FILE | --socket-dir DIR] [--expect NAME[,NAME…]]
                                         [--json] [--timeout SECONDS]
-                                        status | metrics | call METHOD [PARAMS-JSON]
+                                        status | metrics | call METHOD [PARAMS-JSON] [--strict]
                                         | advance-clock SPAN --emulator URL [--admin-token FILE]
 
         Asks every instance of the fleet at once (one process, one poll loop), each with
         its own timeout, and prints the answers in the instances' order.
 
           status    one line per instance: name, state, User ID, flags age, last refresh,
-                    failures; an instance that does not answer is "down" with the reason,
-                    an expected one without a socket "missing"
+                    failures, the ages in the device's own time (its controlled clock
+                    may be ahead of the host's); an instance that does not answer is
+                    "down" with the reason, an expected one without a socket "missing"
           metrics   one Prometheus text for all instances: each series gains an instance
                     label, HELP and TYPE once per family; pushwoosh_agent_fleet_up says
                     which instances answered
-          call METHOD [PARAMS-JSON]
+          call METHOD [PARAMS-JSON] [--strict]
                     one socket method (e.g. refresh, setAppState '{"state":"background"}')
-                    on every instance, each answer on its line
+                    on every instance, each answer on its line; a read answered with the
+                    caller's default (FLAG_NOT_FOUND, TYPE_MISMATCH, PROVIDER_NOT_READY)
+                    or a refresh not sent is named on standard error, and with --strict
+                    exits 5
           advance-clock SPAN --emulator URL [--admin-token FILE]
                     moves the emulator's clock and every instance's device clock
                     (Clock=controlled) SPAN forward together, timer to timer: each
@@ -67,7 +73,10 @@ public enum FleetArguments {
                     the emulator first, then every instance, once no request is in
                     flight; prints the time reached, each instance's fired timers
                     and the number of requests sent; --admin-token FILE: the
-                    token of an emulator started with --admin-token
+                    token of an emulator started with --admin-token. Every
+                    instance it cannot move (down, missing, a clock that is not
+                    controlled, or one that did not follow a step) is named with
+                    the reason, and the exit status is 3
 
         Instances: those of --manifest FILE (default /etc/pushwoosh-agent/fleet.conf), at
         /run/pushwoosh-agent/NAME.sock; without that file, every NAME.sock in
@@ -81,8 +90,14 @@ public enum FleetArguments {
           --timeout SECONDS   per instance (default 10)
 
         Exit status: 0 every instance answered, 1 some answered with an error (or, for
-        call refresh, its refresh failed), 2 usage error, 3 some instance is down or missing.
+        call refresh, its refresh failed), 2 usage error, 3 some instance is down or missing
+        (advance-clock: some instance could not be moved), 5 with call --strict: some
+        instance answered with the caller's default or did not send its refresh.
         """
+
+    /// The options `fleet` takes (for the nearest one to a misspelt option).
+    static let options = ["--admin-token", "--emulator", "--expect", "--help", "--json", "--manifest", "--socket-dir",
+                          "--strict", "--timeout"]
 
     /// `arguments` after `fleet`; `json`/`timeout` given before `fleet` carry over.
     public static func parse(_ arguments: [String], json: Bool, timeout: Double?) throws(UsageError) -> FleetInvocation? {
@@ -93,6 +108,7 @@ public enum FleetArguments {
         var expected: [String] = []
         var emulator: String?
         var adminToken: String?
+        var strict = false
         var i = 0
         func value(_ name: String) throws(UsageError) -> String {
             i += 1
@@ -102,11 +118,20 @@ public enum FleetArguments {
         while i < arguments.count {
             let argument = arguments[i]
             if argument.hasPrefix("--"), let eq = argument.firstIndex(of: "=") {
+                let name = String(argument[..<eq])
+                if ["--json", "--strict", "--help"].contains(name) {
+                    throw UsageError("option \(name) takes no value", command: "fleet")
+                }
                 // --opt=value: handled as two arguments.
                 var rest = arguments
                 rest[i] = String(argument[..<eq])
                 rest.insert(String(argument[argument.index(after: eq)...]), at: i + 1)
                 return try parse(rest, json: json, timeout: timeout)
+            }
+            if argument == "--strict" {  // after PARAMS-JSON too
+                strict = true
+                i += 1
+                continue
             }
             if !positionals.isEmpty, positionals[0] == "call", positionals.count >= 2 {
                 // PARAMS-JSON may start with anything; after METHOD only one more argument.
@@ -139,7 +164,9 @@ public enum FleetArguments {
             case "--socket", "--instance":
                 throw UsageError("\(argument) names one instance; fleet commands ask them all (--socket-dir DIR to choose where)", command: "fleet")
             default:
-                if argument.hasPrefix("-") { throw UsageError("unknown option \(argument) for 'fleet'", command: "fleet") }
+                if argument.hasPrefix("-") {
+                    throw UsageError("unknown option \(argument) for 'fleet'" + Nearest.suggestion(argument, among: options), command: "fleet")
+                }
                 positionals.append(argument)
             }
             i += 1
@@ -153,7 +180,9 @@ public enum FleetArguments {
         case "call":
             guard positionals.count >= 2 else { throw UsageError("'fleet call' needs METHOD", command: "fleet") }
             guard let method = SocketMethod(rawValue: positionals[1]) else {
-                throw UsageError("unknown method '\(positionals[1])' (one of \(SocketMethod.allCases.map(\.rawValue).joined(separator: ", ")))", command: "fleet")
+                let methods = SocketMethod.allCases.map(\.rawValue)
+                throw UsageError("unknown method '\(positionals[1])'" + Nearest.suggestion(positionals[1], among: methods)
+                                 + " (one of \(methods.joined(separator: ", ")))", command: "fleet")
             }
             guard method != .subscribe, method != .unsubscribe else {
                 throw UsageError("'fleet call' answers once per instance; \(method.rawValue) needs a connection that stays (use watch)", command: "fleet")
@@ -170,13 +199,17 @@ public enum FleetArguments {
         case "advance-clock":
             command = try FleetAdvanceClock.command(Array(positionals.dropFirst()), emulator: emulator, adminTokenFile: adminToken)
         default:
-            throw UsageError("unknown fleet command '\(name)' (status, metrics, call or advance-clock)", command: "fleet")
+            throw UsageError("unknown fleet command '\(name)'" + Nearest.suggestion(name, among: ["status", "metrics", "call", "advance-clock"])
+                             + " (status, metrics, call or advance-clock)", command: "fleet")
         }
         if case .advanceClock = command {} else if emulator != nil || adminToken != nil {
             throw UsageError("\(emulator != nil ? "--emulator" : "--admin-token") is for 'fleet advance-clock'", command: "fleet")
         }
+        if case .call = command {} else if strict {
+            throw UsageError("--strict is for 'fleet call' (the answers of reads and refresh)", command: "fleet")
+        }
         return FleetInvocation(command: command, source: source ?? .manifest(FleetManifest.defaultPath), json: json, timeout: timeout,
-                               expected: expected)
+                               expected: expected, strict: strict)
     }
 }
 
@@ -184,14 +217,40 @@ public enum FleetArguments {
 
 public enum FleetOutput {
     /// The exit status of a set of answers: 3 when any instance is down, 1 when any answered
-    /// with an error or (for `refresh`, as `pushwoosh-agentctl refresh`) a failed refresh.
-    public static func exit(_ answers: [FleetAnswer], method: SocketMethod? = nil) -> ExitCode {
+    /// with an error or (for `refresh`, as `pushwoosh-agentctl refresh`) a failed refresh;
+    /// `strict`, when all answered: 5 when any answered not as asked (`notAsAsked`).
+    public static func exit(_ answers: [FleetAnswer], method: SocketMethod? = nil, strict: Bool = false) -> ExitCode {
         if answers.contains(where: { if case .down = $0.outcome { true } else if case .missing = $0.outcome { true } else { false } }) {
             return .notRunning
         }
         if answers.contains(where: { if case .error = $0.outcome { true } else { false } }) { return .agentError }
         if method == .refresh, answers.contains(where: { refreshFailed($0.outcome) }) { return .agentError }
+        if strict, answers.contains(where: { notAsAsked($0.outcome, method: method) != nil }) { return .notAsAsked }
         return .success
+    }
+
+    /// What an answer did other than asked, as `pushwoosh-agentctl --strict` reads it: a read
+    /// answered with the caller's default (its `errorCode`), or a refresh that was not sent;
+    /// nil otherwise.
+    static func notAsAsked(_ outcome: FleetOutcome, method: SocketMethod?) -> String? {
+        guard case .result(let r) = outcome else { return nil }
+        if let code = r["errorCode"]?.stringValue {
+            return code + (r["errorMessage"]?.stringValue.map { ": " + $0 } ?? "")
+        }
+        if method == .refresh, let answer = try? RefreshAnswer(json: r), answer.error == nil, !answer.sent {
+            return "refresh not sent" + (answer.throttledUntil.map { " (throttle window until \(SocketTime.string($0)))" } ?? "")
+        }
+        return nil
+    }
+
+    /// The standard-error line naming every instance that answered not as asked, or nil: a
+    /// fallback is never silent, in a fleet either.
+    public static func notAsAskedWarning(_ answers: [FleetAnswer], method: SocketMethod?) -> String? {
+        let named = answers.compactMap { a in notAsAsked(a.outcome, method: method).map { "\(a.target.name) (\($0))" } }
+        guard !named.isEmpty else { return nil }
+        let what = method == .refresh ? "did not send the refresh" : "answered with the caller's default"
+        return "warning: \(named.count) of \(answers.count) instance\(answers.count == 1 ? "" : "s") \(what): "
+            + named.joined(separator: "; ")
     }
 
     /// A refresh that failed, or whose answer is not a `refresh` result.
@@ -216,7 +275,9 @@ public enum FleetOutput {
         return JSONWriter.string(.array(items))
     }
 
-    /// `fleet status`: a table, then a summary line.
+    /// `fleet status`: a table, then a summary line. Ages are in each device's own time: its
+    /// status' `now` (a controlled clock runs ahead of the host's), else (an agent that does
+    /// not say) the host's `now`.
     public static func status(_ answers: [FleetAnswer], now: Date) -> String {
         var rows: [[String]] = [["INSTANCE", "STATE", "USER-ID", "FLAGS-AGE", "LAST-REFRESH", "FAILURES"]]
         var counts: [String: Int] = [:]
@@ -228,7 +289,8 @@ public enum FleetOutput {
                 let age = r["flagsAgeSeconds"]?.numberValue.map { TimeSpan.rough($0) } ?? "-"
                 var refresh = "-"
                 if let at = r["lastRefreshAt"]?.stringValue, let date = try? Date(at, strategy: .iso8601) {
-                    refresh = TimeSpan.rough(now.timeIntervalSince(date)) + " ago"
+                    let deviceNow = r["now"]?.stringValue.flatMap { try? Date($0, strategy: .iso8601) } ?? now
+                    refresh = TimeSpan.rough(max(0, deviceNow.timeIntervalSince(date))) + " ago"
                 }
                 if let code = r["lastRefreshError"]?["code"]?.numberValue { refresh += " (failed: \(Int(code)))" }
                 let failures = r["consecutiveFailures"]?.numberValue.map { String(Int($0)) } ?? "-"
@@ -371,6 +433,9 @@ public enum FleetTool {
             case .call, .advanceClock: output.out(FleetOutput.call(answers, method: method))
             }
         }
-        return FleetOutput.exit(answers, method: method)
+        if case .call = invocation.command, let warning = FleetOutput.notAsAskedWarning(answers, method: method) {
+            output.err(warning)
+        }
+        return FleetOutput.exit(answers, method: method, strict: invocation.strict)
     }
 }
