@@ -92,8 +92,8 @@ public enum FleetAdvanceClock {
         let clocks = FleetCaller.call(targets, method: .clock, params: [:], timeout: invocation.timeout)
         let unmovable = clocks.compactMap { answer -> String? in
             switch answer.outcome {
-            case .down(let why): "\(answer.target.name) is down (\(why))"
-            case .missing(let why): "\(answer.target.name) is missing (\(why))"
+            case .down(let why): "\(answer.target.name): down (\(why))"
+            case .missing(let why): "\(answer.target.name): missing (\(why))"
             case .error(let e): "\(answer.target.name): \(e.message) (\(e.code))"
             case .result: nil
             }

@@ -29,7 +29,7 @@ public enum FleetOutput {
             return code + (r["errorMessage"]?.stringValue.map { ": " + $0 } ?? "")
         }
         if method == .refresh, let answer = try? RefreshAnswer(json: r), answer.error == nil, !answer.sent {
-            return "refresh not sent" + (answer.throttledUntil.map { " (throttle window until \(SocketTime.string($0)))" } ?? "")
+            return answer.throttledUntil.map { "throttle window until \(SocketTime.string($0))" } ?? "answered without a request"
         }
         return nil
     }

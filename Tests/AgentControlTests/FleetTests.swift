@@ -172,7 +172,7 @@ import HarnessSupport
         #expect(FleetOutput.exit([sent, throttled], method: .refresh, strict: true) == .notAsAsked)
         #expect(FleetOutput.exit([sent], method: .refresh, strict: true) == .success)
         #expect(FleetOutput.notAsAskedWarning([sent, throttled], method: .refresh)
-            == "warning: 1 of 2 instances did not send the refresh: b (refresh not sent (throttle window until 2025-12-02T10:05:00Z))")
+            == "warning: 1 of 2 instances did not send the refresh: b (throttle window until 2025-12-02T10:05:00Z)")
         // A failed refresh is an error (1), strict or not.
         let failed = Self.answer("c", .result(RefreshAnswer(error: RefreshError(code: 503, message: "HTTP 503"), sent: true).json))
         #expect(FleetOutput.exit([throttled, failed], method: .refresh, strict: true) == .agentError)
