@@ -90,7 +90,7 @@ def test_wait_for_refresh_before_any_refresh(pushwoosh_agent: AgentClient) -> No
     assert pushwoosh_agent.status()["lastRefreshAt"] is None
     with pytest.raises(WaitTimeout) as caught:
         pushwoosh_agent.wait_for_refresh(timeout=0.2)
-    assert "no refresh has reached the server yet; state 'notReady'" in str(caught.value)
+    assert "no refresh has completed yet; state 'notReady'" in str(caught.value)
     assert "no refresh is due (the app is in the background)" in str(caught.value)
 
 

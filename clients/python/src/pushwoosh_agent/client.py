@@ -483,7 +483,7 @@ def _describe_refreshes(status: Optional[Mapping[str, Any]], controlled: Optiona
         return "the agent's status could not be read"
     at = status.get("lastRefreshAt")
     if at is None:
-        text = "no refresh has reached the server yet"
+        text = "no refresh has completed yet"
     else:
         error = status.get("lastRefreshError")
         outcome = "succeeded" if error is None else \
