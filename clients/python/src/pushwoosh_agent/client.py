@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
+from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
 from .errors import AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError, \
