@@ -1,12 +1,13 @@
 import AgentCore
 import AgentWire
 
-// The headless device's commands (docs/socket-api.md B.2): set-user, set-app-state,
-// register-push, unregister-push, set-authorization, status, metrics.
+// The headless device's commands (docs/socket-api.md B.2): set-user-id, set-app-state,
+// register-for-push, unregister-for-push, set-notification-authorization, status, metrics
+// (each under the Python client's name, its older CLI name kept as an alias).
 
 extension CommandDefinition {
     static let setUser = CommandDefinition(
-        name: .setUser, synopsis: "set-user USERID", summary: "set the User ID (then the flags are refreshed)",
+        name: .setUser, aliases: ["set-user"], synopsis: "set-user-id USERID", summary: "set the User ID (then the flags are refreshed)",
         details: "Method: setUserId.",
         build: { s, d throws(UsageError) in .setUser(userId: try ControlArguments.positionals(s, ["USERID"], d)[0]) },
         call: { c in guard case .setUser(let userId) = c else { mismatch(c, .setUser) }; return .typed(.setUserId(userId)) },
@@ -29,7 +30,7 @@ extension CommandDefinition {
         })
 
     static let registerPush = CommandDefinition(
-        name: .registerPush, synopsis: "register-push", summary: "register for push notifications",
+        name: .registerPush, aliases: ["register-push"], synopsis: "register-for-push", summary: "register for push notifications",
         details: "Method: registerForPushNotifications.",
         build: { s, d throws(UsageError) in try ControlArguments.none(s, d, .registerPush) },
         call: { _ in .typed(.registerForPushNotifications) },
@@ -40,14 +41,15 @@ extension CommandDefinition {
         })
 
     static let unregisterPush = CommandDefinition(
-        name: .unregisterPush, synopsis: "unregister-push", summary: "unregister from push notifications",
+        name: .unregisterPush, aliases: ["unregister-push"], synopsis: "unregister-for-push", summary: "unregister from push notifications",
         details: "Method: unregisterForPushNotifications.",
         build: { s, d throws(UsageError) in try ControlArguments.none(s, d, .unregisterPush) },
         call: { _ in .typed(.unregisterForPushNotifications) },
         print: { _, _ in "unregistered from push notifications" })
 
     static let setAuthorization = CommandDefinition(
-        name: .setAuthorization, synopsis: "set-authorization notDetermined|denied|authorized|provisional|ephemeral",
+        name: .setAuthorization, aliases: ["set-authorization"],
+        synopsis: "set-notification-authorization notDetermined|denied|authorized|provisional|ephemeral",
         summary: "set the simulated notification authorization",
         details: "Method: setNotificationAuthorization.",
         build: { s, d throws(UsageError) in

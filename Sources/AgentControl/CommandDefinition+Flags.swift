@@ -54,13 +54,14 @@ extension CommandDefinition {
             return OutputFormatter.readWarning(r, printed: !type.isScalar ? "printed null" : "printed the default") { code in
                 switch code {
                 case .flagNotFound: notFound(key)
+                // An agent that does not say which (no errorMessage).
                 case .typeMismatch: "flag \"\(key)\" has no \(type.rawValue) property \"\(property)\" (missing or of another type)"
                 case .providerNotReady: ""
                 }
             }
         })
 
-    private static func notFound(_ key: String) -> String { "no flag \"\(key)\" in the served flags" }
+    private static func notFound(_ key: String) -> String { FallbackMessage.flagNotFound(key) }
 
     private static func buildProperty(_ s: ControlArguments.Scanned, _ d: CommandDefinition) throws(UsageError) -> ControlCommand {
         let p = try ControlArguments.positionals(s, ["KEY", "PROP"], d)

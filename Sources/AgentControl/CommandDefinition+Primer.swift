@@ -22,7 +22,7 @@ extension CommandDefinition {
     ]
 
     static let primer = CommandDefinition(
-        name: .primer, synopsis: "primer --title T --message M --accept A --decline D [OPTIONS]",
+        name: .primer, aliases: ["primer"], synopsis: "present-push-primer --title T --message M --accept A --decline D [OPTIONS]",
         summary: "present the push primer to the simulated user",
         details: """
             Options:
@@ -60,7 +60,7 @@ extension CommandDefinition {
     private static func primerParams(_ s: ControlArguments.Scanned, _ d: CommandDefinition) throws(UsageError) -> [String: JSONValue] {
         var params: [String: JSONValue] = [:]
         for (option, param) in primerTexts {
-            guard let v = s.values[option] else { throw UsageError("'primer' needs \(option)", command: d.name.rawValue) }
+            guard let v = s.values[option] else { throw UsageError("'\(d.name.rawValue)' needs \(option)", command: d.name.rawValue) }
             params[param] = .string(v)
         }
         if let v = s.values["--style"] { params["style"] = .string(try ControlArguments.choice(v, "--style", PrimerStyle.self, d).rawValue) }

@@ -5,13 +5,14 @@ import AgentWire
 // text, options, how the parsed command line becomes the command, the typed call it makes and
 // how its answer prints. The table, `--help`, the parser and the printer read them.
 
-/// agentctl's commands: its own words (the man page's), most of them the socket method they
-/// call spelled the CLI's way.
+/// agentctl's commands: one name per method, the one the Python client uses too (the socket
+/// method spelled the CLI's way: `register-for-push` is `register_for_push()` and
+/// `registerForPushNotifications`); a definition's `aliases` are its other spellings.
 enum CommandName: String, CaseIterable, Sendable {
-    case get, isEnabled = "is-enabled", property, refresh, logImpression = "log-impression", setUser = "set-user"
-    case setAppState = "set-app-state", registerPush = "register-push", unregisterPush = "unregister-push"
-    case setAuthorization = "set-authorization", primer, status, metrics, clock, advanceClock = "advance-clock"
-    case fleet, watch
+    case get, isEnabled = "is-enabled", property, refresh, logImpression = "log-impression", setUser = "set-user-id"
+    case setAppState = "set-app-state", registerPush = "register-for-push", unregisterPush = "unregister-for-push"
+    case setAuthorization = "set-notification-authorization", primer = "present-push-primer", status, metrics, clock
+    case advanceClock = "advance-clock", fleet, watch
 }
 
 /// What a command sends: a typed call, encoded by AgentWire (`SocketCall.params`), or, where
@@ -32,6 +33,9 @@ enum CommandCall: Sendable, Equatable {
 /// One command of the CLI, defined once.
 struct CommandDefinition: Sendable {
     var name: CommandName
+    /// Other names the command answers to (its names before the CLI and the Python client
+    /// agreed on one), listed in `--help`.
+    var aliases: [String] = []
     var synopsis: String
     var summary: String
     var details: String = ""
@@ -53,8 +57,12 @@ struct CommandDefinition: Sendable {
     var help: String {
         var text = "Usage: pushwoosh-agentctl [--socket PATH] [--json] \(synopsis)\n\n\(summary.prefix(1).uppercased() + summary.dropFirst())."
         if !details.isEmpty { text += "\n\n" + details }
+        if !aliases.isEmpty { text += "\n\nAlso answers to: " + aliases.joined(separator: ", ") + "." }
         return text
     }
+
+    /// Every name the command answers to: its name, then its aliases.
+    var names: [String] { [name.rawValue] + aliases }
 
     /// A command the definition did not build reached it: a programming error.
     static func mismatch(_ command: ControlCommand, _ name: CommandName) -> Never {
@@ -67,6 +75,18 @@ let commandTable: [CommandDefinition] = [
     .get, .isEnabled, .property, .refresh, .logImpression, .setUser, .setAppState, .registerPush, .unregisterPush,
     .setAuthorization, .primer, .status, .metrics, .clock, .advanceClock, .fleet, .watch,
 ]
+
+extension CommandDefinition {
+    /// The command `name` names (its name or an alias); nil when none does.
+    static func named(_ name: String) -> CommandDefinition? {
+        commandTable.first { $0.names.contains(name) }
+    }
+
+    /// "unknown command 'X'", with the nearest name when one is near.
+    static func unknown(_ name: String) -> UsageError {
+        UsageError("unknown command '\(name)'" + Nearest.suggestion(name, among: commandTable.flatMap(\.names)))
+    }
+}
 
 extension ControlCommand {
     /// The definition that built this command.

@@ -37,13 +37,19 @@ public enum ControlArguments {
     public static var usage: String {
         let width = commandTable.map(\.name.rawValue.count).max()! + 2
         let list = commandTable.map { "  " + $0.name.rawValue.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
+        let aliases = commandTable.flatMap { d in
+            d.aliases.map { "  " + $0.padding(toLength: width, withPad: " ", startingAt: 0) + "the same as " + d.name.rawValue }
+        }
         return """
             Usage: pushwoosh-agentctl [--socket PATH | --instance NAME] [--json] [--timeout SECONDS] COMMAND [ARGS]
 
             Talks to pushwoosh-agentd over its Unix socket.
 
-            Commands:
+            Commands (each named as the Python client names its method):
             \(list.joined(separator: "\n"))
+
+            Older names, still answered:
+            \(aliases.joined(separator: "\n"))
 
             Options (before or after the command):
               --socket PATH       the agent's socket (default $PUSHWOOSH_AGENT_SOCKET, else
@@ -84,7 +90,10 @@ public enum ControlArguments {
                 i += 1
                 continue
             }
-            if name.hasPrefix("-") && name != "-" { throw UsageError("unknown option \(name)") }
+            if name.hasPrefix("-") && name != "-" {
+                throw UsageError("unknown option \(name)"
+                                 + Nearest.suggestion(name, among: (globalValued.union(globalFlags)).sorted() + ["--version"]))
+            }
             commandName = arguments[i]
             i += 1
             break
@@ -95,9 +104,7 @@ public enum ControlArguments {
                                             timeout: arguments[..<i].contains { $0.hasPrefix("--timeout") } ? timeout : nil)
                 .map(ControlRequest.fleet) ?? .help(FleetArguments.usage)
         }
-        guard let info = commandTable.first(where: { $0.name.rawValue == commandName }) else {
-            throw UsageError("unknown command '\(commandName)'")
-        }
+        guard let info = CommandDefinition.named(commandName) else { throw CommandDefinition.unknown(commandName) }
 
         let scanned = try scan(arguments[i...], info: info)
         if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(info.help) }
@@ -174,7 +181,9 @@ public enum ControlArguments {
                     if inline != nil { throw UsageError("option \(name) takes no value", command: info.name.rawValue) }
                     result.flags.insert(name)
                 } else {
-                    throw UsageError("unknown option \(name) for '\(info.name.rawValue)'", command: info.name.rawValue)
+                    let known = info.valued.union(info.flags).union(globalValued).union(globalFlags).sorted()
+                    throw UsageError("unknown option \(name) for '\(info.name.rawValue)'" + Nearest.suggestion(name, among: known),
+                                     command: info.name.rawValue)
                 }
             }
             i += 1

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Foundation
 #if canImport(Glibc)
@@ -105,11 +106,15 @@ public enum ControlTool {
     }
 
     /// `watch`: subscribed; prints notifications until the agent goes away or we are
-    /// interrupted. With `reconnect`, a closed connection is reopened once the agent is back.
+    /// interrupted. With `reconnect`, a closed connection is reopened once the agent is back,
+    /// each attempt after a wait that doubles from 100 ms to 2 s (`ReconnectBackoff`), so a
+    /// socket that accepts and closes at once costs a few connections a second, not thousands.
     static func watch(_ invocation: ControlInvocation, events: [SubscriptionEvent], reconnect: Bool, output: some ControlOutput,
-                      now: () -> Date, timeZone: TimeZone) throws(ClientError) -> ExitCode {
+                      now: () -> Date, timeZone: TimeZone,
+                      sleep: (Double) -> Void = { usleep(UInt32($0 * 1_000_000)) }) throws(ClientError) -> ExitCode {
         let names = events.map(\.rawValue).joined(separator: ", ")
         var connected = false
+        var backoff = ReconnectBackoff()
         while true {
             let client: SocketClient
             do {
@@ -122,9 +127,10 @@ public enum ControlTool {
                 }
             } catch {
                 guard reconnect, connected, error.exit == .notRunning else { throw error }
-                usleep(200_000)  // the agent is restarting: try again
+                sleep(backoff.next())  // the agent is restarting: try again
                 continue
             }
+            let subscribedAt = monotonicSeconds()
             if connected {
                 output.err("reconnected to \(invocation.socketPath); watching \(names) again")
             } else if !invocation.json {
@@ -143,6 +149,26 @@ public enum ControlTool {
             }
             guard reconnect else { throw ClientError(exit: .notRunning, message: "pushwoosh-agentd closed the connection") }
             output.err("pushwoosh-agentd closed the connection; reconnecting (--reconnect)")
+            // A connection that held is a restart of the agent: the waits start afresh.
+            if monotonicSeconds() - subscribedAt >= ReconnectBackoff.maximum { backoff.reset() }
+            sleep(backoff.next())
         }
     }
+}
+
+/// How long `watch --reconnect` waits before each attempt: 100 ms, doubling to at most 2 s,
+/// back to 100 ms after a connection that held (at most a few attempts a second, however the
+/// other end behaves).
+struct ReconnectBackoff {
+    static let initial = 0.1
+    static let maximum = 2.0
+    private var delay = initial
+
+    /// The wait before the next attempt (and doubles the one after it).
+    mutating func next() -> Double {
+        defer { delay = min(Self.maximum, delay * 2) }
+        return delay
+    }
+
+    mutating func reset() { delay = Self.initial }
 }

@@ -87,15 +87,20 @@ public enum FleetAdvanceClock {
                 return fail(.usage, "--admin-token \(error)")
             }
         }
-        // Nothing moves unless every instance runs a controlled clock and the emulator answers.
+        // Nothing moves unless every instance runs a controlled clock and the emulator answers;
+        // every instance that cannot be moved is named, each with its reason.
         let clocks = FleetCaller.call(targets, method: .clock, params: [:], timeout: invocation.timeout)
-        for answer in clocks {
+        let unmovable = clocks.compactMap { answer -> String? in
             switch answer.outcome {
-            case .down(let why): return fail(.notRunning, "\(answer.target.name) is down (\(why)); nothing was moved")
-            case .missing(let why): return fail(.notRunning, "\(answer.target.name) is missing (\(why)); nothing was moved")
-            case .error(let e): return fail(.agentError, "\(answer.target.name): \(e.message) (\(e.code)); nothing was moved")
-            case .result: continue
+            case .down(let why): "\(answer.target.name): down (\(why))"
+            case .missing(let why): "\(answer.target.name): missing (\(why))"
+            case .error(let e): "\(answer.target.name): \(e.message) (\(e.code))"
+            case .result: nil
             }
+        }
+        if !unmovable.isEmpty {
+            for why in unmovable { output.err("pushwoosh-agentctl: fleet advance-clock: cannot move \(why)") }
+            return fail(.notRunning, "\(unmovable.count) of \(targets.count) instance\(targets.count == 1 ? "" : "s") cannot be moved; nothing was moved")
         }
         let labOffset: Double
         do {
@@ -110,13 +115,16 @@ public enum FleetAdvanceClock {
         do throws(LabClockError) {
             result = try driver.advance(by: seconds)
         } catch {
-            return fail(.notRunning, error.description)
+            // The driver counts devices from 0: the message names the instance.
+            let named = error.device.map { "\(targets[$0].name): " + error.description.replacingOccurrences(of: "device \($0): ", with: "") }
+                ?? error.description
+            return fail(.notRunning, named)
         }
         output.out(invocation.json ? json(result, targets) : text(result, targets))
         for (i, why) in result.problems.sorted(by: { $0.key < $1.key }) {
             output.err("pushwoosh-agentctl: fleet advance-clock: \(targets[i].name) did not follow: \(why)")
         }
-        return result.problems.isEmpty ? .success : .agentError
+        return result.problems.isEmpty ? .success : .notRunning
     }
 
     /// `now …`, then one line per fired timer (instance, time, event), then the counts.

@@ -64,11 +64,13 @@ public enum OutputFormatter {
     }
 
     /// A read's warning: the `errorCode` of an answer with the caller's default, what it means
-    /// for this read (`what`, for FLAG_NOT_FOUND and TYPE_MISMATCH) and what was printed.
+    /// for this read (the agent's `errorMessage`; from an agent that sends none, `what` says it
+    /// for FLAG_NOT_FOUND and TYPE_MISMATCH) and what was printed.
     static func readWarning(_ result: JSONValue, printed: String,
                             what: (EvaluationErrorCode) -> String) -> String? {
         guard let code = result["errorCode"]?.stringValue.flatMap(EvaluationErrorCode.init(rawValue:)) else { return nil }
-        let reason = code == .providerNotReady ? "no valid flags are served (none received yet, or past their lifetime)" : what(code)
+        let reason = result["errorMessage"]?.stringValue
+            ?? (code == .providerNotReady ? FallbackMessage.providerNotReady : what(code))
         return "warning: \(code.rawValue): \(reason); \(printed)"
     }
 

@@ -7,7 +7,7 @@ extension RPCFastPath {
     public static func writeIsEnabled(id: RPCID, enabled: Bool, provenance: Provenance, into w: inout JSONWriter) {
         // The usual answer (a number id, an age in milliseconds, no error code) is put together
         // on the stack and appended once; the rest is written piece by piece below, the same bytes.
-        if case .number(let n) = id, provenance.errorCode == nil {
+        if case .number(let n) = id, provenance.errorCode == nil, provenance.errorMessage == nil {
             let done = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 192) { buffer -> Bool in
                 var sink = ByteSink(base: buffer.baseAddress!, capacity: buffer.count)
                 guard sink.isEnabledAnswer(id: n, enabled: enabled, provenance: provenance) else { return false }
@@ -26,10 +26,7 @@ extension RPCFastPath {
     public static func writeGet(id: RPCID, flag: FeatureFlag?, provenance: Provenance, into w: inout JSONWriter) {
         writeHead(id: id, into: &w)
         writeAge(provenance, into: &w)
-        if let code = provenance.errorCode {
-            w.writeStatic(#","errorCode":"#)
-            w.writeString(code.rawValue)
-        }
+        writeError(provenance, into: &w)
         if let flag {
             // Keys in sorted order, as `JSONWriter.write(.object)` puts them.
             w.writeStatic(flag.isEnabled ? #","flag":{"isEnabled":true,"key":"# : #","flag":{"isEnabled":false,"key":"#)
@@ -78,13 +75,23 @@ extension RPCFastPath {
         if !written { w.writeNumber(value) }
     }
 
-    /// `errorCode` (isEnabled only: it sorts after `enabled`), `reason`, `source`, the end.
+    /// `errorCode` and `errorMessage` (isEnabled only: they sort after `enabled`), `reason`,
+    /// `source`, the end.
     private static func writeTail(_ p: Provenance, into w: inout JSONWriter) {
+        writeError(p, into: &w)
+        writeReasonAndSource(p, into: &w)
+    }
+
+    /// `,"errorCode":…,"errorMessage":…` when the read answered with the caller's default.
+    private static func writeError(_ p: Provenance, into w: inout JSONWriter) {
         if let code = p.errorCode {
             w.writeStatic(#","errorCode":"#)
             w.writeString(code.rawValue)
         }
-        writeReasonAndSource(p, into: &w)
+        if let message = p.errorMessage {
+            w.writeStatic(#","errorMessage":"#)
+            w.writeString(message)
+        }
     }
 
     /// `,"reason":…,"source":…}}\n`: the enum values are plain ASCII, written as is.

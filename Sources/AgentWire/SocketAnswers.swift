@@ -110,6 +110,7 @@ public struct FlagAnswer: Sendable, Equatable {
                                properties: try o.object("properties"))
         }
         provenance = Provenance(reason: try r.enumeration("reason"), errorCode: try r.optionalEnumeration("errorCode"),
+                                errorMessage: try r.optionalString("errorMessage"),
                                 source: try r.enumeration("source"), ageSeconds: try r.optionalNumber("ageSeconds"))
     }
 }
@@ -148,7 +149,8 @@ public struct StatusAnswer: Sendable, Equatable {
     public static let fields = [
         "state", "version", "applicationCode", "hwid", "userId", "appState", "sessionStartedAt", "pushRegistered",
         "pushToken", "notificationAuthorization", "flagsCount", "flagsSource", "flagsAgeSeconds", "flagsExpireAt",
-        "flagsPartial", "lastRefreshAt", "lastRefreshError", "consecutiveFailures", "nextRefreshAt", "storageError",
+        "flagsPartial", "lastRefreshAt", "lastRefreshTrigger", "lastRefreshError", "consecutiveFailures", "nextRefreshAt",
+        "storageError", "now",
     ]
 
     public var json: JSONValue {
@@ -165,6 +167,7 @@ public struct StatusAnswer: Sendable, Equatable {
             "lastRefreshError": RefreshError.json(s.lastRefreshError),
             "consecutiveFailures": .number(Double(s.consecutiveFailures)), "nextRefreshAt": SocketTime.json(s.nextRefreshAt),
             "flagsPartial": .bool(s.flagsPartial), "storageError": s.storageError.map { ["operation": .string($0.operation.rawValue), "message": .string($0.message), "at": SocketTime.json($0.at)] } ?? .null,
+            "lastRefreshTrigger": s.lastRefreshTrigger.map { .string($0.rawValue) } ?? .null, "now": SocketTime.json(s.now),
         ]
     }
 
@@ -187,7 +190,8 @@ public struct StatusAnswer: Sendable, Equatable {
             flagsExpireAt: try r.optionalTime("flagsExpireAt"), flagsPartial: try r.bool("flagsPartial"),
             lastRefreshAt: try r.optionalTime("lastRefreshAt"), lastRefreshError: error,
             consecutiveFailures: Int(try r.number("consecutiveFailures")), nextRefreshAt: try r.optionalTime("nextRefreshAt"),
-            refreshInFlight: false, storageError: storage)
+            refreshInFlight: false, storageError: storage, now: try r.optionalTime("now"),
+            lastRefreshTrigger: try r.optionalEnumeration("lastRefreshTrigger"))
     }
 }
 

@@ -103,14 +103,15 @@ public enum FlagAnswers {
          "properties": .object(flag.properties)]
     }
 
-    /// B.1 provenance: reason, errorCode (only with ERROR), source, ageSeconds (rounded to
-    /// milliseconds).
+    /// B.1 provenance: reason, errorCode and errorMessage (only with ERROR), source, ageSeconds
+    /// (rounded to milliseconds).
     public static func fields(_ p: Provenance) -> [String: JSONValue] {
         var o: [String: JSONValue] = [
             "reason": .string(p.reason.rawValue), "source": .string(p.source.rawValue),
             "ageSeconds": p.ageSeconds.map { .number(SocketTime.seconds($0)) } ?? .null,
         ]
         if let code = p.errorCode { o["errorCode"] = .string(code.rawValue) }
+        if let message = p.errorMessage { o["errorMessage"] = .string(message) }
         return o
     }
 }

@@ -1,5 +1,6 @@
 import AgentCore
 import AgentWire
+import Foundation
 import Testing
 @testable import AgentControl
 
@@ -54,6 +55,18 @@ import Testing
         #expect(throws: RPCError.self) { try SocketCall.decode(.presentPushPrimer, RPCParams(primer.request.params)) }
     }
 
+    /// One name per method across agentctl and the Python client: each command is the Python
+    /// method's name with `-` for `_` (`register-for-push`, `register_for_push()`). `fleet` is
+    /// agentctl's own; `watch` is the client's `events()` and `subscribe()`.
+    @Test func eachCommandIsNamedAsThePythonClientsMethod() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let client = try String(contentsOf: root.appendingPathComponent("clients/python/src/pushwoosh_agent/client.py"), encoding: .utf8)
+        for name in CommandName.allCases where name != .fleet && name != .watch {
+            let method = name.rawValue.replacingOccurrences(of: "-", with: "_")
+            #expect(client.contains("    def \(method)("), "agentctl \(name.rawValue) has no AgentClient.\(method)()")
+        }
+    }
+
     @Test func helpAndTableComeFromTheDefinitions() throws {
         for definition in commandTable where definition.name != .fleet {
             guard case .help(let text) = try ControlArguments.parse([definition.name.rawValue, "--help"], environment: [:]) else {
@@ -62,5 +75,24 @@ import Testing
             #expect(text == definition.help)
             #expect(ControlArguments.usage.contains("  \(definition.name.rawValue) ") && ControlArguments.usage.contains(definition.summary))
         }
+    }
+}
+
+/// `watch --reconnect`: the waits before each attempt double from 100 ms to 2 s and start
+/// again after a connection that held.
+@Suite struct ReconnectBackoffTests {
+    @Test func waitsDoubleToTwoSecondsAndStartAgain() {
+        var backoff = ReconnectBackoff()
+        #expect((0..<7).map { _ in backoff.next() } == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0])
+        backoff.reset()
+        #expect(backoff.next() == 0.1)
+        // At most a few attempts a second: the first two seconds of a socket that closes at once.
+        var b = ReconnectBackoff(), spent = 0.0, attempts = 1
+        while true {
+            spent += b.next()
+            if spent > 2 { break }
+            attempts += 1
+        }
+        #expect(attempts <= 5)
     }
 }

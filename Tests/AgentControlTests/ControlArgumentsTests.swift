@@ -109,8 +109,9 @@ private func usageError(_ args: [String]) -> String? {
 
     @Test func help() throws {
         guard case .help(let global) = try ControlArguments.parse(["--help"], environment: env) else { Issue.record("no help"); return }
-        for name in ["get", "is-enabled", "property", "refresh", "log-impression", "set-user", "set-app-state",
-                     "register-push", "unregister-push", "set-authorization", "primer", "status", "watch"] {
+        for name in ["get", "is-enabled", "property", "refresh", "log-impression", "set-user-id", "set-app-state",
+                     "register-for-push", "unregister-for-push", "set-notification-authorization", "present-push-primer",
+                     "status", "watch"] {
             #expect(global.contains("  \(name) "), "\(name)")
             guard case .help(let text) = try ControlArguments.parse([name, "--help"], environment: env) else {
                 Issue.record("no help for \(name)"); continue
@@ -125,6 +126,15 @@ private func usageError(_ args: [String]) -> String? {
     @Test(arguments: [
         ([], "no command given"),
         (["frobnicate"], "unknown command 'frobnicate'"),
+        // The nearest name, when one is near (a typo, a swap, another spelling of the method).
+        (["stauts"], "unknown command 'stauts'; did you mean 'status'?"),
+        (["is-enbled", "k"], "unknown command 'is-enbled'; did you mean 'is-enabled'?"),
+        (["register-fro-push"], "unknown command 'register-fro-push'; did you mean 'register-for-push'?"),
+        (["registerForPushNotifications"], "unknown command 'registerForPushNotifications'; did you mean 'register-for-push'?"),
+        (["set_user_id", "a"], "unknown command 'set_user_id'; did you mean 'set-user-id'?"),
+        (["primr"], "unknown command 'primr'; did you mean 'primer'?"),
+        (["is-enabled", "k", "--defualt", "true"], "unknown option --defualt for 'is-enabled'; did you mean '--default'?"),
+        (["--jsn", "status"], "unknown option --jsn; did you mean '--json'?"),
         (["--bogus", "status"], "unknown option --bogus"),
         (["--socket"], "option --socket needs a value"),
         (["--timeout", "soon", "status"], #"--timeout must be a number of seconds, got "soon""#),
@@ -139,7 +149,7 @@ private func usageError(_ args: [String]) -> String? {
         (["property", "k", "p", "--type", "int"], #"--type must be one of string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array), got "int""#),
         (["property", "k", "p", "--type", "JSON"], #"--type must be one of string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array), got "JSON""#),
         (["status", "--strict"], "unknown option --strict for 'status'"),
-        (["set-user", "a", "--strict"], "unknown option --strict for 'set-user'"),
+        (["set-user", "a", "--strict"], "unknown option --strict for 'set-user-id'"),
         (["refresh", "--strict=yes"], "option --strict takes no value"),
         (["watch", "--events", "flags,changes"], #"--events takes a comma-separated list of flags, refresh, state, got "flags,changes""#),
         (["watch", "--events", ""], #"--events takes a comma-separated list of flags, refresh, state, got """#),
@@ -147,10 +157,10 @@ private func usageError(_ args: [String]) -> String? {
         (["property", "k", "p", "--type", "number", "--default", "x"], #"--default must be a number, got "x""#),
         (["property", "k", "p", "--type", "json-object", "--default", "{}"], "--default is for string, number and bool properties only"),
         (["refresh", "now"], #"unexpected argument "now" for 'refresh'"#),
-        (["set-user"], "'set-user' needs USERID"),
+        (["set-user"], "'set-user-id' needs USERID"),
         (["set-app-state", "foreground"], #"the state must be one of active, background, got "foreground""#),
         (["set-authorization", "yes"], #"the status must be one of notDetermined, denied, authorized, provisional, ephemeral, got "yes""#),
-        (["primer", "--title", "T"], "'primer' needs --message"),
+        (["primer", "--title", "T"], "'present-push-primer' needs --message"),
         (["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D", "--style", "popup"],
          #"--style must be one of alert, sheet, got "popup""#),
         (["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D", "--min-interval", "-1"],
@@ -161,6 +171,39 @@ private func usageError(_ args: [String]) -> String? {
     ])
     func usageErrors(_ args: [String], _ message: String) {
         #expect(usageError(args) == message)
+    }
+
+    /// One name per method: each command's name is the Python client's method name, spelled
+    /// the CLI's way; the older CLI names still answer, as the same command.
+    @Test func olderNamesAreAliasesOfOneCommand() throws {
+        #expect(try command(["register-for-push"]) == .registerPush)
+        #expect(try command(["register-push"]) == .registerPush)
+        #expect(try command(["unregister-for-push"]) == .unregisterPush)
+        #expect(try command(["set-user-id", "alice"]) == .setUser(userId: "alice"))
+        #expect(try command(["set-notification-authorization", "denied"]) == .setAuthorization(.denied))
+        #expect(try command(["present-push-primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D"])
+            == (try command(["primer", "--title", "T", "--message", "M", "--accept", "A", "--decline", "D"])))
+        let names = commandTable.flatMap(\.names)
+        #expect(Set(names).count == names.count, "a name answers for two commands")
+        guard case .help(let usage) = try ControlArguments.parse(["--help"], environment: env) else { Issue.record("no help"); return }
+        for d in commandTable {
+            for alias in d.aliases {
+                #expect(usage.contains(alias) && usage.contains("the same as \(d.name.rawValue)"), "\(alias)")
+                guard case .help(let text) = try ControlArguments.parse([alias, "--help"], environment: env) else { Issue.record("no help for \(alias)"); continue }
+                #expect(text == d.help && text.contains("Also answers to: "))
+            }
+        }
+    }
+
+    @Test func nearestNames() {
+        #expect(Nearest.name("stauts", among: ["get", "status", "clock"]) == "status")
+        #expect(Nearest.name("xyzzy", among: ["get", "status", "clock"]) == nil)
+        #expect(Nearest.name("", among: ["get"]) == nil)
+        #expect(Nearest.name("GET", among: ["get"]) == "get")
+        #expect(Nearest.distance(Array("status"), Array("stauts")) == 1)
+        #expect(Nearest.distance(Array("kitten"), Array("sitting")) == 3)
+        #expect(Nearest.suggestion("metrcis", among: ["metrics"]) == "; did you mean 'metrics'?")
+        #expect(Nearest.suggestion("zzz", among: ["metrics"]) == "")
     }
 
     @Test func usageErrorPointsToHelp() {

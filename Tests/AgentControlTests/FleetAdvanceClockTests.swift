@@ -62,7 +62,7 @@ import HarnessSupport
         let output = CapturedOutput()
         let f = try invocation(["fleet", "--socket-dir", dir, "--timeout", "1", "advance-clock", "1h", "--emulator", "http://127.0.0.1:9"])
         #expect(FleetTool.run(f, output: output, now: { Date() }) == .notRunning)
-        #expect(output.err.joined(separator: "\n").contains("device-1 is down") && output.err.joined(separator: "\n").contains("nothing was moved"))
+        #expect(output.err.joined(separator: "\n").contains("device-1: down") && output.err.joined(separator: "\n").contains("nothing was moved"))
         // An admin token file that cannot be used is named before any device is asked.
         for (contents, why) in [(nil, "cannot read the file"), ("", "the file is empty"), ("two words\n", "the token contains white space")] {
             let file = dir + "/token"
@@ -73,5 +73,25 @@ import HarnessSupport
             #expect(FleetTool.run(g, output: out, now: { Date() }) == .usage)
             #expect(out.err.joined().contains("--admin-token \(file): \(why)"), "\(out.err)")
         }
+    }
+
+    /// Every instance that cannot be moved is named with its reason (not only the first), and
+    /// the exit status is 3; nothing moves.
+    @Test func everyInstanceThatCannotMoveIsNamed() throws {
+        let temporary = TempDir(), dir = temporary.path
+        for name in ["device-1", "device-2"] {  // sockets nobody listens on
+            #expect(FileManager.default.createFile(atPath: dir + "/\(name).sock", contents: nil))
+        }
+        let output = CapturedOutput()
+        let f = try invocation(["fleet", "--socket-dir", dir, "--expect", "device-3", "--timeout", "1", "advance-clock", "1h",
+                                "--emulator", "http://127.0.0.1:9"])
+        #expect(FleetTool.run(f, output: output, now: { Date() }) == .notRunning)
+        let err = output.err
+        #expect(err.count == 4, "\(err)")
+        #expect(err.contains { $0.hasPrefix("pushwoosh-agentctl: fleet advance-clock: cannot move device-1: down (") })
+        #expect(err.contains { $0.hasPrefix("pushwoosh-agentctl: fleet advance-clock: cannot move device-2: down (") })
+        #expect(err.contains { $0.hasPrefix("pushwoosh-agentctl: fleet advance-clock: cannot move device-3: missing (") })
+        #expect(err.last == "pushwoosh-agentctl: fleet advance-clock: 3 of 3 instances cannot be moved; nothing was moved")
+        #expect(output.out.isEmpty)
     }
 }

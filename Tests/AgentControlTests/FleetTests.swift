@@ -131,6 +131,66 @@ import HarnessSupport
         #expect(FleetOutput.call([Self.answer("a", .result(["logged": true]))], method: .logImpression) == #"a  ok  {"logged":true}"#)
     }
 
+    /// Ages are the device's: a controlled clock 3 h ahead of the host reads its last refresh
+    /// against its own `now`, not the host's (which said "0 s ago", or less).
+    @Test func statusAgesAreInDeviceTime() {
+        let host = Date(timeIntervalSince1970: 1_800_000_000)
+        let ahead: JSONValue = ["state": "ready", "userId": "u", "flagsAgeSeconds": 10_800, "consecutiveFailures": 0,
+                                "lastRefreshAt": .string(SocketTime.string(host)), "now": .string(SocketTime.string(host.addingTimeInterval(10_800)))]
+        let older: JSONValue = ["state": "ready", "userId": "u", "flagsAgeSeconds": 60, "consecutiveFailures": 0,
+                                "lastRefreshAt": .string(SocketTime.string(host.addingTimeInterval(-60)))]
+        let lines = FleetOutput.status([Self.answer("ahead", .result(ahead)), Self.answer("older", .result(older))], now: host)
+            .split(separator: "\n").map(String.init)
+        #expect(lines[1].contains("3 h ago") && lines[1].contains("  3 h  "), "\(lines)")
+        #expect(lines[2].contains("1 min ago"), "\(lines)")  // an agent without `now`: the host's clock
+    }
+
+    /// `call --strict`: 5 when some instance answered with the caller's default or did not send
+    /// its refresh (once all answered); the standard-error line names each, --strict or not.
+    @Test func callStrict() throws {
+        #expect(try invocation(["fleet", "call", "isEnabled", #"{"key":"k","default":false}"#, "--strict"]).strict)
+        #expect(try invocation(["fleet", "--strict", "call", "refresh"]).strict)
+        #expect(try invocation(["fleet", "call", "refresh"]).strict == false)
+        #expect(throws: UsageError("--strict is for 'fleet call' (the answers of reads and refresh)", command: "fleet")) {
+            try ControlArguments.parse(["fleet", "status", "--strict"], environment: [:])
+        }
+        #expect(throws: UsageError("option --strict takes no value", command: "fleet")) {
+            try ControlArguments.parse(["fleet", "call", "refresh", "--strict=yes"], environment: [:])
+        }
+        let fine = Self.answer("a", .result(["enabled": true, "reason": "TARGETING_MATCH", "source": "network"]))
+        let fallback = Self.answer("b", .result(["enabled": false, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND",
+                                                 "errorMessage": #"no flag "x" in the served flags"#, "source": "network"]))
+        #expect(FleetOutput.exit([fine, fallback], method: .isEnabled) == .success)
+        #expect(FleetOutput.exit([fine, fallback], method: .isEnabled, strict: true) == .notAsAsked)
+        #expect(FleetOutput.exit([fine], method: .isEnabled, strict: true) == .success)
+        #expect(FleetOutput.exit([fallback, Self.answer("c", .down("x"))], method: .isEnabled, strict: true) == .notRunning)
+        #expect(FleetOutput.notAsAskedWarning([fine, fallback], method: .isEnabled)
+            == #"warning: 1 of 2 instances answered with the caller's default: b (FLAG_NOT_FOUND: no flag "x" in the served flags)"#)
+        #expect(FleetOutput.notAsAskedWarning([fine], method: .isEnabled) == nil)
+        let sent = Self.answer("a", .result(RefreshAnswer(error: nil, sent: true).json))
+        let throttled = Self.answer("b", .result(RefreshAnswer(error: nil, sent: false, throttledUntil: Date(timeIntervalSince1970: 1_764_669_900)).json))
+        #expect(FleetOutput.exit([sent, throttled], method: .refresh, strict: true) == .notAsAsked)
+        #expect(FleetOutput.exit([sent], method: .refresh, strict: true) == .success)
+        #expect(FleetOutput.notAsAskedWarning([sent, throttled], method: .refresh)
+            == "warning: 1 of 2 instances did not send the refresh: b (throttle window until 2025-12-02T10:05:00Z)")
+        // A failed refresh is an error (1), strict or not.
+        let failed = Self.answer("c", .result(RefreshAnswer(error: RefreshError(code: 503, message: "HTTP 503"), sent: true).json))
+        #expect(FleetOutput.exit([throttled, failed], method: .refresh, strict: true) == .agentError)
+    }
+
+    @Test func misspeltFleetWordsNameTheNearest() {
+        for (args, message) in [(["fleet", "stauts"], "unknown fleet command 'stauts'; did you mean 'status'? (status, metrics, call or advance-clock)"),
+                                (["fleet", "--socket-dri", "/x", "status"], "unknown option --socket-dri for 'fleet'; did you mean '--socket-dir'?")] {
+            #expect(throws: UsageError(message, command: "fleet"), "\(args)") { try ControlArguments.parse(args, environment: [:]) }
+        }
+        do {
+            _ = try ControlArguments.parse(["fleet", "call", "refersh"], environment: [:])
+            Issue.record("accepted")
+        } catch {
+            #expect(error.message.hasPrefix("unknown method 'refersh'; did you mean 'refresh'? (one of get, "))
+        }
+    }
+
     /// Real sockets: two canned agents answer, a socket file without a listener is refused,
     /// a listener that never accepts costs its timeout, and the others do not wait for it.
     @Test func callerReportsDownInstancesWithoutHanging() throws {

@@ -103,6 +103,15 @@ import Testing
             == "warning: PROVIDER_NOT_READY: no valid flags are served (none received yet, or past their lifetime); printed the default")
         #expect(OutputFormatter.warning(.get(key: "zz"), result: ["flag": nil, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND"])
             == #"warning: FLAG_NOT_FOUND: no flag "zz" in the served flags; no flag printed"#)
+        // The agent's own words when it sends them: a missing property and one of another type told apart.
+        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .number, default: 7),
+                                        result: ["value": 7, "reason": "ERROR", "errorCode": "TYPE_MISMATCH",
+                                                 "errorMessage": #"flag "k" has no property "n""#])
+            == #"warning: TYPE_MISMATCH: flag "k" has no property "n"; printed the default"#)
+        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .number, default: 7),
+                                        result: ["value": 7, "reason": "ERROR", "errorCode": "TYPE_MISMATCH",
+                                                 "errorMessage": #"property "n" of flag "k" is a string, not a number"#])
+            == #"warning: TYPE_MISMATCH: property "n" of flag "k" is a string, not a number; printed the default"#)
         // A value the agent served: no warning, whatever it is.
         #expect(OutputFormatter.warning(.isEnabled(key: "k", default: false), result: ["enabled": false, "reason": "DISABLED", "source": "cache"]) == nil)
         #expect(OutputFormatter.warning(.status, result: ["errorCode": "FLAG_NOT_FOUND"]) == nil)

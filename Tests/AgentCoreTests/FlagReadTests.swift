@@ -74,6 +74,27 @@ import Testing
         #expect(a.property("missing", "x", type: .jsonObject, default: .null).value == .null)
     }
 
+    @Test("FF-5: a missing property and one of another type share TYPE_MISMATCH; the message tells them apart")
+    func fallbackMessages() {
+        let loop = VirtualLoop.serving([checkout])
+        let a = loop.agent
+        let missing = a.property("new_checkout", "nope", type: .number, default: 7).provenance
+        #expect(missing.errorCode == .typeMismatch && missing.reason == .error)
+        #expect(missing.errorMessage == #"flag "new_checkout" has no property "nope""#)
+        for (name, type, found) in [("express", PropertyType.number, "a bool"), ("max_items", .string, "a number"),
+                                    ("button_color", .bool, "a string"), ("layout", .jsonArray, "a jsonObject"),
+                                    ("steps", .jsonObject, "a jsonArray")] {
+            let other = a.property("new_checkout", name, type: type, default: .null).provenance
+            #expect(other.errorCode == .typeMismatch)
+            #expect(other.errorMessage == "property \"\(name)\" of flag \"new_checkout\" is \(found), not a \(type.rawValue)")
+        }
+        #expect(a.isEnabled("missing", default: true).provenance.errorMessage == #"no flag "missing" in the served flags"#)
+        #expect(a.property("missing", "x", type: .number, default: 3).provenance.errorMessage == #"no flag "missing" in the served flags"#)
+        // Served: no message.
+        #expect(a.property("new_checkout", "max_items", type: .number, default: 1).provenance.errorMessage == nil)
+        #expect(a.isEnabled("new_checkout", default: false).provenance.errorMessage == nil)
+    }
+
     @Test("FF-5: a server that sends 1 and true keeps them apart on the wire too")
     func booleanNumberKindsSurviveTheWire() throws {
         let body = Data(#"{"status_code":200,"response":{"flags":[{"key":"k","enabled":true,"rule_id":"default","properties":{"one":1,"yes":true,"zero":0}}]}}"#.utf8)

@@ -77,7 +77,10 @@ import Testing
         let mismatch = try Self.agentctl(socket, ["property", "new_checkout", "max_items", "--type", "string", "--default", "none"])
         #expect(mismatch.status == 0 && mismatch.out == "none\n")
         #expect(mismatch.err
-            == "warning: TYPE_MISMATCH: flag \"new_checkout\" has no string property \"max_items\" (missing or of another type); printed the default\n")
+            == "warning: TYPE_MISMATCH: property \"max_items\" of flag \"new_checkout\" is a number, not a string; printed the default\n")
+        let absent = try Self.agentctl(socket, ["property", "new_checkout", "max_itemz", "--type", "number", "--default", "7"])
+        #expect(absent.status == 0 && absent.out == "7\n")
+        #expect(absent.err == "warning: TYPE_MISMATCH: flag \"new_checkout\" has no property \"max_itemz\"; printed the default\n")
         #expect(try Self.agentctl(socket, ["property", "new_checkout", "max_items", "--type", "string", "--strict"]).status == 5)
         let get = try Self.agentctl(socket, ["get", "nosuchflag", "--strict"])
         #expect(get.status == 5 && get.err.hasPrefix("warning: FLAG_NOT_FOUND: no flag \"nosuchflag\""))

@@ -74,6 +74,11 @@ import Testing
             Provenance(reason: .error, errorCode: .flagNotFound, source: .cache, ageSeconds: 86_399.9996),
             Provenance(reason: .error, errorCode: .providerNotReady, source: .none, ageSeconds: nil),
             Provenance(reason: .disabled, source: .network, ageSeconds: 1e-9),
+            // The error's words, with what a key may hold: quotes, a backslash, a newline, ESC, non-ASCII.
+            Provenance(reason: .error, errorCode: .flagNotFound, errorMessage: FallbackMessage.flagNotFound("k\"e\\y\n\u{1B}é"),
+                       source: .network, ageSeconds: 3),
+            Provenance(reason: .error, errorCode: .providerNotReady, errorMessage: FallbackMessage.providerNotReady,
+                       source: .none, ageSeconds: nil),
         ]
         let ids: [RPCID] = [.number(1), .number(-42), .number(123_456_789_012_345), .string("a-b"), .string("")]
         for id in ids {

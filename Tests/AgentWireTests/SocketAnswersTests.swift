@@ -24,6 +24,37 @@ import Testing
         #expect(answer.json["storageError"] == .null)
     }
 
+    /// The device's time and the last refresh's trigger travel too (`fleet status` reads ages
+    /// against the device's `now`; a wait that timed out names the trigger); an older agent's
+    /// answer without them still reads.
+    @Test func deviceTimeAndTheLastTrigger() throws {
+        var status = Self.status
+        status.now = Date(timeIntervalSince1970: 1_796_010_800)
+        status.lastRefreshTrigger = .periodic
+        let answer = StatusAnswer(version: "0.1.0", status: status)
+        #expect(answer.json["now"] == "2026-11-30T03:53:20Z")
+        #expect(answer.json["lastRefreshTrigger"] == "periodic")
+        #expect(try StatusAnswer(json: JSONReader.parse(JSONWriter.encode(answer.json))) == answer)
+        var older = answer.json.objectValue!
+        older["now"] = nil
+        older["lastRefreshTrigger"] = nil
+        let read = try StatusAnswer(json: .object(older))
+        #expect(read.status.now == nil && read.status.lastRefreshTrigger == nil)
+        older["lastRefreshTrigger"] = "sometimes"
+        #expect(throws: AnswerError.self) { try StatusAnswer(json: .object(older)) }
+        #expect(StatusAnswer.fields.contains("now") && StatusAnswer.fields.contains("lastRefreshTrigger"))
+    }
+
+    @Test func fallbackWordsTravelWithTheCode() throws {
+        let p = Provenance(reason: .error, errorCode: .typeMismatch, errorMessage: #"flag "k" has no property "p""#,
+                           source: .network, ageSeconds: 1)
+        let json = FlagAnswers.property(7, p)
+        #expect(json["errorMessage"] == #"flag "k" has no property "p""#)
+        let answer = FlagAnswer(flag: nil, provenance: p)
+        #expect(try FlagAnswer(json: answer.json) == answer)
+        #expect(FlagAnswers.isEnabled(true, Provenance(reason: .default, source: .cache, ageSeconds: 0))["errorMessage"] == nil)
+    }
+
     @Test func storageErrorIsAMessageWithItsTime() throws {
         var status = Self.status
         status.storageError = StorageProblem(.save, message: "write state.json.tmp: No space left on device (errno 28)",

@@ -80,7 +80,8 @@ public enum EvaluationErrorCode: String, Sendable {
     case flagNotFound = "FLAG_NOT_FOUND"
     /// No valid flags: none fetched yet, expired (ST-3) or discarded (ST-2).
     case providerNotReady = "PROVIDER_NOT_READY"
-    /// `property` of another type, or a property the flag does not carry.
+    /// `property` of another type, or a property the flag does not carry (the two are told
+    /// apart by the provenance's `errorMessage`).
     case typeMismatch = "TYPE_MISMATCH"
 }
 
@@ -93,15 +94,52 @@ public enum FlagSource: String, Sendable, Codable {
 public struct Provenance: Sendable, Equatable {
     public var reason: EvaluationReason
     public var errorCode: EvaluationErrorCode?
+    /// With `errorCode`: what happened, in words naming the key (and the property), as
+    /// OpenFeature's `errorMessage`: a missing property and one of another type share
+    /// TYPE_MISMATCH and differ here (`FallbackMessage`).
+    public var errorMessage: String?
     public var source: FlagSource
     public var ageSeconds: Seconds?
 
-    public init(reason: EvaluationReason, errorCode: EvaluationErrorCode? = nil, source: FlagSource, ageSeconds: Seconds?) {
+    public init(reason: EvaluationReason, errorCode: EvaluationErrorCode? = nil, errorMessage: String? = nil,
+                source: FlagSource, ageSeconds: Seconds?) {
         self.reason = reason
         self.errorCode = errorCode
+        self.errorMessage = errorMessage
         self.source = source
         self.ageSeconds = ageSeconds
     }
+}
+
+/// The words of a read answered with the caller's default (the provenance's `errorMessage`):
+/// one source for the agent's answers, agentctl's warnings and the Python client's.
+public enum FallbackMessage {
+    public static let providerNotReady = "no valid flags are served (none received yet, or past their lifetime)"
+
+    public static func flagNotFound(_ key: String) -> String { "no flag \"\(key)\" in the served flags" }
+
+    public static func missingProperty(_ key: String, _ property: String) -> String {
+        "flag \"\(key)\" has no property \"\(property)\""
+    }
+
+    public static func otherType(_ key: String, _ property: String, found: JSONValue, wanted: PropertyType) -> String {
+        "property \"\(property)\" of flag \"\(key)\" is \(kind(found)), not \(article(wanted.rawValue))"
+    }
+
+    /// A value's kind in the `type` vocabulary (`a string`, `a number`, `a bool`, `a jsonObject`,
+    /// `a jsonArray`, `null`).
+    static func kind(_ value: JSONValue) -> String {
+        switch value {
+        case .null: "null"
+        case .bool: "a bool"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "a jsonArray"
+        case .object: "a jsonObject"
+        }
+    }
+
+    static func article(_ name: String) -> String { "a " + name }
 }
 
 /// A read's value with its provenance.

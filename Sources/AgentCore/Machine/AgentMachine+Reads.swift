@@ -12,11 +12,13 @@ extension AgentMachine {
     /// FF-2: the stored flag for `key`, or nil. Keys are case-sensitive.
     public func get(_ key: String, now: Now) -> Evaluation<FeatureFlag?> {
         guard let current = servedFlags(at: now) else {
-            return Evaluation(value: nil, provenance: Provenance(reason: .error, errorCode: .providerNotReady, source: .none, ageSeconds: nil))
+            return Evaluation(value: nil, provenance: Provenance(reason: .error, errorCode: .providerNotReady,
+                                                                 errorMessage: FallbackMessage.providerNotReady, source: .none, ageSeconds: nil))
         }
         let age = current.age(monotonic: now.monotonic, wall: now.wall)
         guard let flag = current.snapshot.flags[key] else {
-            return Evaluation(value: nil, provenance: Provenance(reason: .error, errorCode: .flagNotFound, source: current.source, ageSeconds: age))
+            return Evaluation(value: nil, provenance: Provenance(reason: .error, errorCode: .flagNotFound,
+                                                                 errorMessage: FallbackMessage.flagNotFound(key), source: current.source, ageSeconds: age))
         }
         return Evaluation(value: flag, provenance: Provenance(reason: flag.reason, errorCode: nil, source: current.source, ageSeconds: age))
     }
@@ -28,7 +30,9 @@ extension AgentMachine {
     }
 
     /// FF-5: a typed property read. Scalar types return `defaultValue` when the property is
-    /// missing or of another type; JSON types return `.null` then.
+    /// missing or of another type; JSON types return `.null` then. Both are TYPE_MISMATCH (the
+    /// flag is there; OpenFeature has no code for a missing part of a value); the
+    /// `errorMessage` tells "no property P" from "P is a string, not a number".
     public func property(_ key: String, _ name: String, type: PropertyType, default defaultValue: JSONValue, now: Now) -> Evaluation<JSONValue> {
         let fallback: JSONValue = type.isScalar ? defaultValue : .null
         let found = get(key, now: now)
@@ -37,6 +41,8 @@ extension AgentMachine {
             var p = found.provenance
             p.reason = .error
             p.errorCode = .typeMismatch
+            p.errorMessage = flag.properties[name].map { FallbackMessage.otherType(key, name, found: $0, wanted: type) }
+                ?? FallbackMessage.missingProperty(key, name)
             return Evaluation(value: fallback, provenance: p)
         }
         return Evaluation(value: value, provenance: found.provenance)
@@ -77,7 +83,8 @@ extension AgentMachine {
             lastRefreshAt: refresh.lastRefreshAt, lastRefreshError: refresh.lastRefreshError,
             consecutiveFailures: refresh.consecutiveFailures,
             nextRefreshAt: wallTime(next), refreshInFlight: refresh.inFlight != nil,
-            storageError: storage.failure.map { StorageProblem(.save, message: $0, at: storage.failureAt ?? now.wall) } ?? storage.loadProblem)
+            storageError: storage.failure.map { StorageProblem(.save, message: $0, at: storage.failureAt ?? now.wall) } ?? storage.loadProblem,
+            now: now.wall, lastRefreshTrigger: refresh.lastRefreshTrigger)
     }
 }
 
@@ -110,13 +117,18 @@ public struct AgentStatus: Sendable, Equatable {
     /// directory), else one found when the state was loaded at start (a damaged file set
     /// aside); nil when the state loaded cleanly and every save succeeded.
     public var storageError: StorageProblem?
+    /// The device's time at the answer (the controlled clock's when it is controlled): what
+    /// the other times are read against (`fleet status` ages). Nil from an agent that does not say.
+    public var now: Date?
+    /// What started the refresh of `lastRefreshAt` (nil: none yet, or an agent that does not say).
+    public var lastRefreshTrigger: RefreshTrigger?
 
     /// Every field (a client decoding the `status` answer builds one).
     public init(state: State, applicationCode: String, hwid: String, userId: String, appState: AppState, sessionStartedAt: Date?,
                 pushRegistered: Bool, pushToken: String?, notificationAuthorization: NotificationAuthorization, flagsCount: Int,
                 flagsSource: FlagSource, flagsAgeSeconds: Seconds?, flagsExpireAt: Date?, flagsPartial: Bool, lastRefreshAt: Date?,
                 lastRefreshError: RefreshError?, consecutiveFailures: Int, nextRefreshAt: Date?, refreshInFlight: Bool,
-                storageError: StorageProblem?) {
+                storageError: StorageProblem?, now: Date? = nil, lastRefreshTrigger: RefreshTrigger? = nil) {
         self.state = state
         self.applicationCode = applicationCode
         self.hwid = hwid
@@ -137,5 +149,7 @@ public struct AgentStatus: Sendable, Equatable {
         self.nextRefreshAt = nextRefreshAt
         self.refreshInFlight = refreshInFlight
         self.storageError = storageError
+        self.now = now
+        self.lastRefreshTrigger = lastRefreshTrigger
     }
 }

@@ -36,6 +36,8 @@ struct RefreshMachine: Sendable {
     private var retryAfterUntil: Seconds?
     private(set) var consecutiveFailures = 0
     private(set) var lastRefreshAt: Date?
+    /// What started the refresh of `lastRefreshAt`.
+    private(set) var lastRefreshTrigger: RefreshTrigger?
     private(set) var lastRefreshError: RefreshError?
     private var lastRequestAt: Seconds?
     /// RF-3: how many requests were sent, so a registration can tell whether one followed it.
@@ -208,6 +210,7 @@ struct RefreshMachine: Sendable {
         }
         let now = world.now
         lastRefreshAt = now.wall
+        lastRefreshTrigger = finished.trigger
         var out: [RefreshOutput]
         let error: RefreshError?
         switch result {

@@ -2,8 +2,11 @@
 
 It needs only ``pip install ./clients/python`` (which brings the pytest plugin
 with the ``pushwoosh_emulator`` and ``pushwoosh_agent`` fixtures) and the
-binaries on PATH, or ``pytest --pushwoosh-bin DIR``. Each test gets its own
-emulator (with the example application ``ABCDE-12345``) and its own agent.
+binaries on PATH, or ``pytest --pushwoosh-bin DIR`` (an absolute DIR). One emulator
+(with the example application ``ABCDE-12345``) serves the whole pytest session and is
+reset before each test that uses it (docs/python-client.md G); each test gets its own
+agent. A read that falls back to the default warns (``FallbackWarning``); run with
+``--pushwoosh-strict`` to make it fail instead.
 """
 
 from __future__ import annotations

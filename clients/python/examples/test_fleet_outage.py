@@ -1,7 +1,8 @@
 """Ten devices on one emulator, device 7 offline for two hours of emulator time.
 
 What a fleet test looks like: ``pushwoosh_fleet(10)`` starts ten real agents, each with
-its own User ID (``fleet-user-0`` … ``fleet-user-9``), against the test's emulator. A
+its own User ID (``fleet-user-0`` … ``fleet-user-9``), against the session's emulator
+(reset before the test, so what it arms and advances is the test's own). A
 fault scoped to device 7's HWID with ``for_seconds=7200`` takes that one device offline
 while the others keep refreshing; the emulator's request log, filtered by HWID, says
 who saw what; then the emulator's clock moves on two hours and device 7 recovers. No

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import select
+import socket
+import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from collections import Counter
+from typing import Any, Callable, Dict, List, Optional
 
 pytest_plugins = ["pytester"]
 
@@ -66,3 +69,68 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: fl
             return value
         assert time.monotonic() < deadline, f"condition not met within {timeout} s" + (f": {what()}" if what else "")
         time.sleep(interval)
+
+
+class FakeAgent:
+    """A Unix socket at ``path`` that reads JSON-RPC lines and answers each with the bytes
+    ``answer(request, seen)`` returns (``seen`` counts the methods this connection sent so far,
+    this one included); ``close_after_answer`` closes each connection after its first answer.
+    ``accepted`` holds the monotonic time of every accepted connection. ``backlog``: listen's;
+    ``accepting`` False: nothing is accepted until :meth:`accept`."""
+
+    def __init__(self, path: str, answer: Callable[[Dict[str, Any], "Counter[str]"], bytes], *, backlog: int = 64,
+                 close_after_answer: bool = False, accepting: bool = True) -> None:
+        self.path = path
+        self.answer = answer
+        self.close_after_answer = close_after_answer
+        self.accepted: List[float] = []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(backlog)
+        if accepting:
+            self.accept()
+
+    def accept(self, after: float = 0.0) -> None:
+        """Starts accepting, ``after`` seconds from now."""
+        threading.Thread(target=self._accept, args=(after,), daemon=True).start()
+
+    def _accept(self, after: float) -> None:
+        time.sleep(after)
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted.append(time.monotonic())
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buffer = b""
+        seen: "Counter[str]" = Counter()
+        with conn:
+            while True:
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    request = json.loads(line)
+                    seen[request["method"]] += 1
+                    try:
+                        conn.sendall(self.answer(request, seen))
+                    except OSError:
+                        return
+                    if self.close_after_answer:
+                        return
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def result_line(request: Dict[str, Any], result: Any) -> bytes:
+    """The answer line to ``request`` with ``result``."""
+    return json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode() + b"\n"

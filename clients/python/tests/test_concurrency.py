@@ -17,6 +17,7 @@ from pushwoosh_agent.processes import AgentProcess
 pytestmark = pytest.mark.pushwoosh_agent(user_id="alice")
 
 
+@pytest.mark.filterwarnings("ignore::pushwoosh_agent.FallbackWarning")  # 4,000 defaults on purpose
 def test_eight_threads_share_one_client(pushwoosh_agent: AgentClient) -> None:
     """8 threads x 1,000 pipelined calls on one connection; every answer reaches its own caller."""
     barrier = threading.Barrier(8)

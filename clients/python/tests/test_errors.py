@@ -16,6 +16,7 @@ from pushwoosh_agent import (
     AgentError,
     AgentNotRunning,
     AgentTimeout,
+    FallbackWarning,
     MethodNotFound,
     PermissionDenied,
     ProtocolError,
@@ -122,7 +123,8 @@ def test_a_call_times_out_and_the_connection_stays_usable(pushwoosh_agent: Agent
     assert caught.value.method == "refresh" and "refresh" in str(caught.value)
     assert pushwoosh_agent.is_enabled("promo_banner", True) is False  # answered while refresh is pending
     time.sleep(1.0)  # the late refresh answer arrives and is dropped
-    assert pushwoosh_agent.property("nope", "x", "number", 42) == 42
+    with pytest.warns(FallbackWarning, match="FLAG_NOT_FOUND"):
+        assert pushwoosh_agent.property("nope", "x", "number", 42) == 42
     pushwoosh_agent.refresh(timeout=5)  # a per-call timeout
 
 

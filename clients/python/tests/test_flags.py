@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import APP
-from pushwoosh_agent import PROPERTY_TYPES, AgentClient, Flag, RefreshError, RefreshResult
+from pushwoosh_agent import PROPERTY_TYPES, AgentClient, FallbackWarning, Flag, RefreshError, RefreshResult
 from pushwoosh_agent.plugin import RunningEmulator
 
 pytestmark = pytest.mark.pushwoosh_agent(user_id="alice")  # alice matches new_checkout's r_qa_team
@@ -33,9 +33,10 @@ def test_get_of_a_killed_flag_and_of_a_missing_key(pushwoosh_agent: AgentClient)
 def test_is_enabled(pushwoosh_agent: AgentClient) -> None:
     assert pushwoosh_agent.is_enabled("new_checkout", False) is True
     assert pushwoosh_agent.is_enabled("promo_banner", True) is False  # killed beats the default
-    assert pushwoosh_agent.is_enabled("no_such_flag", True) is True
-    assert pushwoosh_agent.is_enabled("no_such_flag", False) is False
-    assert pushwoosh_agent.is_enabled("no_such_flag") is False
+    with pytest.warns(FallbackWarning, match="FLAG_NOT_FOUND"):  # the default, never silently
+        assert pushwoosh_agent.is_enabled("no_such_flag", True) is True
+        assert pushwoosh_agent.is_enabled("no_such_flag", False) is False
+        assert pushwoosh_agent.is_enabled("no_such_flag") is False
     with pytest.raises(TypeError):
         pushwoosh_agent.is_enabled("new_checkout", "yes")  # type: ignore[arg-type]
 
@@ -51,14 +52,16 @@ def test_property_of_every_type(pushwoosh_agent: AgentClient) -> None:
     layout = {"columns": 1, "sections": ["recent", "recommended"]}
     assert agent.property("home_layout", "layout", "jsonObject") == layout
     assert agent.property("home_layout", "layout", dict) == layout
-    assert agent.property("home_layout", "layout", "jsonArray") is None  # another type
-    assert agent.property("home_layout", "layout", list) is None
+    with pytest.warns(FallbackWarning, match="is a jsonObject, not a jsonArray"):
+        assert agent.property("home_layout", "layout", "jsonArray") is None  # another type
+        assert agent.property("home_layout", "layout", list) is None
     # Missing, or of another type: the default; without one, the CLI's "", 0, False.
-    assert agent.property("new_checkout", "nope", "string", "fallback") == "fallback"
-    assert agent.property("new_checkout", "button_color", "number", 7) == 7  # TYPE_MISMATCH
-    assert agent.property("new_checkout", "nope", "string") == ""
-    assert agent.property("new_checkout", "nope", "number") == 0
-    assert agent.property("new_checkout", "nope", "bool") is False
+    with pytest.warns(FallbackWarning, match="TYPE_MISMATCH"):
+        assert agent.property("new_checkout", "nope", "string", "fallback") == "fallback"
+        assert agent.property("new_checkout", "button_color", "number", 7) == 7
+        assert agent.property("new_checkout", "nope", "string") == ""
+        assert agent.property("new_checkout", "nope", "number") == 0
+        assert agent.property("new_checkout", "nope", "bool") is False
     with pytest.raises(ValueError, match="jsonObject \\(or json, json-object\\)"):
         agent.property("new_checkout", "button_color", "text")
 
@@ -68,7 +71,8 @@ def test_property_types_have_one_vocabulary(pushwoosh_agent: AgentClient) -> Non
     for spelling in ["json", "jsonObject", "json-object", dict]:
         assert pushwoosh_agent.property("home_layout", "layout", spelling) == layout, spelling
     for spelling in ["jsonArray", "json-array", list]:
-        assert pushwoosh_agent.property("home_layout", "layout", spelling) is None, spelling
+        with pytest.warns(FallbackWarning, match="TYPE_MISMATCH"):
+            assert pushwoosh_agent.property("home_layout", "layout", spelling) is None, spelling
     # The socket takes the same spellings (a user typing JSON-RPC by hand).
     assert pushwoosh_agent.call("property", {"key": "home_layout", "property": "layout", "type": "json"})["value"] == layout
     assert set(PROPERTY_TYPES.values()) == {"string", "number", "bool", "jsonObject", "jsonArray"}
@@ -110,7 +114,8 @@ def test_refresh_error_code_0_when_no_request_can_be_sent(pushwoosh_agent: Agent
     with pytest.raises(RefreshError) as caught:
         pushwoosh_agent.refresh()
     assert caught.value.code == 0
-    assert pushwoosh_agent.is_enabled("new_checkout", True) is True  # no flags: the default
+    with pytest.warns(FallbackWarning, match="PROVIDER_NOT_READY"):
+        assert pushwoosh_agent.is_enabled("new_checkout", True) is True  # no flags: the default
 
 
 def test_log_impression(pushwoosh_agent: AgentClient, pushwoosh_emulator: RunningEmulator) -> None:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 from typing import Any, Callable, Dict, Iterator, List
 
 import pytest
 
-from conftest import APP
+from conftest import APP, FakeAgent, result_line
 from pushwoosh_agent import AgentClient, AgentError, AgentNotRunning, EventStream
 from pushwoosh_agent import _framing
 from pushwoosh_agent._framing import LineReader, LineTooLong
@@ -23,49 +21,13 @@ from pushwoosh_agent.plugin import RunningEmulator
 LIMIT = 4096
 
 
-class _FakeAgent:
+class _FakeAgent(FakeAgent):
     """A Unix socket that answers every request; ``long`` decides which answer (or which
     notification after a ``subscribe``) is one line longer than ``LIMIT``."""
 
     def __init__(self, path: str, long: str) -> None:
-        self.path = path
         self.long = long
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(path)
-        self.server.listen()
-        self.threads: List[threading.Thread] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
-
-    def _serve(self, conn: socket.socket) -> None:
-        buffer = b""
-        statuses = 0
-        with conn:
-            while True:
-                try:
-                    chunk = conn.recv(65536)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    request = json.loads(line)
-                    statuses += request["method"] == "status"
-                    try:
-                        conn.sendall(self._answer(request, statuses))
-                    except OSError:
-                        return
+        super().__init__(path, lambda request, seen: self._answer(request, seen["status"]))
 
     def _answer(self, request: Dict[str, Any], statuses: int) -> bytes:
         method = request["method"]
@@ -76,16 +38,13 @@ class _FakeAgent:
             result = {"state": padding if self.long == "answer" else "ready" if statuses == 1 else "done"}
         elif method == "refresh":
             result = {"error": None, "sent": True, "throttledUntil": None}
-        out = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode() + b"\n"
+        out = result_line(request, result)
         if method == "subscribe" and self.long == "notification":
             for name in ["featureFlagsDidUpdate", "refreshCompleted", "stateChanged"]:
                 note = {"jsonrpc": "2.0", "method": name, "params": {"reason": "refresh", "changed": [],
                                                                      "trigger": padding}}
                 out += json.dumps(note).encode() + b"\n"
         return out
-
-    def close(self) -> None:
-        self.server.close()
 
 
 @pytest.fixture

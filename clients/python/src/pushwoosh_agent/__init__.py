@@ -8,13 +8,15 @@
         if agent.is_enabled("new_checkout", False):
             color = agent.property("new_checkout", "button_color", "string", "blue")
 
-Standard library only; safe to share between threads.
+A read answered with the caller's default warns (:class:`FallbackWarning`), or raises
+(:class:`FallbackError`) from ``AgentClient(strict=True)``. Standard library only; safe to
+share between threads.
 """
 
 from __future__ import annotations
 
 from ._version import __version__
-from .client import PROPERTY_TYPES, AgentClient
+from .client import PROPERTY_TYPES, STATES, AgentClient
 from .paths import DEFAULT_SOCKET_PATH, default_socket_path, instance_socket_path, resolve_socket_path
 from .emulator import EmulatorClient, RequestsTimeout
 from .fixtures import Fleet, Lab, RunningEmulator
@@ -41,11 +43,14 @@ from .errors import (
     AgentNotRunning,
     AgentTimeout,
     EmulatorError,
+    FallbackError,
+    FallbackWarning,
     MethodNotFound,
     PermissionDenied,
     ProtocolError,
     PushwooshError,
     RefreshError,
+    WaitTimeout,
 )
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "RefreshCompleted",
     "StateChanged",
     "PROPERTY_TYPES",
+    "STATES",
     "EmulatorClient",
     "RunningEmulator",
     "Fleet",
@@ -87,6 +93,9 @@ __all__ = [
     "ProtocolError",
     "RefreshError",
     "EmulatorError",
+    "FallbackWarning",
+    "FallbackError",
+    "WaitTimeout",
     "RequestsTimeout",
     "DEFAULT_SOCKET_PATH",
     "default_socket_path",

@@ -5,11 +5,14 @@ subscription mechanism (listeners fed by the reader thread). Imports only
 
 from __future__ import annotations
 
+import errno
 import itertools
 import queue
+import random
 import socket as _socket
 import struct
 import threading
+import time
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ._framing import LineReader, LineTooLong, decode_line, encode_request
@@ -21,13 +24,56 @@ __all__ = ["EVENTS", "Connection", "Listener", "connect"]
 EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshCompleted", "state": "stateChanged"}
 
 
+#: The waits between connects that meet a full backlog: from 1 ms, doubling, at most 25 ms
+#: (each with a little jitter, so that clients who met the same full backlog do not return together).
+CONNECT_RETRY_FIRST = 0.001
+CONNECT_RETRY_MAX = 0.025
+
+
 def connect(path: str, timeout: Optional[float]) -> _socket.socket:
     """A connected socket to ``path``; :class:`AgentNotRunning` or :class:`PermissionDenied` when
-    that fails. ``timeout`` bounds the connect and, after it, every send."""
+    that fails. ``timeout`` bounds the connect and, after it, every send.
+
+    A connect that meets a full backlog (``EAGAIN``: the agent is busy, or another user floods
+    its socket) is tried again after a short wait, until ``timeout`` (None: as long as it
+    takes): the agent is running, only its queue of pending connections is full. Nobody
+    listening (no socket, connection refused) fails at once."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = CONNECT_RETRY_FIRST
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            sock = _connect_once(path, timeout if deadline is None else max(0.001, deadline - time.monotonic()))
+        except BlockingIOError:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise AgentNotRunning(path, f"its backlog of pending connections stayed full for {timeout:g} s "
+                                            f"({attempts} attempts; the agent is busy, or flooded)") from None
+            wait = delay * (0.5 + random.random())
+            time.sleep(wait if deadline is None else min(wait, max(0.0, deadline - now)))
+            delay = min(CONNECT_RETRY_MAX, delay * 2)
+            continue
+        break
+    sock.settimeout(None)
+    if timeout is not None and timeout > 0:
+        # Bounds a send to an agent that stopped reading; the reader's recv stays blocking.
+        seconds = int(timeout)
+        tv = struct.pack("ll", seconds, int((timeout - seconds) * 1_000_000))
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, tv)
+    return sock
+
+
+def _connect_once(path: str, timeout: Optional[float]) -> _socket.socket:
+    """One connect; ``BlockingIOError`` when the backlog is full (EAGAIN), the other failures
+    as :func:`connect` raises them."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         sock.connect(path)
+    except BlockingIOError:
+        sock.close()
+        raise
     except (FileNotFoundError, NotADirectoryError):
         sock.close()
         raise AgentNotRunning(path, "no socket there") from None
@@ -43,13 +89,9 @@ def connect(path: str, timeout: Optional[float]) -> _socket.socket:
         raise AgentNotRunning(path, "connect timed out (too many pending connections)") from None
     except OSError as error:
         sock.close()
+        if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            raise BlockingIOError(error.errno, error.strerror) from None
         raise AgentNotRunning(path, error.strerror or str(error)) from None
-    sock.settimeout(None)
-    if timeout is not None and timeout > 0:
-        # Bounds a send to an agent that stopped reading; the reader's recv stays blocking.
-        seconds = int(timeout)
-        tv = struct.pack("ll", seconds, int((timeout - seconds) * 1_000_000))
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, tv)
     return sock
 
 

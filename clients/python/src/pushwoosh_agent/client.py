@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
-from .errors import ProtocolError, RefreshError
+from .errors import AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError, \
+    RefreshError, WaitTimeout
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
 from .results import (
@@ -31,7 +33,7 @@ from .results import (
     parse_time,
 )
 
-__all__ = ["AgentClient", "PROPERTY_TYPES"]
+__all__ = ["AgentClient", "PROPERTY_TYPES", "STATES"]
 
 _UNSET: Any = object()
 
@@ -47,6 +49,13 @@ PROPERTY_TYPES: Dict[object, str] = {
 }
 _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
+
+#: The values of ``status()["state"]`` (docs/socket-api.md B.2), the states :meth:`AgentClient.wait_for_state` waits for.
+STATES = ("notReady", "ready", "stale", "error", "fatal")
+
+#: What a read answered with the caller's default says, from an agent that sends no
+#: ``errorMessage`` (the agent's own words otherwise; docs/socket-api.md B.1).
+_PROVIDER_NOT_READY = "no valid flags are served (none received yet, or past their lifetime)"
 
 #: present_push_primer's pythonic keywords and the socket API's names (docs/socket-api.md B.2).
 _PRIMER_NAMES = {
@@ -76,20 +85,32 @@ class AgentClient:
     :class:`AgentNotRunning`; the next call connects again (an agent that was
     restarted is picked up; open subscriptions are ended).
 
+    A read answered with the caller's default (:meth:`is_enabled`, :meth:`property`, of any
+    type) is never silent: it emits :class:`FallbackWarning` naming the error code, the key
+    and the property; with ``strict=True`` it raises :class:`FallbackError` instead.
+    :meth:`details` and :meth:`property_details` report the same as data, and neither warn
+    nor raise.
+
     Errors: :class:`AgentNotRunning`, :class:`AgentTimeout` (a
     ``TimeoutError``), :class:`PermissionDenied` (-32001, naming the method),
     :class:`MethodNotFound` (-32601), :class:`AgentError` (any other error
     answer, with ``code``, ``message`` and ``data``), :class:`RefreshError`
-    from :meth:`refresh`; ``TypeError``/``ValueError`` for arguments that
-    cannot be sent.
+    from :meth:`refresh`, :class:`FallbackError` (strict); ``TypeError``/``ValueError``
+    for arguments that cannot be sent.
     """
 
     def __init__(self, socket: Optional[str] = None, instance: Optional[str] = None,
-                 timeout: Optional[float] = 30.0) -> None:
+                 timeout: Optional[float] = 30.0, strict: bool = False) -> None:
         self.socket_path = resolve_socket_path(socket, instance)
-        if timeout is not None and not timeout > 0:
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
             raise ValueError(f"timeout must be positive or None, not {timeout!r}")
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be True or False, not {strict!r}")
         self.timeout = timeout
+        #: Whether a read answered with the caller's default raises :class:`FallbackError`
+        #: (else it warns with :class:`FallbackWarning`).
+        self.strict = strict
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None
         self._closed = False
@@ -112,7 +133,8 @@ class AgentClient:
         self.close()
 
     def __repr__(self) -> str:
-        return f"AgentClient(socket={self.socket_path!r}, timeout={self.timeout!r})"
+        strict = ", strict=True" if self.strict else ""
+        return f"AgentClient(socket={self.socket_path!r}, timeout={self.timeout!r}{strict})"
 
     @property
     def connected(self) -> bool:
@@ -165,22 +187,21 @@ class AgentClient:
                     age_seconds=float(age) if isinstance(age, (int, float)) else None)
 
     def is_enabled(self, key: str, default: bool = False) -> bool:
-        """Whether flag ``key`` is on; ``default`` when the agent has no valid flag for it."""
-        if not isinstance(default, bool):
-            raise TypeError(f"default must be a bool, not {default!r}")
-        return self._result("isEnabled", {"key": key, "default": default}, "enabled")["enabled"] is True
+        """Whether flag ``key`` is on; ``default`` when the agent has no valid flag for it (with
+        a :class:`FallbackWarning`, or :class:`FallbackError` when strict)."""
+        details = self.details(key, default)
+        if details.fallback:
+            self._fallback(f"is_enabled({key!r})", details)
+        return bool(details.value)
 
     def details(self, key: str, default: bool = False) -> FlagDetails:
         """:meth:`is_enabled` with its provenance: value, ``reason``, ``error_code``,
-        ``source``, ``age_seconds`` (see :class:`FlagDetails`)."""
+        ``error_message``, ``source``, ``age_seconds`` (see :class:`FlagDetails`). Reports a
+        fallback as data: never warns, never raises :class:`FallbackError`."""
         if not isinstance(default, bool):
             raise TypeError(f"default must be a bool, not {default!r}")
         result = self._result("isEnabled", {"key": key, "default": default}, "enabled")
-        age = result.get("ageSeconds")
-        code = result.get("errorCode")
-        return FlagDetails(key=key, value=result["enabled"] is True, reason=result.get("reason"),
-                           error_code=str(code) if code is not None else None, source=result.get("source"),
-                           age_seconds=float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else None)
+        return self._details(result, key, result["enabled"] is True, None)
 
     def property(self, key: str, name: str, type: Any, default: Any = None) -> Any:
         """Property ``name`` of flag ``key``, read as ``type``.
@@ -190,18 +211,67 @@ class AgentClient:
         ``str``, ``float``, ``bool``, ``dict``, ``list``.
         Returns the value, else ``default``; for scalar types a missing default
         is ``""``, ``0`` or ``False`` (as ``pushwoosh-agentctl``), for the JSON
-        types the result is None when absent.
+        types the result is None when absent. A default returned comes with a
+        :class:`FallbackWarning` (:class:`FallbackError` when strict) that tells a
+        missing property from one of another type.
         """
-        try:
-            wire = PROPERTY_TYPES[type]
-        except (KeyError, TypeError):
-            raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
+        details = self.property_details(key, name, type, default)
+        if details.fallback:
+            self._fallback(f"property({key!r}, {name!r}, {self._type_name(type)!r})", details)
+        return details.value
+
+    def property_details(self, key: str, name: str, type: Any, default: Any = None) -> FlagDetails:
+        """:meth:`property` with its provenance, as :meth:`details` for a flag: a
+        :class:`FlagDetails` with ``value``, ``property``, ``reason``, ``error_code``,
+        ``error_message``, ``source`` and ``age_seconds``. Never warns, never raises
+        :class:`FallbackError`."""
+        wire = self._type_name(type)
         params: Dict[str, Any] = {"key": key, "property": name, "type": wire}
         if default is not None:
             params["default"] = default
         elif wire in _SCALAR_DEFAULTS:
             params["default"] = _SCALAR_DEFAULTS[wire]
-        return self._result("property", params, "value")["value"]
+        result = self._result("property", params, "value")
+        return self._details(result, key, result["value"], name, wire)
+
+    @staticmethod
+    def _type_name(type: Any) -> str:
+        """The socket's name of a property type as a user may give it (:data:`PROPERTY_TYPES`)."""
+        try:
+            return PROPERTY_TYPES[type]
+        except (KeyError, TypeError):
+            raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
+
+    @staticmethod
+    def _details(result: Mapping[str, Any], key: str, value: Any, name: Optional[str],
+                 wire: Optional[str] = None) -> FlagDetails:
+        age = result.get("ageSeconds")
+        code = result.get("errorCode")
+        message = result.get("errorMessage")
+        if code is not None and not isinstance(message, str):
+            # An agent that sends no errorMessage: the words agentctl uses for it.
+            if code == "FLAG_NOT_FOUND":
+                message = f'no flag "{key}" in the served flags'
+            elif code == "PROVIDER_NOT_READY":
+                message = _PROVIDER_NOT_READY
+            elif code == "TYPE_MISMATCH" and name is not None:
+                message = f'flag "{key}" has no {wire} property "{name}" (missing or of another type)'
+            else:
+                message = str(code)
+        return FlagDetails(key=key, value=value, reason=result.get("reason"),
+                           error_code=str(code) if code is not None else None, source=result.get("source"),
+                           age_seconds=float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else None,
+                           property=name, error_message=message if isinstance(message, str) else None)
+
+    def _fallback(self, call: str, details: FlagDetails) -> None:
+        """A read answered with the caller's default: warns (stack level: the caller of the
+        read), or raises :class:`FallbackError` when strict."""
+        code = details.error_code or "ERROR"
+        message = details.error_message or "the agent answered with the caller's default"
+        text = f"{call}: {code}: {message}; returned the default {details.value!r}"
+        if self.strict:
+            raise FallbackError(text, code, details.key, details.property, details.value, message)
+        warnings.warn(FallbackWarning(text, code, details.key, details.property, details.value, message), stacklevel=3)
 
     def refresh(self, *, timeout: Optional[float] = _UNSET) -> RefreshResult:
         """Fetches the flags now and waits for the outcome (RF-5).
@@ -323,19 +393,73 @@ class AgentClient:
     def wait_for_refresh(self, timeout: float = 10.0) -> RefreshCompleted:
         """Waits for the next refresh to complete, changed or not; its ``trigger``,
         ``error``, ``sent`` and ``at``. To catch a refresh that something you do
-        starts, open :meth:`events` first."""
+        starts, open :meth:`events` first.
+
+        When none completes within ``timeout`` seconds it raises :class:`WaitTimeout` (an
+        :class:`AgentTimeout`) saying what it saw: the last refresh (device time, trigger,
+        outcome), the state, and when the next one is due."""
+        timeout = _wait_timeout(timeout)
         with self.events("refresh") as stream:
-            return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
+            try:
+                return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
+            except AgentTimeout:
+                pass
+        status = self._status_or_none()
+        text = f"no refresh completed on pushwoosh-agentd on {self.socket_path} within {timeout:g} s; " \
+            + _describe_refreshes(status, self._controlled_clock(status))
+        raise WaitTimeout(self.socket_path, "refreshCompleted", timeout, text, cast(Optional[Dict[str, Any]], status))
 
     def wait_for_state(self, state: str, timeout: float = 10.0) -> Status:
-        """Returns the status once ``status()["state"]`` is ``state`` (at once if it is)."""
+        """Returns the status once ``status()["state"]`` is ``state`` (at once if it is).
+
+        ``state``: one of :data:`STATES`. When the agent is not in it within ``timeout``
+        seconds it raises :class:`WaitTimeout` (an :class:`AgentTimeout`) naming the state it
+        is in, the states it went through meanwhile and its last refresh."""
+        if not isinstance(state, str) or not state:
+            raise TypeError(f"state must be a state's name ({', '.join(STATES)}), not {state!r}")
+        timeout = _wait_timeout(timeout)
+        seen: List[Dict[str, Any]] = []
         with self.events("state") as stream:
             status = self.status()
             deadline = time.monotonic() + timeout
             while status.get("state") != state:
-                stream.next("stateChanged", max(0.0, deadline - time.monotonic()))
+                left = deadline - time.monotonic()
+                try:
+                    if left <= 0:
+                        raise AgentTimeout(self.socket_path, "stateChanged", timeout)
+                    seen.append(stream.next("stateChanged", left))
+                except AgentTimeout:
+                    status = self.status()
+                    if status.get("state") == state:
+                        return status
+                    changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}"
+                                        for c in seen)
+                    unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
+                    text = f"pushwoosh-agentd on {self.socket_path} did not reach state {state!r}{unknown} within " \
+                        f"{timeout:g} s: it is {status.get('state')!r}" \
+                        + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
+                        + "; " + _describe_refreshes(status, None)
+                    raise WaitTimeout(self.socket_path, "stateChanged", timeout, text,
+                                      cast(Dict[str, Any], status), seen) from None
                 status = self.status()
             return status
+
+    def _status_or_none(self) -> Optional[Status]:
+        try:
+            return self.status()
+        except PushwooshError:
+            return None
+
+    def _controlled_clock(self, status: Optional[Status]) -> Optional[bool]:
+        """Whether the device clock is controlled (None: not known)."""
+        if status is None:
+            return None
+        try:
+            return self.clock().get("controlled") is True
+        except AgentError:  # -32004 with Clock=system; an older agent
+            return False
+        except PushwooshError:
+            return None
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates as a context manager yielding an iterator (see :class:`Subscription`).
@@ -343,3 +467,41 @@ class AgentClient:
         ``timeout`` bounds each ``next()`` (None: wait for the next update as long as it takes).
         """
         return Subscription(self, timeout)
+
+
+def _wait_timeout(timeout: Any) -> float:
+    """A wait's timeout, checked: a positive number of seconds."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return float(timeout)
+
+
+def _describe_refreshes(status: Optional[Mapping[str, Any]], controlled: Optional[bool]) -> str:
+    """The last refresh (device time, trigger, outcome), the state, the next refresh: what a
+    wait that timed out tells."""
+    if status is None:
+        return "the agent's status could not be read"
+    at = status.get("lastRefreshAt")
+    if at is None:
+        text = "no refresh has completed yet"
+    else:
+        error = status.get("lastRefreshError")
+        outcome = "succeeded" if error is None else \
+            f"failed: {error.get('code', '?')} {error.get('message', '')}".rstrip() if isinstance(error, dict) else "failed"
+        trigger = status.get("lastRefreshTrigger")
+        text = f"the last refresh: at {at} (device time)" + (f", trigger {trigger}" if trigger else "") + f", {outcome}"
+        failures = status.get("consecutiveFailures")
+        if isinstance(failures, int) and failures > 1:
+            text += f" ({failures} failures in a row)"
+    text += f"; state {status.get('state')!r}"
+    now = status.get("now")
+    if now is not None:
+        text += f", device time {now}"
+    following = status.get("nextRefreshAt")
+    if following is not None:
+        text += f"; the next refresh is due at {following}"
+        if controlled:
+            text += " (the device clock is controlled: advance_clock moves it)"
+    elif status.get("appState") == "background":
+        text += "; no refresh is due (the app is in the background)"
+    return text

@@ -42,13 +42,35 @@ _DEFAULT = _Default()
 
 class RequestsTimeout(EmulatorError, TimeoutError):
     """``wait_for_requests`` timed out (the emulator's 408): fewer than ``expected``
-    matching requests arrived; ``requests`` holds those that did."""
+    matching requests arrived; ``requests`` holds those that did, ``seen`` the requests the
+    emulator recorded in all (the message names the last of them: method, HWID, User ID,
+    status, fault and time), so a wait that missed says what came instead."""
 
     def __init__(self, method: str, url: str, message: str, requests: List[Dict[str, Any]], expected: int,
-                 body: Any = None) -> None:
+                 body: Any = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
         super().__init__(method, url, 408, message, None, body)
         self.requests = requests
         self.expected = expected
+        self.seen: List[Dict[str, Any]] = list(seen or [])
+
+    def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
+        return str(self.args[0]) if self.args else ""
+
+
+#: How many of the recorded requests a timed-out wait names.
+_SEEN_NAMED = 8
+
+
+def describe_request(record: Mapping[str, Any]) -> str:
+    """One recorded request in a line: ``getFeatureFlags hwid=H user=U -> 503 (fault) at T``."""
+    text = f"{record.get('method', '?')} hwid={record.get('hwid') or '-'}"
+    if record.get("userId") is not None:
+        text += f" user={record.get('userId')}"
+    text += f" -> {record.get('status', '?')}"
+    fault = record.get("fault")
+    if fault:
+        text += f" (fault {json.dumps(fault, sort_keys=True) if not isinstance(fault, str) else fault})"
+    return text + f" at {record.get('time', '?')}"
 
 
 def _since(since: Since) -> Optional[str]:
@@ -342,12 +364,44 @@ class EmulatorClient:
         ``timeout`` seconds (at most 300) pass first."""
         if not isinstance(count, int) or isinstance(count, bool):
             raise TypeError(f"count must be an int, not {count!r}")
-        query = _filters(method, since, hwid, user_id)
+        if count < 1:
+            raise ValueError(f"count must be 1 or more, not {count!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        filters = _filters(method, since, hwid, user_id)
+        query = dict(filters)
         query["count"] = str(count)
         query["timeout"] = repr(float(timeout))
-        result = self._request("GET", "/admin/requests/wait", query=query, timeout=float(timeout) + self.timeout)
+        try:
+            result = self._request("GET", "/admin/requests/wait", query=query, timeout=float(timeout) + self.timeout)
+        except RequestsTimeout as timed_out:
+            raise self._missed(timed_out, filters, count, float(timeout)) from None
         recorded: List[Dict[str, Any]] = result.get("requests", []) if isinstance(result, dict) else []
         return recorded
+
+    def _missed(self, timed_out: RequestsTimeout, filters: Mapping[str, str], count: int,
+                timeout: float) -> RequestsTimeout:
+        """The timeout of a wait, saying what it waited for and what the emulator recorded."""
+        wanted = ", ".join(f"{k}={v}" for k, v in filters.items()) or "any request"
+        text = f"wait_for_requests({wanted}): {len(timed_out.requests)} of {count} matching request" \
+            f"{'' if count == 1 else 's'} arrived within {timeout:g} s"
+        seen: List[Dict[str, Any]] = []
+        try:
+            seen = self.requests(since=filters.get("since"))
+        except EmulatorError as error:
+            text += f"; the recorded requests could not be read ({error.message})"
+        else:
+            scope = f" since {filters['since']}" if "since" in filters else ""
+            if not seen:
+                text += f"; the emulator recorded no request{scope}"
+            else:
+                named = seen[-_SEEN_NAMED:]
+                text += f"; the emulator recorded {len(seen)} request{'' if len(seen) == 1 else 's'}{scope}" \
+                    + (f" (the last {len(named)})" if len(seen) > len(named) else "") + ": " \
+                    + "; ".join(describe_request(r) for r in named)
+        missed = RequestsTimeout(timed_out.method, timed_out.url, text, timed_out.requests, count, timed_out.body, seen)
+        missed.args = (f"{text} ({timed_out.method} {timed_out.url.split('?')[0]}: HTTP 408)",)
+        return missed
 
     def clear_requests(self) -> None:
         """Forgets the recorded calls."""

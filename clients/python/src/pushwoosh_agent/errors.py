@@ -6,7 +6,9 @@ Every exception raised on purpose by this package derives from
     PushwooshError
     ├── AgentNotRunning      no agent on the socket, or it went away mid-call
     ├── AgentTimeout         no answer in time (also a TimeoutError)
+    │   └── WaitTimeout      a wait_for_* ended first: what it saw last
     ├── ProtocolError        the agent's answer could not be read
+    ├── FallbackError        a strict client's read answered with the caller's default
     ├── AgentError           a JSON-RPC error answer: code, message, data
     │   ├── PermissionDenied -32001: the caller may not call the method
     │   └── MethodNotFound   -32601: the agent does not know the method
@@ -16,11 +18,15 @@ Every exception raised on purpose by this package derives from
 Arguments that cannot be sent at all (not JSON-serialisable, a lone
 surrogate, a request over the agent's 1 MiB line limit) raise ``TypeError``
 or ``ValueError`` before anything is sent.
+
+A read answered with the caller's default is never silent: it warns with
+:class:`FallbackWarning` (a ``UserWarning``), or, from a client made with
+``strict=True``, raises :class:`FallbackError`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = [
     "PushwooshError",
@@ -32,6 +38,9 @@ __all__ = [
     "MethodNotFound",
     "RefreshError",
     "EmulatorError",
+    "WaitTimeout",
+    "FallbackWarning",
+    "FallbackError",
     "PERMISSION_DENIED",
     "METHOD_NOT_FOUND",
     "INVALID_PARAMS",
@@ -77,6 +86,52 @@ class AgentTimeout(PushwooshError, TimeoutError):
 
     def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
         return str(self.args[0]) if self.args else ""
+
+
+class WaitTimeout(AgentTimeout):
+    """A wait (``wait_for_state``, ``wait_for_refresh``) ended before what it waited for came.
+
+    The message says what it waited for and what it saw last: the state the agent is in, the
+    last refresh (device time, trigger, outcome), the states and refreshes seen meanwhile.
+    ``last_status`` is the agent's ``status()`` read when the wait ended (None when it could not
+    be read), ``seen`` the notifications' params that came meanwhile, oldest first.
+    """
+
+    def __init__(self, socket_path: str, method: str, timeout: float, message: str,
+                 last_status: Optional[Dict[str, Any]] = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
+        super().__init__(socket_path, method, timeout)
+        self.args = (message,)
+        self.last_status = last_status
+        self.seen: List[Dict[str, Any]] = list(seen or [])
+
+
+class _Fallback(Exception):
+    """What a read answered with the caller's default says: ``code`` (``FLAG_NOT_FOUND``,
+    ``TYPE_MISMATCH``, ``PROVIDER_NOT_READY``), ``key`` the flag, ``property`` the property
+    (None for a flag read), ``value`` the default returned and ``message`` the agent's words
+    (``no property "x"`` and ``"x" is a string, not a number`` tell a missing property from one
+    of another type). The text names them all and the call."""
+
+    def __init__(self, text: str, code: str, key: str, property: Optional[str] = None,
+                 value: Any = None, message: str = "") -> None:
+        super().__init__(text)
+        self.code = code
+        self.key = key
+        self.property = property
+        self.value = value
+        self.message = message
+
+
+class FallbackWarning(_Fallback, UserWarning):
+    """A read returned the caller's default (``reason`` ``ERROR``, docs/socket-api.md B.1): what
+    every read of a client that is not strict emits; the fields are :class:`_Fallback`'s."""
+
+
+class FallbackError(_Fallback, PushwooshError):
+    """What a client made with ``strict=True`` (or the plugin's ``strict`` marker option, or
+    ``--pushwoosh-strict``) raises instead of :class:`FallbackWarning`: the read answered with
+    the caller's default. ``code``, ``key``, ``property``, ``value`` and ``message`` as the
+    warning has them."""
 
 
 class ProtocolError(PushwooshError):

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import queue
 import time
+from collections import Counter
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Tuple, TypeVar, Union
 
 from ._connection import EVENTS, Connection, Listener
-from .errors import AgentNotRunning, AgentTimeout
+from .errors import AgentNotRunning, WaitTimeout
 from .results import FlagsUpdate
 
 __all__ = ["EVENTS", "EventStream", "Subscription"]
@@ -31,20 +32,32 @@ _T = TypeVar("_T")
 
 def _take_first(listener: Listener, timeout: Optional[float], socket_path: str, what: str,
                 pick: Callable[[Tuple[str, Any]], Optional[_T]], closed: Callable[[], BaseException]) -> _T:
-    """The first queued notification that ``pick`` accepts, waiting at most ``timeout`` in all
-    (``AgentTimeout`` naming ``what``); ``closed()`` is raised when the listener ends."""
+    """The first queued notification that ``pick`` accepts, waiting at most ``timeout`` in all;
+    ``closed()`` is raised when the listener ends. On timeout a :class:`WaitTimeout` (an
+    ``AgentTimeout``) names ``what`` and the notifications that came instead."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    skipped: List[Tuple[str, Any]] = []
     while True:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             item = listener.take(left)
         except queue.Empty:
-            raise AgentTimeout(socket_path, what, timeout if timeout is not None else 0.0) from None
+            waited = timeout if timeout is not None else 0.0
+            text = f"no '{what}' from pushwoosh-agentd on {socket_path} within {waited:g} s"
+            if skipped:
+                counts = Counter(name for name, _ in skipped)
+                text += " (other notifications came: " \
+                    + ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items()) + ")"
+            else:
+                text += " (no notification came)"
+            raise WaitTimeout(socket_path, what, waited, text,
+                              seen=[p if isinstance(p, dict) else {} for _, p in skipped]) from None
         if item is None:
             raise closed()
         picked = pick(item)
         if picked is not None:
             return picked
+        skipped.append(item)
 
 
 class ConnectionSource(Protocol):

@@ -57,15 +57,19 @@ Markers::
 ``pushwoosh_agent`` takes every setting of
 :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
 file's own key names), plus ``extra_config`` (text appended to the file),
-``client_timeout`` (the client's timeout, default 10 s) and
-``wait_for_flags`` (default True) and ``http`` (``[HTTP] Listen=127.0.0.1:0``). The fixture sets
+``client_timeout`` (the client's timeout, default 10 s),
+``wait_for_flags`` (default True), ``http`` (``[HTTP] Listen=127.0.0.1:0``) and
+``strict`` (True: a read answered with the caller's default raises
+:class:`~pushwoosh_agent.FallbackError` instead of warning; default: ``--pushwoosh-strict``). The fixture sets
 ``DisableThrottle=yes`` and ``RequestTimeout=5s`` unless the marker says
 otherwise, or says ``clock="controlled"``: then the agent runs the SDK's real timings
 (24 h lifetime, 1 h refresh, 30 min session, 5 min throttle) on a device clock the test
 moves with ``advance_clock``.
 
 Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
-``PATH``. The processes are stopped with SIGTERM at the end; when a test
+``PATH``; give DIR as an absolute path (a relative one is read from the directory pytest
+runs in). ``--pushwoosh-strict`` makes every fixture's client strict (a marker's
+``strict=False`` still wins). The processes are stopped with SIGTERM at the end; when a test
 fails, the agent's and the emulator's logs are added to its report.
 """
 
@@ -94,14 +98,17 @@ AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_tim
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pushwoosh", "pushwoosh-agent fixtures")
     group.addoption("--pushwoosh-bin", metavar="DIR", default=os.environ.get("PUSHWOOSH_BIN") or None,
-                    help="directory with pushwoosh-agentd and pushwoosh-emulator (default: $PUSHWOOSH_BIN, "
-                         "else PATH)")
+                    help="directory with pushwoosh-agentd and pushwoosh-emulator, best given as an absolute path "
+                         "(default: $PUSHWOOSH_BIN, else PATH)")
+    group.addoption("--pushwoosh-strict", action="store_true", default=False,
+                    help="the fixtures' clients raise FallbackError when a read answers with the caller's default "
+                         "(instead of a FallbackWarning); a marker's strict=False still wins")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
-                   "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
+                   "(refresh_interval='5s', user_id='alice', wait_for_flags=False, strict=True, ...)")
     config.addinivalue_line(
         "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None, shared=True): "
                    "applications the pushwoosh_emulator fixture loads (a definition, a list, a path, or None); "
@@ -126,7 +133,7 @@ def _register_log(node: pytest.Item, title: str, path: str) -> None:
 
 
 #: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
-AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags"]
+AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
 #: The pushwoosh_emulator marker's options.
 EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared"]
 
@@ -157,8 +164,29 @@ def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
 @pytest.fixture(scope="session")
 def pushwoosh_bin(pytestconfig: pytest.Config) -> Optional[str]:
     """``--pushwoosh-bin`` (absolute), or None for PATH."""
-    value = pytestconfig.getoption("--pushwoosh-bin")
-    return os.path.abspath(value) if value else None
+    value: Optional[str] = pytestconfig.getoption("--pushwoosh-bin")
+    if value == "":
+        pytest.fail("--pushwoosh-bin is empty (a $(...) that expanded to nothing, such as a "
+                    "$(swift build --show-bin-path) run outside the clone?): give the absolute path of the "
+                    "directory with pushwoosh-agentd and pushwoosh-emulator", pytrace=False)
+    if not value:
+        return None
+    path = os.path.abspath(value)
+    if path != value and not os.path.isdir(path):
+        pytest.fail(f"--pushwoosh-bin {value!r} is relative, read from the directory pytest started in "
+                    f"({os.getcwd()}): {path} is not a directory; give the absolute path of the directory that holds "
+                    "pushwoosh-agentd and pushwoosh-emulator", pytrace=False)
+    return path
+
+
+def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str) -> bool:
+    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``: checked to be a bool."""
+    value = options.pop("strict", None)
+    if value is None:
+        return bool(request.config.getoption("--pushwoosh-strict"))
+    if not isinstance(value, bool):
+        pytest.fail(f"{where}: strict must be True or False, not {value!r}", pytrace=False)
+    return value
 
 
 @pytest.fixture
@@ -263,10 +291,11 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
     wait_for_flags = bool(options.pop("wait_for_flags", True))
+    strict = _strict(request, options, "@pytest.mark.pushwoosh_agent")
     try:
         binary = find_binary("pushwoosh-agentd", pushwoosh_bin)
         agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url, settings=options,
-                             extra_config=extra, binary=binary, client_timeout=client_timeout)
+                             extra_config=extra, binary=binary, client_timeout=client_timeout, strict=strict)
     except (StartError, ValueError) as error:
         pytest.fail(str(error), pytrace=False)
     _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
@@ -323,6 +352,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         extra = str(options.pop("extra_config", ""))
         client_timeout = float(options.pop("client_timeout", 10.0))
         options.pop("wait_for_flags", None)
+        strict = _strict(request, options, "pushwoosh_fleet(...)")
         try:
             binary = find_binary("pushwoosh-agentd", pushwoosh_bin)
         except StartError as error:
@@ -336,7 +366,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
             os.makedirs(directory, exist_ok=True)
             agent = AgentProcess(directory, server_url=pushwoosh_emulator.server_url,
                                  settings={**options, "user_id": user}, extra_config=extra, binary=binary,
-                                 client_timeout=client_timeout)
+                                 client_timeout=client_timeout, strict=strict)
             _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
             started.append(agent)
             _pushwoosh_started.append(agent)

@@ -98,13 +98,39 @@ class StartError(PushwooshError):
     """A binary is missing, or a process did not start (the message has its log's tail)."""
 
 
+#: The binaries the fixtures run: a directory with neither is not a build's bin directory.
+_BINARIES = ("pushwoosh-agentd", "pushwoosh-emulator")
+
+_ABSOLUTE_HINT = ("give the absolute path of the directory that holds pushwoosh-agentd and pushwoosh-emulator: "
+                  "the clone's .build/debug, or what `swift build --show-bin-path` prints when run inside the clone")
+
+
 def find_binary(name: str, bin_dir: Optional[str] = None) -> str:
-    """``bin_dir/name`` when ``bin_dir`` is given, else ``name`` from ``PATH``."""
+    """``bin_dir/name`` when ``bin_dir`` is given, else ``name`` from ``PATH``.
+
+    When it is not there the :class:`StartError` says which directory was looked in (as given
+    and as resolved) and why: it does not exist, it is not a directory, it holds neither
+    binary (not a build's bin directory), or it lacks this one (or it is not executable).
+    """
     if bin_dir:
-        path = os.path.join(bin_dir, name)
-        if not os.access(path, os.X_OK):
-            raise StartError(f"{name} not found in {bin_dir} (--pushwoosh-bin); build it first (swift build)")
-        return os.path.abspath(path)
+        where = os.path.abspath(bin_dir)
+        relative = "" if os.path.isabs(bin_dir) else f" ({bin_dir!r} is relative: read from {os.getcwd()})"
+        path = os.path.join(where, name)
+        if os.access(path, os.X_OK) and os.path.isfile(path):
+            return path
+        if not os.path.exists(where):
+            why = f"that directory does not exist{relative}; {_ABSOLUTE_HINT}"
+        elif not os.path.isdir(where):
+            why = f"that is not a directory{relative}; {_ABSOLUTE_HINT}"
+        elif not any(os.path.exists(os.path.join(where, b)) for b in _BINARIES):
+            why = f"the directory exists but holds neither {' nor '.join(_BINARIES)} (not a build's bin directory; " \
+                  f"build with `swift build` in the clone, or {_ABSOLUTE_HINT})"
+        elif os.path.exists(path):
+            why = f"{path} is there but is not an executable file"
+        else:
+            why = f"the directory holds {' and '.join(b for b in _BINARIES if os.path.exists(os.path.join(where, b)))} " \
+                  f"but no {name} (an incomplete build? run `swift build` in the clone)"
+        raise StartError(f"{name} not found in {where} (--pushwoosh-bin): {why}")
     found = shutil.which(name)
     if found is None:
         raise StartError(f"{name} is not on PATH: install it or pass --pushwoosh-bin DIR")
@@ -324,7 +350,8 @@ class AgentProcess:
     def __init__(self, directory: str, server_url: Optional[str] = None,
                  settings: Optional[Mapping[str, Any]] = None, extra_config: str = "",
                  binary: Optional[str] = None, client_timeout: float = 10.0,
-                 ready_timeout: float = 15.0, environment: Optional[Mapping[str, str]] = None) -> None:
+                 ready_timeout: float = 15.0, environment: Optional[Mapping[str, str]] = None,
+                 strict: bool = False) -> None:
         self.directory = directory
         self.binary = binary or find_binary("pushwoosh-agentd")
         self.socket_path = os.path.join(directory, "agent.sock")
@@ -342,6 +369,10 @@ class AgentProcess:
         self.settings = merged
         self.extra_config = extra_config
         self.client_timeout = client_timeout
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be True or False, not {strict!r}")
+        #: Whether :attr:`client` raises FallbackError on a read answered with the caller's default.
+        self.strict = strict
         self.ready_timeout = ready_timeout
         self.environment = dict(environment or {})
         self.process: Optional[subprocess.Popen[bytes]] = None
@@ -482,7 +513,7 @@ class AgentProcess:
     def client(self) -> AgentClient:
         """The :class:`AgentClient` of this agent (created on first use, reconnects after restarts)."""
         if self._client is None:
-            self._client = AgentClient(socket=self.socket_path, timeout=self.client_timeout)
+            self._client = AgentClient(socket=self.socket_path, timeout=self.client_timeout, strict=self.strict)
         return self._client
 
     def signal(self, sig: int) -> None:

@@ -8,6 +8,7 @@ The flag results are frozen dataclasses. The answers a caller reads by key (``st
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, TypedDict
@@ -51,20 +52,34 @@ class Flag:
 
 @dataclass(frozen=True)
 class FlagDetails:
-    """An evaluation with its provenance (docs/socket-api.md B.1), as :meth:`AgentClient.details` returns it.
+    """An evaluation with its provenance (docs/socket-api.md B.1), as :meth:`AgentClient.details`
+    (a flag: ``value`` is a bool) and :meth:`AgentClient.property_details` (a property:
+    ``property`` names it, ``value`` is of its type) return it.
 
     ``reason`` is ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was
     returned); with ``ERROR``, ``error_code`` tells ``FLAG_NOT_FOUND`` (flags are loaded but the
-    key is absent) from ``PROVIDER_NOT_READY`` (no valid flags yet, expired or discarded).
+    key is absent) from ``PROVIDER_NOT_READY`` (no valid flags yet, expired or discarded) and
+    ``TYPE_MISMATCH`` (a property that is missing or of another type), and ``error_message``
+    says it in words (``flag "k" has no property "p"``, ``property "p" of flag "k" is a string,
+    not a number``).
     """
 
     key: str
-    value: bool
+    value: Any
     reason: Optional[str]
     error_code: Optional[str] = None
     #: ``network``, ``cache`` or ``none``.
     source: Optional[str] = None
     age_seconds: Optional[float] = None
+    #: The property read (:meth:`AgentClient.property_details`); None for a flag.
+    property: Optional[str] = None
+    #: With ``error_code``: the agent's words for it.
+    error_message: Optional[str] = None
+
+    @builtins.property  # the field ``property`` hides the builtin in the class body
+    def fallback(self) -> bool:
+        """Whether ``value`` is the caller's default (``reason`` ``ERROR``)."""
+        return self.reason == "ERROR" or self.error_code is not None
 
 
 @dataclass(frozen=True)
@@ -165,7 +180,7 @@ class _StatusRequired(TypedDict):
 class Status(_StatusRequired, total=False):
     """What :meth:`AgentClient.status` returns (docs/socket-api.md B.2). ``state`` is one of
     ``notReady``, ``ready``, ``stale``, ``error``, ``fatal``; times are ISO 8601 UTC device time
-    (or None)."""
+    (or None), ``now`` the device's time at the answer."""
 
     version: str
     applicationCode: str
@@ -186,6 +201,10 @@ class Status(_StatusRequired, total=False):
     consecutiveFailures: int
     nextRefreshAt: Optional[str]
     storageError: Optional[StorageError]
+    #: The trigger of the refresh of ``lastRefreshAt`` (``sessionStart``, ``periodic``, ...).
+    lastRefreshTrigger: Optional[str]
+    #: The device's time at the answer (its controlled clock's, when controlled).
+    now: str
 
 
 class _ClockRequired(TypedDict):
