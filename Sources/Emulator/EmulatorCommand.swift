@@ -8,7 +8,8 @@ public enum EmulatorCommand {
     public static let usage = """
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
                                   [--require-token TOKEN] [--admin-token FILE] [--allow-remote]
-                                  [--threads N] [--record-limit N] [--max-connections N] [--verbose]
+                                  [--threads N] [--record-limit N] [--max-connections N]
+                                  [--idle-timeout SECONDS] [--verbose]
                                   [--tls-cert FILE --tls-key FILE]
                                   [--upstream URL [--record FILE.har] | --replay FILE.har]
                pushwoosh-emulator --apps-from-har FILE.har
@@ -30,7 +31,11 @@ public enum EmulatorCommand {
           --threads N            HTTP worker threads (default: number of CPUs, at least 2)
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
           --max-connections N    connections at once, parked waits included (default 4096; the
-                                 open-files limit is raised to fit)
+                                 open-files limit is raised to fit); past it a new connection
+                                 closes the one idle the longest (sent nothing, or between
+                                 requests), never one whose request is being handled
+          --idle-timeout SECONDS a connection quiet this long is closed (default 30; a parked
+                                 wait or a delayed answer is not quiet)
           --tls-cert FILE        serve HTTPS with this certificate (PEM; the chain, leaf first)
           --tls-key FILE         and this private key (PEM); both or neither
           --upstream URL         forward the device API to URL (e.g. the real server's
@@ -59,6 +64,7 @@ public enum EmulatorCommand {
         public var appsFile: String?
         public var stateFile: String?
         public var maxConnections = 4096
+        public var idleTimeout = EmulatorServer.defaultIdleTimeout
         public var requireToken: String?
         /// `--admin-token FILE`: the file; its token is read at start.
         public var adminTokenFile: String?
@@ -110,6 +116,7 @@ public enum EmulatorCommand {
             case "--apps": o.appsFile = try value()
             case "--state": o.stateFile = try value()
             case "--max-connections": o.maxConnections = try number(16...1_000_000)
+            case "--idle-timeout": o.idleTimeout = try number(1...86_400)
             case "--require-token":
                 let t = try value()
                 guard !t.isEmpty else { throw UsageError(description: "--require-token: expected a non-empty token") }
@@ -227,7 +234,7 @@ public enum EmulatorCommand {
     public static func raiseOpenFilesLimit(toFit connections: Int) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
-        let wanted = rlim_t(connections + 64)
+        let wanted = rlim_t(connections + 64 + EmulatorServer.acceptReserve)
         if limit.rlim_cur < wanted {
             limit.rlim_cur = min(wanted, limit.rlim_max)
             _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -315,7 +322,8 @@ public enum EmulatorCommand {
                 configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit,
                                                      upstream: options.upstream, replay: replay, adminToken: adminToken),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
-                connectionLimit: min(options.maxConnections, max(16, files - 64)), tls: tls, upstream: upstream)
+                connectionLimit: min(options.maxConnections, max(16, files - 64 - EmulatorServer.acceptReserve)),
+                idleTimeout: options.idleTimeout, tls: tls, upstream: upstream)
             let port = try server.start()
             print("listening on \(server.host):\(port)")
             fflush(nil)
