@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import EmulatorCore
 import Foundation
 import Glibc
@@ -168,10 +169,18 @@ public enum EmulatorCommand {
         return o
     }
 
-    /// Reads `--admin-token FILE`: its content without trailing whitespace, not empty.
+    /// The largest `--admin-token` file read.
+    static let maxTokenFileBytes = 64 << 10
+
+    /// Reads `--admin-token FILE` as a file trusted with a secret (`readTrustedFile`: no
+    /// symlink, FIFO or device, not writable by others): its content without trailing
+    /// whitespace, not empty.
     public static func loadAdminToken(path: String) throws(EmulatorServerError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw EmulatorServerError(description: "--admin-token \(path): cannot read the file")
+        let data: [UInt8]
+        do {
+            data = try readTrustedFile(path: path, maxBytes: maxTokenFileBytes, refuseWritableByOthers: true)
+        } catch {
+            throw EmulatorServerError(description: "--admin-token \(error.description)")
         }
         var text = String(decoding: data, as: UTF8.self)
         while let last = text.last, last.isWhitespace { text.removeLast() }
