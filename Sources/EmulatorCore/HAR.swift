@@ -70,8 +70,14 @@ public enum HAR {
             guard let url = entry["request"]?["url"]?.stringValue, let method = method(ofURL: url) else {
                 throw DefinitionError(at + [.key("request"), .key("url")], "missing (expected the device API URL)")
             }
-            guard let status = entry["response"]?["status"]?.numberValue, let code = Int(exactly: status) else {
+            guard let status = entry["response"]?["status"]?.numberValue else {
                 throw DefinitionError(at + [.key("response"), .key("status")], "missing (expected a number)")
+            }
+            // Checked as a Double before any conversion: -5, 1000 or 2^32 would not fit the
+            // status line (and UInt32(-5) traps).
+            guard status >= 100, status <= 999, let code = Int(exactly: status) else {
+                throw DefinitionError(at + [.key("response"), .key("status")],
+                                      "expected an HTTP status, a whole number 100-999, found \(JSONWriter.string(.number(status)))")
             }
             let content = entry["response"]?["content"]
             let text = content?["text"]?.stringValue ?? ""

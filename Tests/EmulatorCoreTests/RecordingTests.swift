@@ -75,6 +75,26 @@ import Testing
         }
     }
 
+    /// An impossible status is refused at load, naming the entry; it used to be accepted and trap
+    /// (SIGILL) on the first call that replayed it.
+    @Test(arguments: [(-5.0, "-5"), (4_294_967_296.0, "4294967296"), (1000.0, "1000"), (99.0, "99"), (200.5, "200.5"), (1e300, "1e+300")])
+    func anImpossibleStatusIsRefusedNamingTheEntry(_ status: Double, _ shown: String) {
+        var recorded = har([("applicationOpen", 200, "{}"), ("getFeatureFlags", 200, Self.flagsA)])
+        if case .object(var top) = recorded, case .object(var log)? = top["log"], case .array(var entries)? = log["entries"],
+           case .object(var entry) = entries[1], case .object(var response)? = entry["response"] {
+            response["status"] = .number(status)
+            entry["response"] = .object(response)
+            entries[1] = .object(entry)
+            log["entries"] = .array(entries)
+            top["log"] = .object(log)
+            recorded = .object(top)
+        }
+        #expect(throws: DefinitionError([.key("log"), .key("entries"), .index(1), .key("response"), .key("status")],
+                                        "expected an HTTP status, a whole number 100-999, found \(shown)")) {
+            try Recording(har: recorded)
+        }
+    }
+
     @Test func appsFromHARServeTheRecordedFlags() throws {
         let flags = #"{"status_code":200,"response":{"flags":[{"key":"on","enabled":true,"rule_id":"r_on","properties":{"n":5,"s":"x","b":true,"j":{"k":1}}},{"key":"killed","enabled":false,"rule_id":""},{"key":"off","enabled":false,"rule_id":"default"},{"key":"other","enabled":false,"rule_id":"r_off"}]}}"#
         let definition = try AppsFromHAR.definitions(har([("getFeatureFlags", 200, Self.flagsA), ("getFeatureFlags", 200, flags)]))
