@@ -30,8 +30,10 @@ public final class Upstream: Sendable {
         let url = baseURL + method
         let headers = request.headers.filter { !Self.hopHeaders.contains($0.name.lowercased()) }.map { HTTPHeader($0.name, $0.value) }
         let started = Date()
+        // Bounded as the agent reads answers (16 MiB, 30 s): an endless or huge answer ends as a 502.
         let result = CurlProbe.exchange(HTTPRequest(url: url, headers: headers, body: Data(request.body), timeout: 30),
-                                        network: NetworkOptions(), userAgent: "pushwoosh-emulator (upstream)")
+                                        network: NetworkOptions(), userAgent: "pushwoosh-emulator (upstream)",
+                                        maximumBodyBytes: CurlTransport.defaultMaximumBodyBytes)
         let ms = Int((result.total * 1000).rounded())
         let response: EmulatorResponse
         switch result.outcome {
