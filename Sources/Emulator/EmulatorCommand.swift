@@ -193,11 +193,11 @@ public enum EmulatorCommand {
 
     /// Reads an apps file: one application object or an array of them.
     public static func loadApps(path: String) throws(EmulatorServerError) -> [Application] {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = try? readWholeFile(path) else {
             throw EmulatorServerError(description: "\(path): cannot read the file")
         }
         do throws(DefinitionError) {
-            return try Application.decodeList(StrictJSONParser.parse([UInt8](data)))
+            return try Application.decodeList(StrictJSONParser.parse(data))
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
         }
@@ -205,11 +205,11 @@ public enum EmulatorCommand {
 
     /// Reads a saved lab (`GET /admin/state`); errors name the file and the field.
     public static func loadState(path: String) throws(EmulatorServerError) -> StateDocument {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = try? readWholeFile(path) else {
             throw EmulatorServerError(description: "\(path): cannot read the file")
         }
         do throws(DefinitionError) {
-            return try StateDocument(json: StrictJSONParser.parse([UInt8](data)))
+            return try StateDocument(json: StrictJSONParser.parse(data))
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
         }
@@ -233,9 +233,11 @@ public enum EmulatorCommand {
         }
     }
 
+    /// A HAR read once into one buffer and parsed; the buffer is gone when this returns, so a
+    /// recording costs its parsed values, not its bytes twice over.
     private static func readJSON(_ path: String, option: String) throws(DefinitionError) -> JSONValue {
-        guard let data = FileManager.default.contents(atPath: path) else { throw DefinitionError([], "cannot read the file") }
-        return try StrictJSONParser.parse([UInt8](data))
+        guard let data = try? readWholeFile(path) else { throw DefinitionError([], "cannot read the file") }
+        return try StrictJSONParser.parse(data)
     }
 
     /// Raises the soft open-files limit towards the hard one so that `connections` fit; returns the soft limit.
@@ -323,7 +325,7 @@ public enum EmulatorCommand {
             if let url = options.upstream {
                 let recorder = try options.recordFile.map { (path) throws(EmulatorServerError) in try HARRecorder(path: path) }
                 upstream = Upstream(baseURL: url, recorder: recorder, log: logLine)
-                logLine("upstream url=\(url) record=\(options.recordFile ?? "-")")
+                logLine("upstream url=\(Redactor.hidingCredentials(url)) record=\(options.recordFile ?? "-")")
             }
             let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
