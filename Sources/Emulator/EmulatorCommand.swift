@@ -42,9 +42,11 @@ public enum EmulatorCommand {
           --upstream URL         forward the device API to URL (e.g. the real server's
                                  https://CODE.api.pushwoosh.com/json/1.3/); faults, waits and
                                  the admin API keep working on top
-          --record FILE.har      with --upstream: append each exchange to a HAR 1.2 file, with
-                                 Authorization, hwid, userId, push_token and the API token
-                                 replaced by stable placeholders (HWID-1, API-TOKEN-1, ...)
+          --record FILE.har      with --upstream: append each exchange to a HAR 1.2 file (0600,
+                                 never through a symlink), with Authorization, X-Api-Key, Cookie,
+                                 hwid, userId, push_token (any case, JSON or form bodies) and
+                                 the URL's credentials replaced by stable placeholders (HWID-1,
+                                 API-TOKEN-1, ...); an existing file continues its numbering
           --replay FILE.har      answer the device API from a recording: per method, in order,
                                  the last answer repeated; faults and waits on top
           --apps-from-har FILE   print an --apps definition serving the recorded flags, and exit

@@ -39,7 +39,8 @@ public final class HARRecorder: Sendable {
         do {
             state = Mutex(try Self.open(path))
         } catch {
-            throw EmulatorServerError(description: "--record: \(path): \(error.description)")
+            throw EmulatorServerError(description: error.failedCall ? "--record: cannot write \(path): \(error.description)"
+                                                                    : "--record: \(path): \(error.description)")
         }
     }
 
@@ -47,8 +48,13 @@ public final class HARRecorder: Sendable {
 
     struct Refusal: Error, CustomStringConvertible {
         let description: String
+        /// A system call failed (rather than the file being refused).
+        var failedCall = false
         init(_ description: String) { self.description = description }
-        init(_ error: PosixError) { description = "\(error.call): \(error.message)" }
+        init(_ error: PosixError) {
+            description = "\(error.call): \(error.message)"
+            failedCall = true
+        }
     }
 
     private static func open(_ path: String) throws(Refusal) -> State {
