@@ -62,6 +62,7 @@ public final class HARRecorder: Sendable {
         if fd < 0, errno == ENOENT {
             fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw Refusal(PosixError(errno: errno, call: "create")) }
+            _ = flock(fd, LOCK_EX | LOCK_NB)
             do throws(PosixError) {
                 try write(fd, head + tail, at: 0)
             } catch {
@@ -75,6 +76,10 @@ public final class HARRecorder: Sendable {
                                  : Refusal(PosixError(errno: errno, call: "open"))
         }
         do throws(Refusal) {
+            // Two emulators appending to one file would interleave their entries.
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                throw errno == EWOULDBLOCK ? Refusal("is being recorded to by another emulator") : Refusal(PosixError(errno: errno, call: "flock"))
+            }
             return try adopt(fd, path: path)
         } catch {
             close(fd)
@@ -131,6 +136,7 @@ public final class HARRecorder: Sendable {
         let temporary = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }  // O_EXCL, 0600
         guard temporary >= 0 else { throw Refusal(PosixError(errno: errno, call: "mkstemp")) }
         _ = fcntl(temporary, F_SETFD, FD_CLOEXEC)
+        _ = flock(temporary, LOCK_EX | LOCK_NB)  // the file it becomes stays locked
         let temporaryPath = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var text = head
         for (i, entry) in entries.enumerated() {

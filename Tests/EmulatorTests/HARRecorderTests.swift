@@ -89,9 +89,22 @@ import Testing
         #expect(try entries(har).count == 51)
         // Read back as a recording, and continued by a new recorder on the same file.
         #expect(try Recording(har: StrictJSONParser.parse(Array(new.utf8))).answers["registerUser"]?.count == 51)
+        // Not while another recorder has it open: their entries would interleave.
+        #expect(throws: EmulatorServerError(description: "--record: \(har): is being recorded to by another emulator")) {
+            try HARRecorder(path: har)
+        }
+        withExtendedLifetime(recorder) {}
+    }
+
+    @Test func aRecordingIsContinuedByTheNextRecorder() throws {
+        let dir = TempDir(), har = dir.file("s.har")
+        do {
+            let first = try HARRecorder(path: har)
+            record(first, hwid: "hw-before-restart")
+        }
         let again = try HARRecorder(path: har)
         record(again, hwid: "hw-after-restart")
-        #expect(try entries(har).count == 52)
+        #expect(try entries(har).count == 2)
     }
 
     @Test func appendingContinuesTheNumberingSoTwoDevicesNeverShareAPlaceholder() throws {
