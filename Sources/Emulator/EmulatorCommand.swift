@@ -195,8 +195,9 @@ public enum EmulatorCommand {
 
     /// Reads an apps file: one application object or an array of them.
     public static func loadApps(path: String) throws(EmulatorServerError) -> [Application] {
-        guard let data = try? readWholeFile(path) else {
-            throw EmulatorServerError(description: "\(path): cannot read the file")
+        let data: [UInt8]
+        do throws(DefinitionError) { data = try readInput(path, maxBytes: maxDefinitionBytes) } catch {
+            throw EmulatorServerError(description: "\(path): \(error.message)")
         }
         do throws(DefinitionError) {
             return try Application.decodeList(StrictJSONParser.parse(data))
@@ -207,8 +208,9 @@ public enum EmulatorCommand {
 
     /// Reads a saved lab (`GET /admin/state`); errors name the file and the field.
     public static func loadState(path: String) throws(EmulatorServerError) -> StateDocument {
-        guard let data = try? readWholeFile(path) else {
-            throw EmulatorServerError(description: "\(path): cannot read the file")
+        let data: [UInt8]
+        do throws(DefinitionError) { data = try readInput(path, maxBytes: maxDefinitionBytes) } catch {
+            throw EmulatorServerError(description: "\(path): \(error.message)")
         }
         do throws(DefinitionError) {
             return try StateDocument(json: StrictJSONParser.parse(data))
@@ -238,8 +240,24 @@ public enum EmulatorCommand {
     /// A HAR read once into one buffer and parsed; the buffer is gone when this returns, so a
     /// recording costs its parsed values, not its bytes twice over.
     private static func readJSON(_ path: String, option: String) throws(DefinitionError) -> JSONValue {
-        guard let data = try? readWholeFile(path) else { throw DefinitionError([], "cannot read the file") }
-        return try StrictJSONParser.parse(data)
+        try StrictJSONParser.parse(try readInput(path, maxBytes: maxRecordingBytes))
+    }
+
+    /// The largest `--apps` or `--state` file, and the largest recording, read.
+    static let maxDefinitionBytes = 256 << 20
+    static let maxRecordingBytes = 8 << 30
+
+    /// A file given as input (apps, a saved lab, a recording): a regular file of at most
+    /// `maxBytes`, read into one buffer of its size; a FIFO or a device (`/dev/zero`) is refused
+    /// at once rather than read without end (`readTrustedFile`, whoever may write it).
+    static func readInput(_ path: String, maxBytes: Int) throws(DefinitionError) -> [UInt8] {
+        do {
+            return try readTrustedFile(path: path, maxBytes: maxBytes, refuseWritableByOthers: false)
+        } catch {
+            let opening = "cannot open it: "
+            throw DefinitionError([], error.problem.hasPrefix(opening) ? "cannot read the file (\(error.problem.dropFirst(opening.count)))"
+                                                                       : error.problem)
+        }
     }
 
     /// Raises the soft open-files limit towards the hard one so that `connections` fit; returns the soft limit.

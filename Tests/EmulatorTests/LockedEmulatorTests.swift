@@ -110,16 +110,8 @@ import Testing
         let dir = TempDir()
         let fifo = dir.file("token-fifo")
         #expect(mkfifo(fifo, 0o600) == 0)
-        let outcome = NSLock(), box = MessageBox()
-        Thread { let m = Self.error { _ = try EmulatorCommand.loadAdminToken(path: fifo) }; outcome.withLock { box.text = m } }.start()
-        let started = monotonicSeconds()
-        while outcome.withLock({ box.text }) == nil, monotonicSeconds() - started < 2 { usleep(10_000) }
-        let message = outcome.withLock { box.text }
-        if message == nil {  // blocked in open(2): give it a writer so the thread can end
-            let unblock = open(fifo, O_WRONLY | O_NONBLOCK)
-            if unblock >= 0 { close(unblock) }
-        }
-        #expect(message == "--admin-token \(fifo): is a FIFO, not a regular file")
+        #expect(errorWithin2Seconds(unblocking: fifo) { _ = try EmulatorCommand.loadAdminToken(path: fifo) }
+                == "--admin-token \(fifo): is a FIFO, not a regular file")
 
         let token = dir.file("token"), link = dir.file("token-link")
         try Data("s3cret".utf8).write(to: URL(fileURLWithPath: token))
@@ -151,6 +143,21 @@ import Testing
             return "\(error)"
         }
     }
+}
+
+/// The error `body` throws reading `fifo`, run on a thread of its own; nil when it has not
+/// returned within 2 s (blocked in open(2): the FIFO is then given a writer so the thread ends).
+func errorWithin2Seconds(unblocking fifo: String, _ body: @escaping @Sendable () throws -> Void) -> String? {
+    let lock = NSLock(), box = MessageBox()
+    Thread { let m = LockedEmulatorTests.error(body); lock.withLock { box.text = m } }.start()
+    let started = monotonicSeconds()
+    while lock.withLock({ box.text }) == nil, monotonicSeconds() - started < 2 { usleep(10_000) }
+    let message = lock.withLock { box.text }
+    if message == nil {
+        let unblock = open(fifo, O_WRONLY | O_NONBLOCK)
+        if unblock >= 0 { close(unblock) }
+    }
+    return message
 }
 
 /// What a thread found, read under the test's lock.
