@@ -54,6 +54,8 @@ final class ConnectionBudget: Sendable {
     var count: Int { state.withLock { $0.open.count } }
     /// Connections closed for newer ones since the start.
     var closedForNewer: Int { state.withLock { $0.closed } }
+    /// Elements of the idle queue, stale ones included (tests: it stays bounded).
+    var queued: Int { state.withLock { $0.idle.count - $0.idleHead } }
 
     /// A connection was accepted: it counts, and past the limit the oldest idle one is closed.
     func opened(_ key: UInt, fd: Int32) {
@@ -61,6 +63,7 @@ final class ConnectionBudget: Sendable {
             r.nextGeneration += 1
             r.open[key] = Entry(fd: fd, busy: false, generation: r.nextGeneration)
             r.idle.append((key, r.nextGeneration))
+            Self.compact(&r)
             guard r.open.count > limit, let victim = Self.oldestIdle(&r) else { return nil }
             shutdown(victim.fd, Int32(SHUT_RDWR))
             r.closed += 1
@@ -102,6 +105,7 @@ final class ConnectionBudget: Sendable {
             r.open[key]?.busy = false
             r.open[key]?.generation = r.nextGeneration
             r.idle.append((key, r.nextGeneration))
+            Self.compact(&r)  // a kept-alive connection adds one element per request
         }
     }
 

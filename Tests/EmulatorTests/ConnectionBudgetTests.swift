@@ -1,5 +1,5 @@
 import AgentPosix
-import Emulator
+@testable import Emulator
 import Foundation
 import Glibc
 import HarnessSupport
@@ -35,6 +35,9 @@ import Testing
         }
         #expect(device.status != nil, "device API call under \(idle) idle connections: \(device.end)")
         #expect(server.connectionsClosedForNewer >= idle - limit)
+        // The ones closed for newer ones are gone once libmicrohttpd has seen their end.
+        let settled = monotonicSeconds()
+        while server.openConnections > limit + 1, monotonicSeconds() - settled < 2 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(server.openConnections <= limit + 1)
         withExtendedLifetime(held) {}
     }
@@ -114,5 +117,40 @@ import Testing
         let o = try EmulatorCommand.parse(["--idle-timeout", "5", "--max-connections=100"])
         #expect(o.idleTimeout == 5 && o.maxConnections == 100)
         #expect(try EmulatorCommand.parse([]).idleTimeout == 30)
+    }
+}
+
+/// The budget's bookkeeping on its own, with socket pairs standing for connections.
+@Suite struct ConnectionBudgetBookkeepingTests {
+    @Test func pastTheLimitTheOldestIdleIsClosedNeverABusyOne() throws {
+        let budget = ConnectionBudget(limit: 16, log: nil)
+        var peers: [UInt: Int32] = [:]
+        func open(_ key: UInt) {
+            var pair: [Int32] = [0, 0]
+            #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+            peers[key] = pair[1]
+            budget.opened(key, fd: pair[0])
+        }
+        func closedByBudget(_ key: UInt) -> Bool {
+            var p = pollfd(fd: peers[key]!, events: Int16(POLLIN), revents: 0)
+            return poll(&p, 1, 0) == 1  // the peer sees the end (EOF)
+        }
+        for key in UInt(1)...16 { open(key) }
+        for key in UInt(1)...8 { budget.busy(key) }
+        open(17)
+        #expect(closedByBudget(9) && budget.closedForNewer == 1)
+        #expect((UInt(1)...8).allSatisfy { !closedByBudget($0) })
+        budget.closed(9)
+        budget.idle(1)  // its answer is out: the newest idle one
+        open(18)
+        #expect(closedByBudget(10) && !closedByBudget(1))
+        budget.closed(10)
+        // A kept-alive connection's requests do not grow the queue without bound.
+        for _ in 0..<10_000 {
+            budget.busy(2)
+            budget.idle(2)
+        }
+        #expect(budget.queued <= 4 * 64 + 1, "\(budget.queued)")
+        #expect(budget.count == 16)
     }
 }
