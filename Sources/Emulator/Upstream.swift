@@ -1,10 +1,7 @@
 import AgentCore
 import AgentCurl
-import AgentPosix
 import EmulatorCore
 import Foundation
-import Glibc
-import Synchronization
 
 /// `--upstream URL [--record FILE.har]`: device API calls that no fault answers are sent on to
 /// `URL` + method (e.g. the real Pushwoosh server), headers and body as they came, and the
@@ -48,8 +45,7 @@ public final class Upstream: Sendable {
             response = .json(502, envelope)
             log?("upstream method=\(method) failed reason=\(reason)")
         }
-        if let recorder, let failure = recorder.append(started: started, milliseconds: ms, url: url,
-                                                       request: request.headers.filter { !Self.hopHeaders.contains($0.name.lowercased()) },
+        if let recorder, let failure = recorder.append(started: started, milliseconds: ms, url: url, request: headers,
                                                        requestBody: request.body, response: response, method: method) {
             log?("record failed file=\(recorder.path) error=\(failure)")
         }
