@@ -209,10 +209,18 @@ public struct Redactor: Sendable {
         func wordByte(_ b: UInt8) -> Bool {
             (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
         }
+        guard let base = bytes.baseAddress else { return }
         var i = 0
         while i < bytes.count {
+            // Straight to the next "-" (memchr: a recording of hundreds of MB is read in a blink).
+            guard let dash = memchr(base + i, Int32(UInt8(ascii: "-")), bytes.count - i) else { return }
+            i = base.distance(to: UnsafeRawPointer(dash))
             defer { i += 1 }
-            guard bytes[i] == UInt8(ascii: "-"), i + 1 < bytes.count, bytes[i + 1] >= 0x30, bytes[i + 1] <= 0x39 else { continue }
+            // A placeholder's kind ends in a capital letter and its number starts with a digit
+            // (a date's dashes stop here).
+            guard i > 0, bytes[i - 1] >= 0x41, bytes[i - 1] <= 0x5A, i + 1 < bytes.count, bytes[i + 1] >= 0x30, bytes[i + 1] <= 0x39 else {
+                continue
+            }
             for (k, kind) in kinds.enumerated() where i >= kind.count {
                 let start = i - kind.count
                 guard (0..<kind.count).allSatisfy({ bytes[start + $0] == kind[$0] }),
