@@ -31,14 +31,22 @@ public enum CurlProbe {
         public var certificates: [Certificate]
     }
 
-    public static func exchange(_ request: HTTPRequest, network: NetworkOptions, userAgent: String? = nil) -> Result {
+    /// The header lines of an answer, all together, kept at most (a server that sends endless
+    /// header lines is cut off there).
+    public static let maximumHeaderBytes = 1 << 20
+
+    /// - Parameter maximumBodyBytes: an answer body past this is abandoned as no response
+    ///   ("response body over N bytes"): memory never follows a hostile server. The agent's limit
+    ///   by default.
+    public static func exchange(_ request: HTTPRequest, network: NetworkOptions, userAgent: String? = nil,
+                                maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) -> Result {
         _ = CurlTransport.initialiseLibrary
         guard let easy = curl_easy_init() else {
             return Result(outcome: .noResponse(reason: "curl_easy_init failed: out of memory"), problem: .other,
                           resolved: 0, connected: 0, tlsDone: 0, total: 0, address: "", port: 0, certificates: [])
         }
         defer { curl_easy_cleanup(easy) }
-        let sink = Sink()
+        let sink = Sink(maximumBodyBytes: maximumBodyBytes)
         let box = Unmanaged.passUnretained(sink).toOpaque()
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(to: 0)
@@ -65,12 +73,13 @@ public enum CurlProbe {
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, box)
             _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
                 let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
-                if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count)) }
-                return size * count
+                return sink.receive(data.map { UnsafeRawBufferPointer(start: $0, count: size * count) }, size * count)
             }
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, box)
             _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
                 let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
+                sink.headerBytes += size * count
+                guard sink.headerBytes <= CurlProbe.maximumHeaderBytes else { return 0 }  // aborts the transfer
                 if let data { sink.header(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self)) }
                 return size * count
             }
@@ -88,7 +97,11 @@ public enum CurlProbe {
         let outcome: HTTPOutcome
         var problem: NetworkProblem?
         let detail = String(cString: errorBuffer)
-        if code == CURLE_OK {
+        if sink.bodyTooLarge || sink.headerBytes > maximumHeaderBytes {
+            outcome = .noResponse(reason: sink.bodyTooLarge ? "response body over \(maximumBodyBytes) bytes"
+                                                            : "response headers over \(maximumHeaderBytes) bytes")
+            problem = .other
+        } else if code == CURLE_OK {
             var status = 0
             _ = pw_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
             outcome = .response(status: status, headers: sink.headers, body: Data(sink.body))
@@ -122,8 +135,25 @@ public enum CurlProbe {
     }
 
     private final class Sink {
+        let maximumBodyBytes: Int
         var body: [UInt8] = []
+        var bodyTooLarge = false
         var headers: [String: String] = [:]
+        var headerBytes = 0
+
+        init(maximumBodyBytes: Int) { self.maximumBodyBytes = maximumBodyBytes }
+
+        /// A piece of the body; 0 (libcurl then aborts) once it would pass the limit.
+        func receive(_ data: UnsafeRawBufferPointer?, _ count: Int) -> Int {
+            guard let data, count > 0 else { return count }
+            if body.count + count > maximumBodyBytes {
+                bodyTooLarge = true
+                return 0
+            }
+            body.append(contentsOf: data)
+            return count
+        }
+
         func header(_ line: String) {
             if line.hasPrefix("HTTP/") { headers = [:]; return }
             guard let colon = line.firstIndex(of: ":") else { return }

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import EmulatorCore
 import Foundation
 import Glibc
@@ -9,7 +10,8 @@ public enum EmulatorCommand {
     public static let usage = """
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
                                   [--require-token TOKEN] [--admin-token FILE] [--allow-remote]
-                                  [--threads N] [--record-limit N] [--max-connections N] [--verbose]
+                                  [--threads N] [--record-limit N] [--max-connections N]
+                                  [--idle-timeout SECONDS] [--verbose]
                                   [--tls-cert FILE --tls-key FILE]
                                   [--upstream URL [--record FILE.har] | --replay FILE.har]
                                   [--lab DIR [--agentd PATH]]
@@ -32,15 +34,21 @@ public enum EmulatorCommand {
           --threads N            HTTP worker threads (default: number of CPUs, at least 2)
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
           --max-connections N    connections at once, parked waits included (default 4096; the
-                                 open-files limit is raised to fit)
+                                 open-files limit is raised to fit); past it a new connection
+                                 closes the one idle the longest (sent nothing, or between
+                                 requests), never one whose request is being handled
+          --idle-timeout SECONDS a connection quiet this long is closed (default 30; a parked
+                                 wait or a delayed answer is not quiet)
           --tls-cert FILE        serve HTTPS with this certificate (PEM; the chain, leaf first)
           --tls-key FILE         and this private key (PEM); both or neither
           --upstream URL         forward the device API to URL (e.g. the real server's
                                  https://CODE.api.pushwoosh.com/json/1.3/); faults, waits and
                                  the admin API keep working on top
-          --record FILE.har      with --upstream: append each exchange to a HAR 1.2 file, with
-                                 Authorization, hwid, userId, push_token and the API token
-                                 replaced by stable placeholders (HWID-1, API-TOKEN-1, ...)
+          --record FILE.har      with --upstream: append each exchange to a HAR 1.2 file (0600,
+                                 never through a symlink), with Authorization, X-Api-Key, Cookie,
+                                 hwid, userId, push_token (any case, JSON or form bodies) and
+                                 the URL's credentials replaced by stable placeholders (HWID-1,
+                                 API-TOKEN-1, ...); an existing file continues its numbering
           --replay FILE.har      answer the device API from a recording: per method, in order,
                                  the last answer repeated; faults and waits on top
           --apps-from-har FILE   print an --apps definition serving the recorded flags, and exit
@@ -66,6 +74,7 @@ public enum EmulatorCommand {
         public var appsFile: String?
         public var stateFile: String?
         public var maxConnections = 4096
+        public var idleTimeout = EmulatorServer.defaultIdleTimeout
         public var requireToken: String?
         /// `--admin-token FILE`: the file; its token is read at start.
         public var adminTokenFile: String?
@@ -119,6 +128,7 @@ public enum EmulatorCommand {
             case "--apps": o.appsFile = try value()
             case "--state": o.stateFile = try value()
             case "--max-connections": o.maxConnections = try number(16...1_000_000)
+            case "--idle-timeout": o.idleTimeout = try number(1...86_400)
             case "--require-token":
                 let t = try value()
                 guard !t.isEmpty else { throw UsageError(description: "--require-token: expected a non-empty token") }
@@ -195,10 +205,18 @@ public enum EmulatorCommand {
         server.startLab(directory: absolute, agentd: daemon)
     }
 
-    /// Reads `--admin-token FILE`: its content without trailing whitespace, not empty.
+    /// The largest `--admin-token` file read.
+    static let maxTokenFileBytes = 64 << 10
+
+    /// Reads `--admin-token FILE` as a file trusted with a secret (`readTrustedFile`: no
+    /// symlink, FIFO or device, not writable by others): its content without trailing
+    /// whitespace, not empty.
     public static func loadAdminToken(path: String) throws(EmulatorServerError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw EmulatorServerError(description: "--admin-token \(path): cannot read the file")
+        let data: [UInt8]
+        do {
+            data = try readTrustedFile(path: path, maxBytes: maxTokenFileBytes, refuseWritableByOthers: true)
+        } catch {
+            throw EmulatorServerError(description: "--admin-token \(error.description)")
         }
         var text = String(decoding: data, as: UTF8.self)
         while let last = text.last, last.isWhitespace { text.removeLast() }
@@ -211,11 +229,12 @@ public enum EmulatorCommand {
 
     /// Reads an apps file: one application object or an array of them.
     public static func loadApps(path: String) throws(EmulatorServerError) -> [Application] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw EmulatorServerError(description: "\(path): cannot read the file")
+        let data: [UInt8]
+        do throws(DefinitionError) { data = try readInput(path, maxBytes: maxDefinitionBytes) } catch {
+            throw EmulatorServerError(description: "\(path): \(error.message)")
         }
         do throws(DefinitionError) {
-            return try Application.decodeList(StrictJSONParser.parse([UInt8](data)))
+            return try Application.decodeList(StrictJSONParser.parse(data))
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
         }
@@ -223,11 +242,12 @@ public enum EmulatorCommand {
 
     /// Reads a saved lab (`GET /admin/state`); errors name the file and the field.
     public static func loadState(path: String) throws(EmulatorServerError) -> StateDocument {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw EmulatorServerError(description: "\(path): cannot read the file")
+        let data: [UInt8]
+        do throws(DefinitionError) { data = try readInput(path, maxBytes: maxDefinitionBytes) } catch {
+            throw EmulatorServerError(description: "\(path): \(error.message)")
         }
         do throws(DefinitionError) {
-            return try StateDocument(json: StrictJSONParser.parse([UInt8](data)))
+            return try StateDocument(json: StrictJSONParser.parse(data))
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
         }
@@ -251,9 +271,27 @@ public enum EmulatorCommand {
         }
     }
 
+    /// A HAR read once into one buffer and parsed; the buffer is gone when this returns, so a
+    /// recording costs its parsed values, not its bytes twice over.
     private static func readJSON(_ path: String, option: String) throws(DefinitionError) -> JSONValue {
-        guard let data = FileManager.default.contents(atPath: path) else { throw DefinitionError([], "cannot read the file") }
-        return try StrictJSONParser.parse([UInt8](data))
+        try StrictJSONParser.parse(try readInput(path, maxBytes: maxRecordingBytes))
+    }
+
+    /// The largest `--apps` or `--state` file, and the largest recording, read.
+    static let maxDefinitionBytes = 256 << 20
+    static let maxRecordingBytes = 8 << 30
+
+    /// A file given as input (apps, a saved lab, a recording): a regular file of at most
+    /// `maxBytes`, read into one buffer of its size; a FIFO or a device (`/dev/zero`) is refused
+    /// at once rather than read without end (`readTrustedFile`, whoever may write it).
+    static func readInput(_ path: String, maxBytes: Int) throws(DefinitionError) -> [UInt8] {
+        do {
+            return try readTrustedFile(path: path, maxBytes: maxBytes, refuseWritableByOthers: false)
+        } catch {
+            let opening = "cannot open it: "
+            throw DefinitionError([], error.problem.hasPrefix(opening) ? "cannot read the file (\(error.problem.dropFirst(opening.count)))"
+                                                                       : error.problem)
+        }
     }
 
     /// Raises the soft open-files limit towards the hard one so that `connections` fit; returns the soft limit.
@@ -261,7 +299,7 @@ public enum EmulatorCommand {
     public static func raiseOpenFilesLimit(toFit connections: Int) -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
-        let wanted = rlim_t(connections + 64)
+        let wanted = rlim_t(connections + 64 + EmulatorServer.acceptReserve)
         if limit.rlim_cur < wanted {
             limit.rlim_cur = min(wanted, limit.rlim_max)
             _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -341,7 +379,7 @@ public enum EmulatorCommand {
             if let url = options.upstream {
                 let recorder = try options.recordFile.map { (path) throws(EmulatorServerError) in try HARRecorder(path: path) }
                 upstream = Upstream(baseURL: url, recorder: recorder, log: logLine)
-                logLine("upstream url=\(url) record=\(options.recordFile ?? "-")")
+                logLine("upstream url=\(Redactor.hidingCredentials(url)) record=\(options.recordFile ?? "-")")
             }
             let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
@@ -349,7 +387,8 @@ public enum EmulatorCommand {
                 configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit,
                                                      upstream: options.upstream, replay: replay, adminToken: adminToken),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
-                connectionLimit: min(options.maxConnections, max(16, files - 64)), tls: tls, upstream: upstream)
+                connectionLimit: min(options.maxConnections, max(16, files - 64 - EmulatorServer.acceptReserve)),
+                idleTimeout: options.idleTimeout, tls: tls, upstream: upstream)
             let port = try server.start()
             if let directory = options.labDirectory {
                 try startLab(server, directory: directory, agentd: options.agentd)

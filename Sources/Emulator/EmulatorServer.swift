@@ -42,6 +42,16 @@ public final class EmulatorServer: Sendable {
     let runtime = Mutex(Runtime())
     let clock: any EmulatorClock
     let connectionLimit: Int
+    /// Seconds a connection may stay quiet before libmicrohttpd closes it (`--idle-timeout`).
+    public let idleTimeout: Int
+    /// The connections open and which of them are idle: past `connectionLimit` the oldest idle
+    /// one is closed for the newest (docs/emulator.md D.5).
+    let connections: ConnectionBudget
+    /// Connections libmicrohttpd itself takes beyond `connectionLimit`: a new one must be
+    /// accepted to close an idle one for it.
+    static let acceptReserve = 32
+    /// `--idle-timeout`'s default, in seconds.
+    public static let defaultIdleTimeout = 30
     let log: (@Sendable (String) -> Void)?
     /// The admin token and the body limits, checked on a request's headers before its body is read.
     let configuration: EmulatorConfiguration
@@ -83,12 +93,16 @@ public final class EmulatorServer: Sendable {
     ///   - verbose: also log one line per request.
     ///   - clock: the host time given to the state; the emulator's time is it plus the state's clock offset.
     ///   - initialState: a saved lab (`--state FILE`) loaded over `apps` at start; `POST /admin/reset` goes back to `apps`.
-    ///   - connectionLimit: connections libmicrohttpd accepts at once (parked waits count).
+    ///   - connectionLimit: connections open at once (parked waits count); past it a new one
+    ///     closes the connection idle the longest.
+    ///   - idleTimeout: seconds a connection may stay quiet (no request, nothing read or
+    ///     sent) before it is closed; a parked wait or a delayed answer is not quiet.
     public init(listen: String = "127.0.0.1:0", configuration: EmulatorConfiguration = EmulatorConfiguration(),
                 apps: [Application] = [], threads: Int = max(2, ProcessInfo.processInfo.activeProcessorCount),
                 verbose: Bool = false, log: (@Sendable (String) -> Void)? = nil,
                 clock: any EmulatorClock = SystemClock(), initialState: StateDocument? = nil,
-                connectionLimit: Int = 4096, tls: TLSIdentity? = nil, upstream: Upstream? = nil) throws(EmulatorServerError) {
+                connectionLimit: Int = 4096, idleTimeout: Int = EmulatorServer.defaultIdleTimeout,
+                tls: TLSIdentity? = nil, upstream: Upstream? = nil) throws(EmulatorServerError) {
         let (host, port) = try Self.parseListen(listen)
         self.tls = tls
         self.upstream = upstream
@@ -99,6 +113,8 @@ public final class EmulatorServer: Sendable {
         self.log = log
         self.clock = clock
         self.connectionLimit = max(16, connectionLimit)
+        self.idleTimeout = max(1, idleTimeout)
+        connections = ConnectionBudget(limit: self.connectionLimit, log: log)
         self.configuration = configuration
         var initial = EmulatorState(configuration: configuration, apps: apps, clock: clock)
         if let initialState { initial.load(initialState) }
@@ -138,10 +154,23 @@ public final class EmulatorServer: Sendable {
         let me = Unmanaged.passRetained(self).toOpaque()
 
         let completed: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
-                                       MHD_RequestTerminationCode) -> Void = { _, _, conCls, _ in
+                                       MHD_RequestTerminationCode) -> Void = { cls, connection, conCls, _ in
+            if let cls, let connection {  // its answer is out (or it is closing): idle again
+                Unmanaged<EmulatorServer>.fromOpaque(cls).takeUnretainedValue().connections.idle(EmulatorServer.key(connection))
+            }
             guard let conCls, let raw = conCls.pointee else { return }
             Unmanaged<RequestContext>.fromOpaque(raw).release()
             conCls.pointee = nil
+        }
+        let notify: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                                    MHD_ConnectionNotificationCode) -> Void = { cls, connection, _, code in
+            guard let cls, let connection else { return }
+            let connections = Unmanaged<EmulatorServer>.fromOpaque(cls).takeUnretainedValue().connections
+            if code == .CONNECTION_NOTIFY_STARTED {
+                connections.opened(EmulatorServer.key(connection), fd: pw_mhd_connection_fd(connection))
+            } else {
+                connections.closed(EmulatorServer.key(connection))
+            }
         }
         var flags = MHD_USE_EPOLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
@@ -160,8 +189,9 @@ public final class EmulatorServer: Sendable {
         options += [
             Int32(MHD_OPTION.LISTEN_SOCKET.rawValue), Int32(fd),
             Int32(MHD_OPTION.THREAD_POOL_SIZE.rawValue), UInt32(threads),
-            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(120),
-            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(connectionLimit),
+            Int32(MHD_OPTION.CONNECTION_TIMEOUT.rawValue), UInt32(idleTimeout),
+            Int32(MHD_OPTION.CONNECTION_LIMIT.rawValue), UInt32(connectionLimit + Self.acceptReserve),
+            Int32(MHD_OPTION.NOTIFY_CONNECTION.rawValue), OpaquePointer(unsafeBitCast(notify, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.NOTIFY_COMPLETED.rawValue), OpaquePointer(unsafeBitCast(completed, to: UnsafeRawPointer.self)), OpaquePointer(me),
             Int32(MHD_OPTION.END.rawValue),
         ]
@@ -185,7 +215,8 @@ public final class EmulatorServer: Sendable {
             $0.stopping = false
         }
         let (apps, flagCount) = state.withLock { s in (s.apps.count, s.apps.values.reduce(0) { $0 + $1.flags.count }) }
-        log?("emulator started listen=\(host):\(port) tls=\(tls == nil ? "no" : "yes") apps=\(apps) flags=\(flagCount) threads=\(threads)")
+        log?("emulator started listen=\(host):\(port) tls=\(tls == nil ? "no" : "yes") apps=\(apps) flags=\(flagCount) threads=\(threads) "
+             + "maxConnections=\(connectionLimit) idleTimeoutSeconds=\(idleTimeout)")
         return port
     }
 
@@ -249,6 +280,7 @@ public final class EmulatorServer: Sendable {
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
+        connections.busy(Self.key(connection))  // the request is whole: it is handled from here on
         if let refusal = refusal(ctx) { return send(refusal, .normal, on: connection) }
 
         let request = EmulatorRequest(method: String(cString: method), path: String(cString: url),
@@ -327,6 +359,10 @@ public final class EmulatorServer: Sendable {
             if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
         }
     }
+
+    /// Connections open now, and those closed so far for newer ones past the limit (tests, tools).
+    public var openConnections: Int { connections.count }
+    public var connectionsClosedForNewer: Int { connections.closedForNewer }
 
     /// The parked waits (tests, tools).
     public var parkedWaits: Int { state.withLock { $0.parkedWaits } }

@@ -24,6 +24,7 @@ extension EmulatorServer {
             early = Self.tooLarge(ctx.limit)
         }
         guard let early else { return MHD_Result.YES }
+        connections.busy(Self.key(connection))
         ctx.refused = true
         return send(early, .normal, on: connection)
     }

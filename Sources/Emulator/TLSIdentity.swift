@@ -1,3 +1,4 @@
+import AgentPosix
 import Foundation
 
 /// The emulator's certificate chain and private key (PEM), as libmicrohttpd takes them:
@@ -22,18 +23,26 @@ public final class TLSIdentity: Sendable {
         key = CString(keyPEM)
     }
 
-    /// Reads `--tls-cert FILE` and `--tls-key FILE`; an error names the option and what is wrong.
+    /// The largest certificate chain or key file read.
+    static let maxFileBytes = 1 << 20
+
+    /// Reads `--tls-cert FILE` and `--tls-key FILE` as files trusted (`readTrustedFile`: no
+    /// symlink, FIFO or device, at most 1 MiB; the key, a secret, not writable by others); an
+    /// error names the option and what is wrong.
     public static func load(certificate: String, key: String) throws(EmulatorServerError) -> TLSIdentity {
-        func read(_ path: String, _ option: String, _ marker: String) throws(EmulatorServerError) -> [UInt8] {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw EmulatorServerError(description: "\(option): cannot read \"\(path)\"")
+        func read(_ path: String, _ option: String, _ marker: String, secret: Bool) throws(EmulatorServerError) -> [UInt8] {
+            let data: [UInt8]
+            do {
+                data = try readTrustedFile(path: path, maxBytes: maxFileBytes, refuseWritableByOthers: secret)
+            } catch {
+                throw EmulatorServerError(description: "\(option): \"\(path)\": \(error.problem)")
             }
             guard String(decoding: data, as: UTF8.self).contains(marker) else {
                 throw EmulatorServerError(description: "\(option): \"\(path)\" is not PEM (no \"\(marker)\" line)")
             }
-            return [UInt8](data)
+            return data
         }
-        return TLSIdentity(certificatePEM: try read(certificate, "--tls-cert", "-----BEGIN CERTIFICATE-----"),
-                           keyPEM: try read(key, "--tls-key", "PRIVATE KEY-----"))
+        return TLSIdentity(certificatePEM: try read(certificate, "--tls-cert", "-----BEGIN CERTIFICATE-----", secret: false),
+                           keyPEM: try read(key, "--tls-key", "PRIVATE KEY-----", secret: true))
     }
 }

@@ -70,8 +70,14 @@ public enum HAR {
             guard let url = entry["request"]?["url"]?.stringValue, let method = method(ofURL: url) else {
                 throw DefinitionError(at + [.key("request"), .key("url")], "missing (expected the device API URL)")
             }
-            guard let status = entry["response"]?["status"]?.numberValue, let code = Int(exactly: status) else {
+            guard let status = entry["response"]?["status"]?.numberValue else {
                 throw DefinitionError(at + [.key("response"), .key("status")], "missing (expected a number)")
+            }
+            // Checked as a Double before any conversion: -5, 1000 or 2^32 would not fit the
+            // status line (and UInt32(-5) traps).
+            guard status >= 100, status <= 999, let code = Int(exactly: status) else {
+                throw DefinitionError(at + [.key("response"), .key("status")],
+                                      "expected an HTTP status, a whole number 100-999, found \(JSONWriter.string(.number(status)))")
             }
             let content = entry["response"]?["content"]
             let text = content?["text"]?.stringValue ?? ""
@@ -93,89 +99,6 @@ public struct Recording: Sendable {
         for entry in try HAR.entries(har) { answers[entry.method, default: []].append(entry.answer) }
         guard !answers.isEmpty else { throw DefinitionError([.key("log"), .key("entries")], "no device API exchange to replay") }
         self.answers = answers
-    }
-}
-
-/// Replaces the secrets of recorded exchanges with placeholders, the same value always with
-/// the same one (`HWID-1`, `USER-1`, `PUSH-TOKEN-1`, `API-TOKEN-1`), so one device's calls
-/// still match each other: the values of `hwid`, `userId` and `push_token` anywhere in a JSON
-/// body, the token of `Authorization: Token …`, and then every further occurrence of a value
-/// already replaced (six characters or more) in URLs, headers and bodies.
-public struct Redactor: Sendable {
-    private var placeholders: [String: String] = [:]
-    private var counts: [String: Int] = [:]
-    static let keys = ["hwid": "HWID", "userId": "USER", "push_token": "PUSH-TOKEN"]
-
-    public init() {}
-
-    mutating func placeholder(_ value: String, kind: String) -> String {
-        if let known = placeholders[value] { return known }
-        counts[kind, default: 0] += 1
-        let name = "\(kind)-\(counts[kind]!)"
-        placeholders[value] = name
-        return name
-    }
-
-    /// Learns the secrets of one request (its token and JSON body) before anything is written.
-    public mutating func learn(headers: [HTTPHeader], body: [UInt8]) {
-        for h in headers where h.isNamed("authorization") {
-            let value = h.value.hasPrefix("Token ") ? String(h.value.dropFirst(6)) : h.value
-            if !value.isEmpty { _ = placeholder(value, kind: "API-TOKEN") }
-        }
-        if let json = try? StrictJSONParser.parse(body) { learn(json) }
-    }
-
-    private mutating func learn(_ value: JSONValue) {
-        switch value {
-        case .object(let o):
-            // A fixed order (hwid, userId, push_token, then the rest by name): the same body
-            // always gives the same placeholders.
-            let rank = ["hwid": 0, "userId": 1, "push_token": 2]
-            for (k, v) in o.sorted(by: { (rank[$0.key] ?? 3, $0.key) < (rank[$1.key] ?? 3, $1.key) }) {
-                if let kind = Self.keys[k], let s = v.stringValue, !s.isEmpty { _ = placeholder(s, kind: kind) }
-                learn(v)
-            }
-        case .array(let a): a.forEach { learn($0) }
-        default: break
-        }
-    }
-
-    /// `text` with every learned secret replaced.
-    public func redact(_ text: String) -> String {
-        var out = text
-        for (value, name) in placeholders.sorted(by: { $0.key.count > $1.key.count }) {
-            if out == value { return name }
-            if value.count >= 6, out.contains(value) {
-                out = out.split(separator: value, omittingEmptySubsequences: false).joined(separator: name)
-            }
-        }
-        return out
-    }
-
-    /// A JSON body with the secrets replaced (keys `hwid`, `userId`, `push_token` whole; other
-    /// strings by `redact`); a body that is not JSON is redacted as text.
-    public func redactBody(_ body: [UInt8]) -> String {
-        guard let json = try? StrictJSONParser.parse(body) else { return redact(String(decoding: body, as: UTF8.self)) }
-        return JSONWriter.string(redact(json))
-    }
-
-    func redact(_ value: JSONValue) -> JSONValue {
-        switch value {
-        case .string(let s): return .string(placeholders[s] ?? redact(s))
-        case .array(let a): return .array(a.map { redact($0) })
-        case .object(let o): return .object(o.mapValues { redact($0) })
-        default: return value
-        }
-    }
-
-    public func redact(_ headers: [HTTPHeader]) -> [HTTPHeader] {
-        headers.map { h in
-            if h.isNamed("authorization"), h.value.hasPrefix("Token ") {
-                let token = String(h.value.dropFirst(6))
-                return HTTPHeader(h.name, "Token " + (placeholders[token] ?? redact(token)))
-            }
-            return HTTPHeader(h.name, redact(h.value))
-        }
     }
 }
 

@@ -24,6 +24,46 @@ import Testing
         #expect(r.redactBody(Array("not json alice-user".utf8)) == "not json USER-1")
     }
 
+    /// Secrets in every spelling: header names in any case (`X-Api-Key`, `cookie`), JSON keys
+    /// in any case and style (`HWID`, `user_id`, `UserID`, `pushToken`), numeric values.
+    @Test func secretsAreFoundInEverySpelling() {
+        var r = Redactor()
+        let headers = [HTTPHeader("authorization", "Token T0KEN-secret"), HTTPHeader("X-API-KEY", "k3y-abcdef"),
+                       HTTPHeader("Cookie", "sid=c00kie-value"), HTTPHeader("Content-Type", "application/json")]
+        let sent = Array(#"{"request":{"HWID":"HW-0001-AAAA","user_id":12345,"device":{"PushToken":"00ff00ff","UserID":"carol-user"}}}"#.utf8)
+        r.learn(headers: headers, body: sent)
+        #expect(r.redact(headers) == [HTTPHeader("authorization", "Token API-TOKEN-1"), HTTPHeader("X-API-KEY", "API-KEY-1"),
+                                      HTTPHeader("Cookie", "COOKIE-1"), HTTPHeader("Content-Type", "application/json")])
+        #expect(r.redactBody(sent) == #"{"request":{"HWID":"HWID-1","device":{"PushToken":"PUSH-TOKEN-1","UserID":"USER-2"},"user_id":"USER-1"}}"#)
+        // A secret key the request did not carry is still never written as is.
+        #expect(r.redactBody(Array(#"{"hwid":"never-seen"}"#.utf8)) == #"{"hwid":"[redacted]"}"#)
+    }
+
+    @Test func formBodiesAndURLCredentialsAreRedacted() {
+        var r = Redactor()
+        let form = Array("application=ABCDE-12345&hwid=HW-0001-AAAA&user_id=42&push%5Ftoken=00ff%2B00&note=for+HW-0001-AAAA".utf8)
+        r.learn(headers: [HTTPHeader("Content-Type", "application/x-www-form-urlencoded")], body: form)
+        #expect(r.redactBody(form, contentType: "application/x-www-form-urlencoded")
+                == "application=ABCDE-12345&hwid=HWID-1&user_id=USER-1&push%5Ftoken=PUSH-TOKEN-1&note=for+HWID-1")
+        // Without a content type, a body that reads as a form and names a secret key is one.
+        #expect(r.redactBody(Array("hwid=HW-0001-AAAA".utf8)) == "hwid=HWID-1")
+        r.learn(url: "https://bob:pa55@upstream.example/json/1.3/getFeatureFlags")
+        #expect(r.redact(url: "https://bob:pa55@upstream.example/json/1.3/getFeatureFlags")
+                == "https://URL-CREDENTIALS-1@upstream.example/json/1.3/getFeatureFlags")
+        #expect(Redactor.hidingCredentials("https://bob:pa55@upstream.example/x") == "https://[redacted]@upstream.example/x")
+        #expect(Redactor.hidingCredentials("https://upstream.example/x@y") == "https://upstream.example/x@y")
+    }
+
+    @Test func aRecordingsPlaceholdersAreCountedToContinueThem() {
+        var counts: [String: Int] = [:]
+        let text = #"{"hwid":"HWID-3","n":"for HWID-12, SUPERUSER-9, USER-4x, API-TOKEN-2","p":"PUSH-TOKEN-1","big":"USER-99999999999"}"#
+        Array(text.utf8).withUnsafeBytes { Redactor.highestNumbers(in: $0, into: &counts) }
+        #expect(counts == ["HWID": 12, "API-TOKEN": 2, "PUSH-TOKEN": 1])
+        var r = Redactor(continuingFrom: counts)
+        r.learn(headers: [], body: Array(#"{"hwid":"new-device-1"}"#.utf8))
+        #expect(r.redactBody(Array(#"{"hwid":"new-device-1"}"#.utf8)) == #"{"hwid":"HWID-13"}"#)
+    }
+
     private func har(_ exchanges: [(String, Int, String)]) -> JSONValue {
         var log = HAR.emptyLog()
         let entries = exchanges.map { method, status, answer in
@@ -72,6 +112,26 @@ import Testing
         }
         #expect(throws: DefinitionError([.key("log"), .key("entries")], "no device API exchange to replay")) {
             try Recording(har: ["log": ["entries": []]])
+        }
+    }
+
+    /// An impossible status is refused at load, naming the entry; it used to be accepted and trap
+    /// (SIGILL) on the first call that replayed it.
+    @Test(arguments: [(-5.0, "-5"), (4_294_967_296.0, "4294967296"), (1000.0, "1000"), (99.0, "99"), (200.5, "200.5"), (1e300, "1e+300")])
+    func anImpossibleStatusIsRefusedNamingTheEntry(_ status: Double, _ shown: String) {
+        var recorded = har([("applicationOpen", 200, "{}"), ("getFeatureFlags", 200, Self.flagsA)])
+        if case .object(var top) = recorded, case .object(var log)? = top["log"], case .array(var entries)? = log["entries"],
+           case .object(var entry) = entries[1], case .object(var response)? = entry["response"] {
+            response["status"] = .number(status)
+            entry["response"] = .object(response)
+            entries[1] = .object(entry)
+            log["entries"] = .array(entries)
+            top["log"] = .object(log)
+            recorded = .object(top)
+        }
+        #expect(throws: DefinitionError([.key("log"), .key("entries"), .index(1), .key("response"), .key("status")],
+                                        "expected an HTTP status, a whole number 100-999, found \(shown)")) {
+            try Recording(har: recorded)
         }
     }
 

@@ -2,6 +2,7 @@ import AgentCore
 import Emulator
 import EmulatorCore
 import Foundation
+import Glibc
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -242,8 +243,18 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
                                                   + "version, clockOffsetSeconds, apps, devices; GET /admin/state gives one)")) {
             try EmulatorCommand.loadState(path: partial)
         }
-        #expect(throws: EmulatorServerError(description: "\(bad).missing: cannot read the file")) {
+        #expect(throws: EmulatorServerError(description: "\(bad).missing: cannot read the file (No such file or directory)")) {
             try EmulatorCommand.loadState(path: bad + ".missing")
+        }
+        // Not a file: refused at once, never read without end (/dev/zero) or waited on (a FIFO).
+        let fifo = dir.file("apps-fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(errorWithin2Seconds(unblocking: fifo) { _ = try EmulatorCommand.loadApps(path: fifo) }
+                == "\(fifo): is a FIFO, not a regular file")
+        #expect(errorWithin2Seconds(unblocking: fifo) { _ = try EmulatorCommand.loadRecording(path: fifo) }
+                == "--replay: \(fifo): is a FIFO, not a regular file")
+        #expect(throws: EmulatorServerError(description: "/dev/zero: is a character device, not a regular file")) {
+            try EmulatorCommand.loadState(path: "/dev/zero")
         }
         #expect(try EmulatorCommand.parse(["--state", good]).stateFile == good)
         #expect(try EmulatorCommand.parse(["--max-connections", "2000"]).maxConnections == 2000)

@@ -1,5 +1,6 @@
 @testable import Emulator
 import AgentCore
+import AgentPosix
 import EmulatorCore
 import Foundation
 import Glibc
@@ -89,7 +90,7 @@ import Testing
     @Test("--admin-token FILE: the file's content; a missing, empty or spaced token is an error naming the file")
     func adminTokenFile() throws {
         let temporary = TempDir(), path = temporary.file("admin-token")
-        #expect(throws: EmulatorServerError(description: "--admin-token \(path): cannot read the file")) {
+        #expect(throws: EmulatorServerError(description: "--admin-token \(path): cannot open it: No such file or directory")) {
             try EmulatorCommand.loadAdminToken(path: path)
         }
         try Data("s3cret\n".utf8).write(to: URL(fileURLWithPath: path))
@@ -103,4 +104,63 @@ import Testing
             try EmulatorCommand.loadAdminToken(path: path)
         }
     }
+
+    @Test("--admin-token and --tls-key are opened safely: a FIFO never blocks the start; a symlink or a file others can write is refused")
+    func trustedFilesAreOpenedSafely() throws {
+        let dir = TempDir()
+        let fifo = dir.file("token-fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(errorWithin2Seconds(unblocking: fifo) { _ = try EmulatorCommand.loadAdminToken(path: fifo) }
+                == "--admin-token \(fifo): is a FIFO, not a regular file")
+
+        let token = dir.file("token"), link = dir.file("token-link")
+        try Data("s3cret".utf8).write(to: URL(fileURLWithPath: token))
+        #expect(chmod(token, 0o666) == 0)
+        #expect(Self.error { _ = try EmulatorCommand.loadAdminToken(path: token) }
+                == "--admin-token \(token): is writable by others (mode 0666): anyone who can write it chooses what is trusted; "
+                + "chmod 0600 (or 0640 with this process's group)")
+        #expect(chmod(token, 0o600) == 0)
+        #expect(symlink(token, link) == 0)
+        #expect(Self.error { _ = try EmulatorCommand.loadAdminToken(path: link) }
+                == "--admin-token \(link): is a symbolic link (refused: a file read for trust is opened as itself)")
+        #expect(try EmulatorCommand.loadAdminToken(path: token) == "s3cret")
+
+        let cert = dir.file("c.pem"), key = dir.file("k.pem")
+        try Data("-----BEGIN CERTIFICATE-----\n".utf8).write(to: URL(fileURLWithPath: cert))
+        try Data("-----BEGIN PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: key))
+        #expect(chmod(key, 0o646) == 0)
+        #expect(Self.error { _ = try TLSIdentity.load(certificate: cert, key: key) }
+                == "--tls-key: \"\(key)\": is writable by others (mode 0646): anyone who can write it chooses what is trusted; "
+                + "chmod 0600 (or 0640 with this process's group)")
+        #expect(Self.error { _ = try TLSIdentity.load(certificate: fifo, key: key) } == "--tls-cert: \"\(fifo)\": is a FIFO, not a regular file")
+    }
+
+    static func error(_ body: () throws -> Void) -> String {
+        do {
+            try body()
+            return "accepted"
+        } catch {
+            return "\(error)"
+        }
+    }
+}
+
+/// The error `body` throws reading `fifo`, run on a thread of its own; nil when it has not
+/// returned within 2 s (blocked in open(2): the FIFO is then given a writer so the thread ends).
+func errorWithin2Seconds(unblocking fifo: String, _ body: @escaping @Sendable () throws -> Void) -> String? {
+    let lock = NSLock(), box = MessageBox()
+    Thread { let m = LockedEmulatorTests.error(body); lock.withLock { box.text = m } }.start()
+    let started = monotonicSeconds()
+    while lock.withLock({ box.text }) == nil, monotonicSeconds() - started < 2 { usleep(10_000) }
+    let message = lock.withLock { box.text }
+    if message == nil {
+        let unblock = open(fifo, O_WRONLY | O_NONBLOCK)
+        if unblock >= 0 { close(unblock) }
+    }
+    return message
+}
+
+/// What a thread found, read under the test's lock.
+private final class MessageBox: @unchecked Sendable {
+    var text: String?
 }

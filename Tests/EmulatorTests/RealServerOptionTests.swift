@@ -24,6 +24,11 @@ import HarnessSupport
         (["--record", "s.har"], "--record needs --upstream URL"),
         (["--upstream", "x.example"], "--upstream: expected an http:// or https:// URL with a host, found \"x.example\""),
         (["--upstream", "http://x/", "--replay", "s.har"], "--replay and --upstream exclude each other"),
+        // The connection budget (docs/emulator.md D.5).
+        (["--idle-timeout", "0"], "--idle-timeout: expected a number 1-86400, found \"0\""),
+        (["--idle-timeout", "soon"], "--idle-timeout: expected a number 1-86400, found \"soon\""),
+        (["--idle-timeout"], "--idle-timeout needs a value"),
+        (["--max-connections", "15"], "--max-connections: expected a number 16-1000000, found \"15\""),
     ])
     func refusesBadCombinations(_ args: [String], _ message: String) {
         do {
@@ -38,7 +43,7 @@ import HarnessSupport
         let dir = TempDir()
         let junk = dir.file("junk.pem")
         try Data("hello".utf8).write(to: URL(fileURLWithPath: junk))
-        #expect(throws: EmulatorServerError(description: "--tls-cert: cannot read \"\(dir.path)/none.pem\"")) {
+        #expect(throws: EmulatorServerError(description: "--tls-cert: \"\(dir.path)/none.pem\": cannot open it: No such file or directory")) {
             try TLSIdentity.load(certificate: dir.path + "/none.pem", key: junk)
         }
         #expect(throws: EmulatorServerError(description: "--tls-cert: \"\(junk)\" is not PEM (no \"-----BEGIN CERTIFICATE-----\" line)")) {
