@@ -186,25 +186,6 @@ public enum EmulatorCommand {
         return o
     }
 
-    /// `--lab DIR`: the directory made (0700) if missing and made absolute, the daemon found.
-    static func startLab(_ server: EmulatorServer, directory: String, agentd: String?) throws(EmulatorServerError) {
-        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
-        do {
-            try FileManager.default.createDirectory(atPath: absolute + "/devices", withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw EmulatorServerError(description: "--lab \(directory): cannot make it: \(error.localizedDescription)")
-        }
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        guard let daemon = agentd ?? LabService.defaultAgentd(besides: executable) else {
-            throw EmulatorServerError(description: "--lab: no pushwoosh-agentd beside \(executable) or on PATH; name it with --agentd PATH")
-        }
-        guard FileManager.default.isExecutableFile(atPath: daemon) else {
-            throw EmulatorServerError(description: "--agentd \(daemon): not an executable file")
-        }
-        server.startLab(directory: absolute, agentd: daemon)
-    }
-
     /// The largest `--admin-token` file read.
     static let maxTokenFileBytes = 64 << 10
 
@@ -391,7 +372,7 @@ public enum EmulatorCommand {
                 idleTimeout: options.idleTimeout, tls: tls, upstream: upstream)
             let port = try server.start()
             if let directory = options.labDirectory {
-                try startLab(server, directory: directory, agentd: options.agentd)
+                try server.startLab(directory: directory, agentd: options.agentd)
             }
             print("listening on \(server.host):\(port)")
             fflush(nil)

@@ -1,13 +1,33 @@
 import AgentCore
 import EmulatorCore
+import Foundation
 import Lab
 import MicroHTTPD
 
 /// `--lab DIR` (docs/lab.md M): the lab's service over this server, and its requests handed to
 /// it with their connections suspended until the answer comes.
 extension EmulatorServer {
-    /// Starts the lab's service (`--lab DIR`) over this running server.
-    public func startLab(directory: String, agentd: String) {
+    /// `--lab DIR`: the directory made (0700) if missing and made absolute, the daemon found
+    /// (`--agentd PATH`, else beside this binary, else on `PATH`), the lab started.
+    public func startLab(directory: String, agentd: String?) throws(EmulatorServerError) {
+        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+        do {
+            try FileManager.default.createDirectory(atPath: absolute + "/devices", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw EmulatorServerError(description: "--lab \(directory): cannot make it: \(error.localizedDescription)")
+        }
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        guard let daemon = agentd ?? LabService.defaultAgentd(besides: executable) else {
+            throw EmulatorServerError(description: "--lab: no pushwoosh-agentd beside \(executable) or on PATH; name it with --agentd PATH")
+        }
+        guard FileManager.default.isExecutableFile(atPath: daemon) else {
+            throw EmulatorServerError(description: "--agentd \(daemon): not an executable file")
+        }
+        startLab(absolute: absolute, agentd: daemon)
+    }
+
+    private func startLab(absolute directory: String, agentd: String) {
         let admin: @Sendable (String, String, JSONValue?) -> (status: Int, body: JSONValue) = { [self] method, path, body in
             let request = EmulatorRequest(method: method, path: path, body: body.map { JSONWriter.encode($0) } ?? [])
             let outcome = state.withLock { $0.handle(PreparedRequest(request), now: clock.now()) }
