@@ -6,11 +6,13 @@ import AgentWire
 /// `handleLine` for a bounded time per turn of the loop (fairness: a client that pipelines
 /// thousands of requests does not hold up the others), reading paused while a client's
 /// unsent answers pass `outputHighWater` (back-pressure: a client that does not read
-/// costs at most that, plus one answer), and `RequestReadTimeout` for requests that do
-/// not come.
+/// costs at most that, plus one answer and the rest of one read, whatever the number of such
+/// clients: docs/shared-host.md L.2), and `RequestReadTimeout` for requests that do not come.
 extension ControlServer {
-    /// Unsent answers past which a client is no longer read (1 MiB).
-    static let outputHighWater = 1 << 20
+    /// Unsent answers past which a client is no longer read (32 KiB, on top of what the
+    /// kernel's socket buffer holds): small, so that 250 clients that never read cost the
+    /// agent a few MiB, not 250 MiB.
+    static let outputHighWater = 32 << 10
     /// Unsent output past which a connection is closed: notifications to a subscriber that
     /// does not read, or answers that finish later (a refresh) on top of the bound.
     static let outputLimit = 4 << 20
