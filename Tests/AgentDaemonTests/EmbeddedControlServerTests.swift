@@ -56,4 +56,23 @@ import Testing
         e.write(c, Array(line[10...]))
         #expect(lines(e.read(c)).first?["result"]?["state"] == "ready")
     }
+
+    /// One reading of each request, through the server: `{"method":"get","method":"metrics"}` is
+    /// -32600 naming the key (it ran `metrics`), and a key with a NUL is not the flag it starts
+    /// with (`new_checkout\u0000` is not found, never cut to `new_checkout`).
+    @Test func aRequestWithADuplicateKeyIsRefusedAndANULKeyIsAnotherKey() throws {
+        let e = try embedded()
+        let c = try e.connect()
+        _ = e.read(c)
+        e.write(c, Array(#"{"jsonrpc":"2.0","id":1,"method":"get","method":"metrics","params":{"key":"new_checkout"}}"#.utf8) + [10]
+                   + Array(#"{"jsonrpc":"2.0","id":2,"method":"get","params":{"key":"new_checkout\u0000"}}"#.utf8) + [10]
+                   + Array(#"{"jsonrpc":"2.0","id":3,"method":"isEnabled","params":{"key":"new_checkout\u001b","default":false}}"#.utf8) + [10])
+        let answers = lines(e.read(c))
+        #expect(answers.count == 3)
+        #expect(answers.first?["error"]?["code"] == -32600)
+        #expect(answers.first?["error"]?["message"]?.stringValue?.contains("duplicate key \"method\"") == true, "\(answers)")
+        #expect(answers.dropFirst().first?["result"]?["flag"] == .null)
+        #expect(answers.dropFirst().first?["result"]?["errorCode"] == "FLAG_NOT_FOUND")
+        #expect(answers.last?["result"]?["enabled"] == false)
+    }
 }
