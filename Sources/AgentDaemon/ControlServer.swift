@@ -100,7 +100,7 @@ final class ControlServer {
     private func mayChangeState(_ c: PeerCredentials?) -> Bool {
         guard let c else { return false }
         if c.uid == 0 || c.uid == agentUID { return true }
-        if let group = settings.controlGroup { return UnixSocket.isMember(uid: c.uid, gid: c.gid, ofGroup: group) }
+        if let group = settings.controlGroup { return UnixSocket.isMember(c, ofGroup: group) }
         return false
     }
 

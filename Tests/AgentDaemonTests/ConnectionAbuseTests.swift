@@ -156,6 +156,25 @@ import Testing
         return (peak - idle, report)
     }
 
+    /// `ControlGroup=users`: `nobody` with `users` among its supplementary groups (as after
+    /// `usermod -aG users nobody` and a new login) is a control caller; without it, it is not.
+    /// The groups are the kernel's (SO_PEERGROUPS), not the group database's, which does not
+    /// list nobody in users. (Before: -32001 either way: only the primary group counted.)
+    @Test func aSupplementaryControlGroupIsHonoured() throws {
+        let (_, agent, _) = try start(agent: "ControlGroup=users")
+        let users = try #require(getgrnam("users")?.pointee.gr_gid)
+        func setAppState(groups: [String]) throws -> String {
+            try runCapturing("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup"] + groups + [
+                Binaries.directory + "/pushwoosh-fault", "rpc", agent.socketPath, "setAppState", #"{"state":"background"}"#,
+            ]).out
+        }
+        let member = try setAppState(groups: ["--groups=\(users)"])
+        #expect(member.contains(#""result""#), "\(member)")
+        let other = try setAppState(groups: ["--clear-groups"])
+        #expect(other.contains("-32001"), "\(other)")
+        #expect(try LineClient(path: agent.socketPath).call("status")["result"]?["appState"] == "background")
+    }
+
     /// 250 clients (as `nobody`) pipelining `status` and never reading their answers: the agent's
     /// RSS stays within 64 MiB of its idle RSS (docs/shared-host.md L.2). (Before: +225 MiB in
     /// 25 s in a debug build, ~1 MiB per client: each was read until 1 MiB of answers waited.)
