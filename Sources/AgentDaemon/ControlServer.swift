@@ -59,10 +59,7 @@ final class ControlServer {
         let limit = settings.maxConnections + (control ? SocketSettings.reservedControlSlots : 0)
         guard clients.count < limit else {
             metrics?.socketConnectionsRefused += 1
-            // The client is told why before the close.
-            connection.send(RPCEncoder.error(id: .null, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))")))
-            try? connection.start()
-            connection.closeAfterFlush()
+            refuse(connection, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))"))
             warnings.warn("connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
             return
         }
@@ -95,6 +92,31 @@ final class ControlServer {
         }
         client.awaitingSince = loop.iterationTime  // its first request is due within RequestReadTimeout
         armRequestTimer(client)
+    }
+
+    /// Refused connections still open to tell their client why (at most `maximumRefusedLingering`).
+    private var refusedLingering = 0
+    /// Past this many, a refused connection is closed as soon as its answer is written.
+    static let maximumRefusedLingering = 64
+    /// How long a refused connection waits for its client's request at most.
+    static let refusedLinger = 1.0
+
+    /// A connection refused: the client is told why (`error`, id null) and is read until its
+    /// request has come (or it closes, or `refusedLinger` passes) before the close. Closed at
+    /// once, a client that had not yet written its request met "Broken pipe" instead of the
+    /// reason; its bytes are read and dropped, so the line waits in its receive buffer.
+    private func refuse(_ connection: Connection, _ error: RPCError) {
+        connection.send(RPCEncoder.error(id: .null, error))
+        guard (try? connection.start()) != nil else { return }
+        guard refusedLingering < Self.maximumRefusedLingering else { return connection.closeAfterFlush() }
+        refusedLingering += 1
+        connection.onInput = { [unowned connection] _ in connection.closeAfterFlush() }
+        connection.onReadEOF = { [unowned connection] in connection.closeAfterFlush() }
+        let timer = loop.schedule(after: Self.refusedLinger) { [weak connection] in connection?.close() }
+        connection.onClose = { [weak self] _ in
+            self?.refusedLingering -= 1
+            self?.loop.cancel(timer)
+        }
     }
 
     private func mayChangeState(_ c: PeerCredentials?) -> Bool {

@@ -175,6 +175,24 @@ import Testing
         #expect(try LineClient(path: agent.socketPath).call("status")["result"]?["appState"] == "background")
     }
 
+    /// A connection refused for the budget gets its reason (-32000) before the close, whenever
+    /// its client writes: agentctl prints the reason every time. (Before: 9 runs of 10 printed
+    /// "lost the connection to pushwoosh-agentd: Broken pipe", exit 3: the agent closed before
+    /// the request was written.)
+    @Test func aRefusedClientIsToldWhy() throws {
+        let (_, agent, _) = try start(agent: "MaxConnections=1")
+        // Root's connections: MaxConnections and the reserved slots.
+        let held = try (0..<(1 + 4)).map { _ in try LineClient(path: agent.socketPath) }
+        usleep(100_000)
+        for _ in 0..<10 {
+            let run = try runCapturing(Binaries.agentctl, ["--socket", agent.socketPath, "status"])
+            #expect(run.status == 1, "\(run.err)")
+            #expect(run.err.contains("-32000: too many connections (MaxConnections=1)") && !run.err.contains("Broken pipe"), "\(run.err)")
+        }
+        #expect(held.count == 5)
+        #expect(agent.process.isRunning)
+    }
+
     /// 250 clients (as `nobody`) pipelining `status` and never reading their answers: the agent's
     /// RSS stays within 64 MiB of its idle RSS (docs/shared-host.md L.2). (Before: +225 MiB in
     /// 25 s in a debug build, ~1 MiB per client: each was read until 1 MiB of answers waited.)
