@@ -31,14 +31,18 @@ public enum CurlProbe {
         public var certificates: [Certificate]
     }
 
-    public static func exchange(_ request: HTTPRequest, network: NetworkOptions, userAgent: String? = nil) -> Result {
+    /// The request, sent once; an answer body over `maximumBodyBytes` (by default the agent's
+    /// own limit, 16 MiB) is not read further: the result is "no response", saying so, and
+    /// memory never follows a hostile server.
+    public static func exchange(_ request: HTTPRequest, network: NetworkOptions, userAgent: String? = nil,
+                                maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) -> Result {
         _ = CurlTransport.initialiseLibrary
         guard let easy = curl_easy_init() else {
             return Result(outcome: .noResponse(reason: "curl_easy_init failed: out of memory"), problem: .other,
                           resolved: 0, connected: 0, tlsDone: 0, total: 0, address: "", port: 0, certificates: [])
         }
         defer { curl_easy_cleanup(easy) }
-        let sink = Sink()
+        let sink = Sink(maximumBodyBytes: maximumBodyBytes)
         let box = Unmanaged.passUnretained(sink).toOpaque()
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(to: 0)
@@ -53,7 +57,7 @@ public enum CurlProbe {
         _ = pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_CERTINFO, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(request.timeout * 1000)))
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, CurlTransport.milliseconds(request.timeout))
         _ = pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         if let userAgent { _ = pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent) }
         _ = network.apply(to: easy)
@@ -65,7 +69,13 @@ public enum CurlProbe {
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, box)
             _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
                 let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
-                if let data { sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count)) }
+                guard let data else { return size * count }
+                // Returning less than was given makes libcurl abort the transfer.
+                guard sink.body.count + size * count <= sink.maximumBodyBytes else {
+                    sink.bodyTooLarge = true
+                    return 0
+                }
+                sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: size * count))
                 return size * count
             }
             _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, box)
@@ -88,7 +98,10 @@ public enum CurlProbe {
         let outcome: HTTPOutcome
         var problem: NetworkProblem?
         let detail = String(cString: errorBuffer)
-        if code == CURLE_OK {
+        if sink.bodyTooLarge {
+            outcome = .noResponse(reason: "the answer is over \(maximumBodyBytes) bytes, the agent's answer limit: not read further")
+            problem = .other
+        } else if code == CURLE_OK {
             var status = 0
             _ = pw_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
             outcome = .response(status: status, headers: sink.headers, body: Data(sink.body))
@@ -122,7 +135,10 @@ public enum CurlProbe {
     }
 
     private final class Sink {
+        let maximumBodyBytes: Int
         var body: [UInt8] = []
+        var bodyTooLarge = false
+        init(maximumBodyBytes: Int) { self.maximumBodyBytes = maximumBodyBytes }
         var headers: [String: String] = [:]
         func header(_ line: String) {
             if line.hasPrefix("HTTP/") { headers = [:]; return }
