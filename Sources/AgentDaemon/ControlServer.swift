@@ -20,7 +20,9 @@ final class ControlServer {
     private(set) var settings: SocketSettings
     let log: Log
     private let agentUID = getuid()
-    private var clients: [ObjectIdentifier: Client] = [:]
+    private(set) var clients: [ObjectIdentifier: Client] = [:]
+    /// Bytes of unfinished lines held beyond the clients' own allowances (ControlServer+Flow.swift).
+    var lineBudgetUsed = 0
     var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
     var scratch = JSONWriter(capacity: 512)
@@ -79,6 +81,7 @@ final class ControlServer {
             }
             self.clients[id] = nil
             self.subscribers[id] = nil
+            self.releaseLineBudget(client)
             if let timer = client.requestTimer { self.loop.cancel(timer) }
             client.requestTimer = nil
         }
@@ -101,8 +104,9 @@ final class ControlServer {
     /// How long a refused connection waits for its client's request at most.
     static let refusedLinger = 1.0
 
-    /// A connection refused: the client is told why (`error`, id null) and is read until its
-    /// request has come (or it closes, or `refusedLinger` passes) before the close. Closed at
+    /// A connection refused: the client is told why (`error`, id null, then the end of the
+    /// agent's output) and is read until its request has come (or it closes, or
+    /// `refusedLinger` passes) before the close. Closed at
     /// once, a client that had not yet written its request met "Broken pipe" instead of the
     /// reason; its bytes are read and dropped, so the line waits in its receive buffer.
     private func refuse(_ connection: Connection, _ error: RPCError) {
@@ -110,6 +114,10 @@ final class ControlServer {
         guard (try? connection.start()) != nil else { return }
         guard refusedLingering < Self.maximumRefusedLingering else { return connection.closeAfterFlush() }
         refusedLingering += 1
+        // The line is written now and the agent's side shut for writing: the client reads the
+        // reason, then the end, at once; its own write still goes through.
+        connection.flush()
+        if connection.isOpen, connection.pendingOutputBytes == 0 { _ = shutdown(connection.fd, Int32(SHUT_WR)) }
         connection.onInput = { [unowned connection] _ in connection.closeAfterFlush() }
         connection.onReadEOF = { [unowned connection] in connection.closeAfterFlush() }
         let timer = loop.schedule(after: Self.refusedLinger) { [weak connection] in connection?.close() }
@@ -171,6 +179,10 @@ final class Client {
     var resumeScheduled = false
     /// The framer is handing out lines (it must not be read meanwhile).
     var framing = false
+    /// Bytes of its unfinished line beyond `ControlServer.ownLineAllowance`, taken from the
+    /// shared budget; while the budget is spent, the client is not read (`waitingForLineBudget`).
+    var lineBorrowed = 0
+    var waitingForLineBudget = false
     /// What a subscriber hears (docs/device-clock.md H `subscribe` `events`).
     var events: Set<SubscriptionEvent> = [.flags]
 

@@ -133,15 +133,16 @@ import Testing
         #expect(grown < 40 * 2 + 20, "RSS grew by \(grown) MiB (\(report))")
     }
 
-    /// `count` clients as `nobody` pipelining `status` for `seconds` without reading; `probe` runs
+    /// `count` clients as `nobody` pipelining `status` (or as `mode` says) for `seconds` without
+    /// reading; `probe` runs
     /// every 0.4 s meanwhile. Returns how far the agent's RSS grew over its idle RSS (MiB) and
     /// the holder's report; the agent is checked to run still.
-    func nonReaders(_ count: Int, seconds: Int, probe: (AgentProcess) throws -> Void) throws -> (Double, String) {
+    func nonReaders(_ count: Int, seconds: Int, mode: String = "pipeline", probe: (AgentProcess) throws -> Void) throws -> (Double, String) {
         let (_, agent, _) = try start()
         let pid = agent.process.processIdentifier
         func rssMiB() -> Double { Double(ProcStats.status(pid: pid, field: "VmRSS") ?? 0) / 1024 }
         let idle = rssMiB()
-        let (holder, out, line) = try holdAsNobody(["--socket", agent.socketPath, "--sockets", String(count), "--mode", "pipeline",
+        let (holder, out, line) = try holdAsNobody(["--socket", agent.socketPath, "--sockets", String(count), "--mode", mode,
                                                     "--seconds", String(seconds)])
         #expect(line == "holding \(count) of \(count)", "\(line)")
         var peak = idle
@@ -202,6 +203,19 @@ import Testing
             if try LineClient(path: agent.socketPath, timeout: 10).call("status")["result"]?["hwid"] != nil { answered += 1 }
         }
         #expect(grown < 64, "RSS grew by \(grown) MiB with 250 clients that never read (\(report))")
+        #expect(answered > 0)
+    }
+
+    /// 250 clients (as `nobody`) each writing a request line of almost 1 MiB (the line limit)
+    /// and never finishing it: beyond 16 KiB each, unfinished lines share an 8 MiB budget, so
+    /// the agent's RSS stays within 64 MiB of idle and a `status` is answered meanwhile.
+    /// (Before: +255 MiB, each line buffered whole.)
+    @Test func twoHundredFiftyUnfinishedLongLinesCostAFixedAmount() throws {
+        var answered = 0
+        let (grown, report) = try nonReaders(250, seconds: 10, mode: "long") { agent in
+            if try LineClient(path: agent.socketPath, timeout: 10).call("status")["result"]?["hwid"] != nil { answered += 1 }
+        }
+        #expect(grown < 64, "RSS grew by \(grown) MiB with 250 unfinished 1 MiB lines (\(report))")
         #expect(answered > 0)
     }
 }
