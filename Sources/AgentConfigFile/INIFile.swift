@@ -60,12 +60,13 @@ public enum INIFile {
     /// The largest configuration file read (far above any real one).
     public static let maximumBytes = 4 << 20
 
-    /// The whole file, read with AgentPosix's `TrustedFile`: a FIFO, a device (`/dev/zero`) or
-    /// a symlink is refused at once instead of blocking or filling memory, and so is a file over
-    /// `maximumBytes`; a missing or unreadable file is an error naming it.
+    /// The whole file, read with AgentPosix's `TrustedFile`: a FIFO or a device (`/dev/zero`) is
+    /// refused at once instead of blocking or filling memory, and so is a file over
+    /// `maximumBytes`; a missing or unreadable file is an error naming it. A symlink is followed
+    /// (configuration management links files into place); what it names is checked the same.
     public static func read(_ path: String) throws(ConfigurationError) -> [UInt8] {
         do {
-            return try TrustedFile.read(path: path, maxBytes: maximumBytes, refuseWritableByOthers: false).bytes
+            return try TrustedFile.read(path: path, maxBytes: maximumBytes, refuseWritableByOthers: false, followSymlink: true).bytes
         } catch {
             throw ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the configuration file: \(error.reason)")
         }

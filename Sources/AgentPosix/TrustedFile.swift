@@ -64,14 +64,18 @@ public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers:
 /// `readTrustedFile`, with the typed error and the `stat` the checks were made on (a caller
 /// may warn of a mode it accepts, e.g. a token every local user can read).
 public enum TrustedFile {
-    public static func read(path: String, maxBytes: Int, refuseWritableByOthers: Bool) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
+    /// `followSymlink`: a symlink at `path` is followed (the configuration file, which
+    /// configuration management often links into place); the file it names is checked all the same.
+    public static func read(path: String, maxBytes: Int, refuseWritableByOthers: Bool,
+                            followSymlink: Bool = false) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
         func failure(_ problem: TrustedFileError.Problem) -> TrustedFileError { TrustedFileError(path: path, problem: problem) }
         let fd: Int32
+        let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlink ? 0 : O_NOFOLLOW)
         do {
-            fd = try retryingEINTR("open", path: path) { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
+            fd = try retryingEINTR("open", path: path) { open(path, flags) }
         } catch {
             // O_NOFOLLOW on a symlink: ELOOP.
-            throw failure(error.errno == ELOOP ? .symbolicLink : .system(call: "open", errno: error.errno))
+            throw failure(error.errno == ELOOP && !followSymlink ? .symbolicLink : .system(call: "open", errno: error.errno))
         }
         defer { close(fd) }
         var info = stat()

@@ -26,6 +26,15 @@ import Testing
             #expect(run.seconds < 5)
             #expect(run.err.contains("\(path): cannot read the configuration file: not a regular file (\(kind))"), "\(run.err)")
         }
+        // A symlink to a FIFO is no better; a symlink to a regular file is read (configuration
+        // management links files into place).
+        #expect(symlink(fifo, dir.file("link.conf")) == 0)
+        let linked = try start(config: dir.file("link.conf"))
+        #expect(linked.status == 1 && linked.err.contains("not a regular file (a FIFO)"), "\(linked.err)")
+        try "[Agent]\n".write(toFile: dir.file("real.conf"), atomically: true, encoding: .utf8)
+        #expect(symlink(dir.file("real.conf"), dir.file("real-link.conf")) == 0)
+        let real = try start(config: dir.file("real-link.conf"))
+        #expect(real.err.contains("ApplicationCode: required in [Agent], not set"), "\(real.err)")
     }
 
     /// A CA file swapped for a FIFO, then SIGHUP: the reload fails at once naming the file, the
