@@ -74,7 +74,8 @@ func runHold(_ o: HoldOptions) -> Int32 {
         sendSome(fd, index < socketFDs ? halfLine : halfHeaders)
     }
     let pipelined = Array(repeating: statusLine, count: 256).flatMap { $0 }
-    let longLine = Array(#"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1_000_000)
+    // A `get` of a 1,000,000-byte key without its closing `"}}` and newline: never finished.
+    let longLine = Array(RPCEncoder.request(id: .number(1), SocketCall.get(key: String(repeating: "x", count: 1_000_000))).dropLast(4))
     var longSent = [Int](repeating: 0, count: fds.count)
     sleepSeconds(0.3)
     let refused = fds.filter { o.mode != "pipeline" && o.mode != "long" && serverClosed($0) }.count
