@@ -46,8 +46,8 @@ let package = Package(
         // The real network: libcurl on the event loop (the agent's transport, the doctor's probe).
         .target(name: "AgentCurl", dependencies: ["AgentCore", "AgentPosix", "CCurl"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["AgentPosix", "CSystemd"], swiftSettings: strict),
-        // systemd-style INI files (libinih), time spans, instance names: agent.conf and fleet.conf.
-        .target(name: "AgentConfigFile", dependencies: ["AgentCore", "CInih"], swiftSettings: strict),
+        // systemd-style INI files (libinih; read through AgentPosix's TrustedFile), time spans, instance names: agent.conf and fleet.conf.
+        .target(name: "AgentConfigFile", dependencies: ["AgentCore", "AgentPosix", "CInih"], swiftSettings: strict),
         .target(name: "AgentDaemon",
                 dependencies: ["AgentConfigFile", "AgentCore", "AgentCurl", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
                 swiftSettings: strict),

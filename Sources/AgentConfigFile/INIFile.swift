@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import CInih
 import Glibc
 
@@ -56,39 +57,44 @@ public struct INISchema: Sendable {
 }
 
 public enum INIFile {
-    /// The whole file; a missing or unreadable file is an error naming it.
+    /// The largest configuration file read (far above any real one).
+    public static let maximumBytes = 4 << 20
+
+    /// The whole file, read with AgentPosix's `TrustedFile`: a FIFO or a device (`/dev/zero`) is
+    /// refused at once instead of blocking or filling memory, and so is a file over
+    /// `maximumBytes`; a missing or unreadable file is an error naming it. A symlink is followed
+    /// (configuration management links files into place); what it names is checked the same.
     public static func read(_ path: String) throws(ConfigurationError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw unreadable(path, errno) }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw unreadable(path, errno)
-            }
-            if n == 0 { return bytes }
-            bytes.append(contentsOf: chunk[..<n])
+        do {
+            return try TrustedFile.read(path: path, maxBytes: maximumBytes, refuseWritableByOthers: false, followSymlink: true).bytes
+        } catch {
+            throw ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the configuration file: \(error.reason)")
         }
     }
 
-    static func unreadable(_ path: String, _ code: Int32) -> ConfigurationError {
-        let reason = switch code {
-        case ENOENT: "no such file"
-        case EACCES: "permission denied"
-        default: String(cString: strerror(code))
+    /// A key set twice in one file (in the same section): the later line wins, as systemd's
+    /// drop-ins and `make run`'s appended lines expect, and the reader is told.
+    public struct RepeatedKey: Sendable, Equatable, CustomStringConvertible {
+        public var file: String
+        public var section: String
+        public var key: String
+        /// The line that set it first, and the line that sets it again (and wins).
+        public var firstLine: Int
+        public var line: Int
+
+        public var description: String {
+            "\(file):\(line): \(key): set again in [\(section)] (first at line \(firstLine)); the value of line \(line) is used"
         }
-        return ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the configuration file: \(reason)")
     }
 
     /// Parses `bytes` (`file` names it in errors): calls `handle(section, key, value)` for
     /// each key in order, its value without a trailing `# comment`. Unknown sections and
     /// keys, syntax errors and the `ValueError`s `handle` throws become errors at their line.
+    /// Returns the keys set more than once (the later value wins), for a warning.
+    @discardableResult
     public static func parse(_ bytes: [UInt8], file: String, schema: INISchema,
                              handle: (_ section: String, _ key: String, _ value: String) throws(ValueError) -> Void)
-        throws(ConfigurationError)
+        throws(ConfigurationError) -> [RepeatedKey]
     {
         try withoutActuallyEscaping(handle) { (handle) throws(ConfigurationError) in
             let context = INIContext(file: file, bytes: bytes, schema: schema, handle: handle)
@@ -111,6 +117,7 @@ public enum INIFile {
                                          message: "syntax error: expected [Section], Key=Value or a comment")
             }
             if let error = context.error { throw error }
+            return context.repeated
         }
     }
 }
@@ -125,6 +132,9 @@ private final class INIContext {
     /// The 1-based number of the line libinih is working on.
     var lineNumber = 0
     var error: ConfigurationError?
+    /// The line of each `Section.Key` set so far, and the keys set again.
+    var firstLines: [String: Int] = [:]
+    var repeated: [INIFile.RepeatedKey] = []
 
     init(file: String, bytes: [UInt8], schema: INISchema,
          handle: @escaping (String, String, String) throws(ValueError) -> Void) {
@@ -207,6 +217,11 @@ private final class INIContext {
             }
             fail(key, message)
             return false
+        }
+        if let first = firstLines[sectionName + "." + key] {
+            repeated.append(INIFile.RepeatedKey(file: file, section: sectionName, key: key, firstLine: first, line: lineNumber))
+        } else {
+            firstLines[sectionName + "." + key] = lineNumber
         }
         do {
             try handler(sectionName, key, Self.stripComment(raw))

@@ -61,7 +61,7 @@ public enum CurlProbe {
         _ = pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = pw_curl_easy_setopt_long(easy, CURLOPT_CERTINFO, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(request.timeout * 1000)))
+        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, CurlTransport.milliseconds(request.timeout))
         _ = pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         if let userAgent { _ = pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent) }
         _ = network.apply(to: easy)

@@ -153,7 +153,9 @@ public final class CurlTransport: HTTPTransport {
         loop.schedule(at: loop.now) { completion(outcome) }
     }
 
-    private static func milliseconds(_ seconds: Seconds) -> Int {
+    /// `CURLOPT_TIMEOUT_MS` for `seconds`: every time span the configuration accepts, however
+    /// long, fits (shared with `CurlProbe`).
+    static func milliseconds(_ seconds: Seconds) -> Int {
         guard seconds.isFinite, seconds > 0 else { return 0 }  // 0: libcurl's "no timeout"
         return seconds >= 1e9 ? 1_000_000_000_000 : max(1, Int((seconds * 1000).rounded(.up)))
     }

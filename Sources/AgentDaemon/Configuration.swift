@@ -58,6 +58,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var network = NetworkSettings()
     /// The file this came from, if any (for logs).
     public var sourceFile: String?
+    /// Keys set twice in one file (the later value is used): logged as warnings.
+    public var repeatedKeys: [INIFile.RepeatedKey] = []
 
     public static let defaultConfigFile = AgentPaths.configFile
     public static let defaultSocketPath = AgentPaths.socket
@@ -139,7 +141,7 @@ extension AgentConfiguration {
     /// The keys of one file, laid over `initial` (a later file's key wins).
     fileprivate static func parseValues(_ bytes: [UInt8], file: String, into initial: ConfigurationReading) throws(ConfigurationError) -> ConfigurationReading {
         var values = initial
-        try INIFile.parse(bytes, file: file, schema: schema) { (section, key, value) throws(ValueError) in
+        values.repeated += try INIFile.parse(bytes, file: file, schema: schema) { (section, key, value) throws(ValueError) in
             try values.set(section: section, key, value)
         }
         return values
@@ -168,6 +170,8 @@ extension AgentConfiguration {
 fileprivate struct ConfigurationReading {
     let defaults: AgentConfiguration
     var configuration: AgentConfiguration
+    /// Keys set twice in one file.
+    var repeated: [INIFile.RepeatedKey] = []
     /// By `Section.Name`: a name may be in two sections (`MaxConnections`).
     let keys = Dictionary(uniqueKeysWithValues: AgentConfiguration.keys.map { ($0.section + "." + $0.name, $0) })
 
@@ -187,6 +191,7 @@ fileprivate struct ConfigurationReading {
         }
         var c = configuration
         c.sourceFile = file
+        c.repeatedKeys = repeated
         return c
     }
 }

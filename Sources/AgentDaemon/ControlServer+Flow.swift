@@ -6,16 +6,26 @@ import AgentWire
 /// `handleLine` for a bounded time per turn of the loop (fairness: a client that pipelines
 /// thousands of requests does not hold up the others), reading paused while a client's
 /// unsent answers pass `outputHighWater` (back-pressure: a client that does not read
-/// costs at most that, plus one answer), and `RequestReadTimeout` for requests that do
-/// not come.
+/// costs at most that, plus one answer and the rest of one read, whatever the number of such
+/// clients: docs/shared-host.md L.2), and `RequestReadTimeout` for requests that do not come.
 extension ControlServer {
-    /// Unsent answers past which a client is no longer read (1 MiB).
-    static let outputHighWater = 1 << 20
+    /// Unsent answers past which a client is no longer read (32 KiB, on top of what the
+    /// kernel's socket buffer holds): small, so that 250 clients that never read cost the
+    /// agent a few MiB, not 250 MiB.
+    static let outputHighWater = 32 << 10
     /// Unsent output past which a connection is closed: notifications to a subscriber that
     /// does not read, or answers that finish later (a refresh) on top of the bound.
     static let outputLimit = 4 << 20
     /// Seconds of work for one client in one turn of the loop (checked between lines).
     static let turnBudget = 0.000_5
+    /// Bytes of an unfinished request line every client may hold (16 KiB: any ordinary request).
+    static let ownLineAllowance = 16 << 10
+    /// Bytes of unfinished lines beyond their own allowance that all clients together may hold
+    /// (8 MiB: a few batches near the 1 MiB line limit at once). A client that would need more
+    /// is not read until some is given back (a line completed, a client gone); its bytes wait in
+    /// the socket, and RequestReadTimeout still runs. So 250 clients that each drip a 1 MiB
+    /// line cost the agent about 20 MiB, not 250.
+    static let sharedLineBudget = 8 << 20
 
     func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
         var handled = 0
@@ -71,7 +81,8 @@ extension ControlServer {
             client.awaitingSince = nil  // idle between requests: the idle timeout's business
         }
         let backlog = client.connection.pendingOutputBytes >= Self.outputHighWater
-        client.connection.readingPaused = held || backlog
+        accountLine(client)
+        client.connection.readingPaused = held || backlog || client.waitingForLineBudget
         if held, !backlog, !client.resumeScheduled {
             // Another turn once the others have had theirs: a timer due after this pass of
             // the timers runs after the next poll of every descriptor.
@@ -89,7 +100,44 @@ extension ControlServer {
         if client.framer.hasHeldLines {
             if !client.resumeScheduled { resumeHeld(client) }
         } else {
-            client.connection.readingPaused = false
+            client.connection.readingPaused = client.waitingForLineBudget
+        }
+    }
+
+    // MARK: - Unfinished lines: a shared budget
+
+    /// What `client`'s unfinished line takes from the shared budget now; a client that would
+    /// take more than is left waits. Bytes given back let waiting clients read on.
+    func accountLine(_ client: Client) {
+        let borrowed = max(0, client.framer.bufferedByteCount - Self.ownLineAllowance)
+        lineBudgetUsed += borrowed - client.lineBorrowed
+        let gaveBack = borrowed < client.lineBorrowed
+        client.lineBorrowed = borrowed
+        let waiting = client.framer.bufferedByteCount >= Self.ownLineAllowance && lineBudgetUsed >= Self.sharedLineBudget
+        if waiting, !client.waitingForLineBudget {
+            warnings.warn("connection not read: unfinished lines over their shared budget",
+                          ["budget": Self.sharedLineBudget, "partial_bytes": client.framer.bufferedByteCount, "pid": client.credentials?.pid])
+        }
+        client.waitingForLineBudget = waiting
+        if gaveBack { resumeLineBudgetWaiters() }
+    }
+
+    /// A client gone: its share of the budget is given back.
+    func releaseLineBudget(_ client: Client) {
+        lineBudgetUsed -= client.lineBorrowed
+        client.lineBorrowed = 0
+        client.waitingForLineBudget = false
+        resumeLineBudgetWaiters()
+    }
+
+    /// Clients that waited for the budget read on while some is left (each takes what it
+    /// needs on its next read, and waits again if it runs out).
+    private func resumeLineBudgetWaiters() {
+        guard lineBudgetUsed < Self.sharedLineBudget else { return }
+        for waiting in clients.values where waiting.waitingForLineBudget {
+            waiting.waitingForLineBudget = false
+            let backlog = waiting.connection.pendingOutputBytes >= Self.outputHighWater
+            waiting.connection.readingPaused = waiting.framer.hasHeldLines || backlog
         }
     }
 

@@ -20,7 +20,9 @@ final class ControlServer {
     private(set) var settings: SocketSettings
     let log: Log
     private let agentUID = getuid()
-    private var clients: [ObjectIdentifier: Client] = [:]
+    private(set) var clients: [ObjectIdentifier: Client] = [:]
+    /// Bytes of unfinished lines held beyond the clients' own allowances (ControlServer+Flow.swift).
+    var lineBudgetUsed = 0
     var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
     var scratch = JSONWriter(capacity: 512)
@@ -59,10 +61,7 @@ final class ControlServer {
         let limit = settings.maxConnections + (control ? SocketSettings.reservedControlSlots : 0)
         guard clients.count < limit else {
             metrics?.socketConnectionsRefused += 1
-            // The client is told why before the close.
-            connection.send(RPCEncoder.error(id: .null, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))")))
-            try? connection.start()
-            connection.closeAfterFlush()
+            refuse(connection, RPCError(code: -32000, message: "too many connections (MaxConnections=\(settings.maxConnections))"))
             warnings.warn("connection refused: too many connections", ["max": settings.maxConnections, "pid": credentials?.pid])
             return
         }
@@ -82,6 +81,7 @@ final class ControlServer {
             }
             self.clients[id] = nil
             self.subscribers[id] = nil
+            self.releaseLineBudget(client)
             if let timer = client.requestTimer { self.loop.cancel(timer) }
             client.requestTimer = nil
         }
@@ -97,10 +97,40 @@ final class ControlServer {
         armRequestTimer(client)
     }
 
+    /// Refused connections still open to tell their client why (at most `maximumRefusedLingering`).
+    private var refusedLingering = 0
+    /// Past this many, a refused connection is closed as soon as its answer is written.
+    static let maximumRefusedLingering = 64
+    /// How long a refused connection waits for its client's request at most.
+    static let refusedLinger = 1.0
+
+    /// A connection refused: the client is told why (`error`, id null, then the end of the
+    /// agent's output) and is read until its request has come (or it closes, or
+    /// `refusedLinger` passes) before the close. Closed at
+    /// once, a client that had not yet written its request met "Broken pipe" instead of the
+    /// reason; its bytes are read and dropped, so the line waits in its receive buffer.
+    private func refuse(_ connection: Connection, _ error: RPCError) {
+        connection.send(RPCEncoder.error(id: .null, error))
+        guard (try? connection.start()) != nil else { return }
+        guard refusedLingering < Self.maximumRefusedLingering else { return connection.closeAfterFlush() }
+        refusedLingering += 1
+        // The line is written now and the agent's side shut for writing: the client reads the
+        // reason, then the end, at once; its own write still goes through.
+        connection.flush()
+        if connection.isOpen, connection.pendingOutputBytes == 0 { _ = shutdown(connection.fd, Int32(SHUT_WR)) }
+        connection.onInput = { [unowned connection] _ in connection.closeAfterFlush() }
+        connection.onReadEOF = { [unowned connection] in connection.closeAfterFlush() }
+        let timer = loop.schedule(after: Self.refusedLinger) { [weak connection] in connection?.close() }
+        connection.onClose = { [weak self] _ in
+            self?.refusedLingering -= 1
+            self?.loop.cancel(timer)
+        }
+    }
+
     private func mayChangeState(_ c: PeerCredentials?) -> Bool {
         guard let c else { return false }
         if c.uid == 0 || c.uid == agentUID { return true }
-        if let group = settings.controlGroup { return UnixSocket.isMember(uid: c.uid, gid: c.gid, ofGroup: group) }
+        if let group = settings.controlGroup { return UnixSocket.isMember(c, ofGroup: group) }
         return false
     }
 
@@ -149,6 +179,10 @@ final class Client {
     var resumeScheduled = false
     /// The framer is handing out lines (it must not be read meanwhile).
     var framing = false
+    /// Bytes of its unfinished line beyond `ControlServer.ownLineAllowance`, taken from the
+    /// shared budget; while the budget is spent, the client is not read (`waitingForLineBudget`).
+    var lineBorrowed = 0
+    var waitingForLineBudget = false
     /// What a subscriber hears (docs/device-clock.md H `subscribe` `events`).
     var events: Set<SubscriptionEvent> = [.flags]
 

@@ -268,8 +268,13 @@ public final class Daemon {
         if server != nil { updateStatus() }
     }
 
-    /// Timings no real device has (docs/device-clock.md H: test with the device clock instead).
+    /// Timings no real device has (docs/device-clock.md H: test with the device clock instead),
+    /// and keys set twice in one file (docs/configuration.md C.1: the later line wins).
     private func warnAboutUnrealTimings() {
+        for repeated in configuration.repeatedKeys {
+            log(.warning, "configuration key set twice; the later line wins",
+                ["file": repeated.file, "section": repeated.section, "key": repeated.key, "first_line": repeated.firstLine, "line": repeated.line])
+        }
         let f = configuration.featureFlags
         guard f.storedFlagsLifetime < f.refreshInterval else { return }
         log(.warning, "StoredFlagsLifetime is shorter than RefreshInterval: an idle device will sit without flags between refreshes, which no real device does (the SDK keeps 24 h and refreshes hourly); to test expiry, use [Device] Clock=controlled and advanceClock",

@@ -1,3 +1,4 @@
+import AgentCore
 import FoundationEssentials
 import Glibc
 
@@ -28,7 +29,7 @@ public enum DaemonMain {
             do {
                 configuration = try options.loadConfiguration(environment: environment)
             } catch {
-                writeStandardError("pushwoosh-agentd --doctor: \(error)\n")
+                writeStandardError("pushwoosh-agentd --doctor: \(Visible.escape("\(error)"))\n")
                 return 1
             }
             let report = Doctor(configuration: configuration, environment: environment).run()

@@ -52,8 +52,13 @@ final class DeviceClockController {
                            requestsInFlight: transport.inFlight).json
     }
 
+    /// How far one call may move the clock against a server on another host without
+    /// `allowRemote` (a day: a year would send thousands of requests to a real Pushwoosh).
+    static let maximumRemoteSeconds: Seconds = 86_400
+
     /// `advanceClock` by `seconds`, or `to` a device time not before now.
-    func advance(_ target: SocketCall.ClockAdvance, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
+    func advance(_ advance: SocketCall.ClockAdvance, _ done: @escaping (RPCOutcome) -> Void) throws(RPCError) {
+        let target = advance.target
         let seconds: Seconds
         switch target {
         case .seconds(let n):
@@ -68,6 +73,12 @@ final class DeviceClockController {
         guard seconds <= Self.maximumSeconds else {
             throw .invalidParams("advanceClock by at most \(Int(Self.maximumSeconds)) s (ten years) per call",
                                  parameter: { if case .to = target { "to" } else { "seconds" } }())
+        }
+        let server = host.agent.machine.baseURL
+        if seconds > Self.maximumRemoteSeconds, !advance.allowRemote, !PushwooshAPI.isLoopback(baseURL: server) {
+            throw .invalidParams("advanceClock by more than a day (\(Int(seconds.rounded(.up))) s) against \(ConfigValue.redactedProxy(server)), a server not on this host, "
+                                 + "sends every request those days bring to it: pass \"allowRemote\": true to mean it (a lab's emulator on loopback needs nothing)",
+                                 parameter: "allowRemote")
         }
         queue.append(Queued(advance: ClockAdvance(seconds: seconds), requestsBefore: transport.sent, done: done))
         if queue.count == 1 { scheduleStep() }

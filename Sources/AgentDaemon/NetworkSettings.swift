@@ -58,25 +58,15 @@ public struct CAFile: Sendable, Equatable {
         return CAFile(path: path, pem: bytes, certificates: count)
     }
 
-    /// The file, read with AgentPosix's `readWholeFile` once `stat` says it is a regular file
-    /// of at most `maximumBytes`.
+    /// The file, read with AgentPosix's `TrustedFile` (docs/shared-host.md L.4): never through a
+    /// symlink, a FIFO or a device, at most `maximumBytes`, and refused when others may write to
+    /// it (anyone could add a CA).
     private static func readFile(_ path: String) throws(ValueError) -> [UInt8] {
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw ValueError("cannot read \"\(path)\": \(reason(errno))") }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw ValueError("\"\(path)\" is not a regular file") }
-        let tooLarge = ValueError("\"\(path)\" is larger than \(maximumBytes) bytes")
-        guard Int(info.st_size) <= maximumBytes else { throw tooLarge }
-        let bytes: [UInt8]
-        do { bytes = try readWholeFile(path) } catch { throw ValueError("cannot read \"\(path)\": \(reason(error.errno))") }
-        guard bytes.count <= maximumBytes else { throw tooLarge }  // it grew after the stat
-        return bytes
-    }
-
-    private static func reason(_ code: Int32) -> String {
-        switch code {
-        case ENOENT: "no such file"
-        case EACCES: "permission denied"
-        default: String(cString: strerror(code))
+        do {
+            return try TrustedFile.read(path: path, maxBytes: maximumBytes, refuseWritableByOthers: true).bytes
+        } catch {
+            if case .system = error.problem { throw ValueError("cannot read \"\(path)\": \(error.reason)") }
+            throw ValueError("\"\(path)\": \(error.reason)")
         }
     }
 }
@@ -91,16 +81,16 @@ extension ConfigValue {
               schemes.contains(scheme), let host = url.host, !host.isEmpty,
               url.path.isEmpty || url.path == "/", url.query == nil
         else {
-            throw ValueError("invalid proxy \"\(raw)\" (expected \(schemes.joined(separator: "|")):// with a host and an optional port, e.g. http://proxy.example:3128)")
+            throw ValueError("invalid proxy \"\(redactedProxy(raw))\" (expected \(schemes.joined(separator: "|")):// with a host and an optional port, e.g. http://proxy.example:3128)")
         }
         return s
     }
 
-    /// A proxy URL as logs show it: a password in it is replaced by `<redacted>`.
+    /// A proxy URL as logs and errors show it: a password in it (`user:PASSWORD@`, with or
+    /// without a scheme) is replaced by `<redacted>`.
     static func redactedProxy(_ proxy: String) -> String {
-        guard let scheme = proxy.firstRange(of: "://"), let at = proxy[scheme.upperBound...].lastIndex(of: "@") else { return proxy }
-        let credentials = proxy[scheme.upperBound..<at]
-        guard let colon = credentials.firstIndex(of: ":") else { return proxy }
-        return String(proxy[..<colon]) + ":<redacted>" + String(proxy[at...])
+        let authority = proxy.firstRange(of: "://")?.upperBound ?? proxy.startIndex
+        guard let at = proxy[authority...].lastIndex(of: "@"), let colon = proxy[authority..<at].firstIndex(of: ":") else { return proxy }
+        return String(proxy[...colon]) + "<redacted>" + String(proxy[at...])
     }
 }

@@ -11,11 +11,14 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var reason: String
     /// The object holding a duplicate key (only with `DuplicateKeys.reject`).
     public var path: [JSONPathComponent] = []
+    /// The key that appeared twice in one object (`DuplicateKeys.reject` and `.rejectKey`).
+    public var duplicateKey: String?
 
-    public init(offset: Int, reason: String, path: [JSONPathComponent] = []) {
+    public init(offset: Int, reason: String, path: [JSONPathComponent] = [], duplicateKey: String? = nil) {
         self.offset = offset
         self.reason = reason
         self.path = path
+        self.duplicateKey = duplicateKey
     }
 
     public var description: String { "\(reason) at byte \(offset)" }
@@ -29,8 +32,10 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 /// Strict: one value with optional surrounding whitespace, no trailing commas,
 /// no leading zeros, no NaN/Infinity, no raw control characters in strings,
 /// valid UTF-8 only, lone surrogate escapes refused, numbers that overflow a
-/// Double refused, nesting at most `maximumDepth`. A duplicate object key:
-/// the last one wins (as JSONSerialization and docs/device-api.md A.3; JSONDecoder keeps the first).
+/// Double refused, nesting at most `maximumDepth`. A duplicate object key (two keys equal as
+/// Swift strings, escapes decoded: `"a"` and `"\u0061"` are one key; `"a\u0000"` is another):
+/// the last one wins (as JSONSerialization and docs/device-api.md A.3; JSONDecoder keeps the
+/// first), or, when asked, an error naming it.
 public enum JSONReader {
     public static let maximumDepth = 512
 
@@ -40,6 +45,10 @@ public enum JSONReader {
         case lastWins
         /// An error naming the object's path (the emulator's definitions, docs/emulator.md D.1).
         case reject
+        /// An error naming the key, not its path (a JSON-RPC request, docs/socket-api.md B: one
+        /// reading of each request). Costs one comparison per object: the socket's hot path
+        /// tracks no path.
+        case rejectKey
     }
 
     public static func parse(_ bytes: UnsafeRawBufferPointer, duplicateKeys: DuplicateKeys = .lastWins) throws(JSONParseError) -> JSONValue {
@@ -48,6 +57,7 @@ public enum JSONReader {
         }
         var parser = Parser(p: base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
         parser.tracksPath = duplicateKeys == .reject
+        parser.rejectsDuplicates = duplicateKeys != .lastWins
         let value = try parser.parseValue()
         parser.skipWhitespace()
         if parser.i != parser.count {
@@ -83,6 +93,8 @@ private struct Parser {
     var depth = 0
     /// Set to reject duplicate keys; the path is tracked only then (the socket's hot path does not pay for it).
     var tracksPath = false
+    /// Set to reject duplicate keys (with or without the path).
+    var rejectsDuplicates = false
     var path: [JSONPathComponent] = []
     /// The members read so far of the objects being parsed, innermost last: each object's
     /// dictionary is made once at its final size, instead of growing (and rehashing every
@@ -161,7 +173,9 @@ private struct Parser {
             guard i < count, p[i] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             i += 1
             if tracksPath {
-                guard seen.insert(key).inserted else { throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path) }
+                guard seen.insert(key).inserted else {
+                    throw JSONParseError(offset: i, reason: "duplicate key \"\(key)\"", path: path, duplicateKey: key)
+                }
                 path.append(.key(key))
             }
             let value = try parseValue()
@@ -175,6 +189,13 @@ private struct Parser {
         }
         var members = [String: JSONValue](minimumCapacity: pending.count - first)
         for k in first..<pending.count { members[pending[k].key] = pending[k].value }
+        if rejectsDuplicates, members.count != pending.count - first {
+            // Fewer members than keys read: one came twice. Which one is looked for only now.
+            var seen: Set<String> = []
+            for k in first..<pending.count where !seen.insert(pending[k].key).inserted {
+                throw JSONParseError(offset: i, reason: "duplicate key \"\(pending[k].key)\"", duplicateKey: pending[k].key)
+            }
+        }
         pending.removeSubrange(first...)
         depth -= 1
         return .object(members)

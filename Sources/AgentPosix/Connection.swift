@@ -180,7 +180,9 @@ public final class Connection {
             }
         }
         // Everything written.
-        output.removeAll(keepingCapacity: output.capacity <= 64 * 1024)
+        // A small buffer is kept for the next answers; a large one is given back, so a client
+        // that once fell behind does not keep its backlog's memory.
+        output.removeAll(keepingCapacity: output.capacity <= 16 * 1024)
         outputStart = 0
         if closeWhenDrained {
             close(reason: inputOpen ? .local : .eof)

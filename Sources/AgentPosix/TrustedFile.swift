@@ -1,75 +1,121 @@
 import Glibc
 
-/// Why a file read for trust (a CA bundle, a token, a TLS key) was refused: the path and the
-/// problem, e.g. `/etc/pw/token: writable by others (mode 0666)`.
-public struct TrustedFileError: Error, Equatable, Sendable, CustomStringConvertible {
+/// Why a file read for trust (a CA file, a token, a configuration file) was not read: the path
+/// and the problem, e.g. `/etc/ca.pem: writable by others (mode 0666)`.
+public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Problem: Sendable, Equatable {
+        /// `open`, `fstat` or `read` failed with this `errno`.
+        case system(call: String, errno: Int32)
+        /// The path is a symbolic link (`O_NOFOLLOW`).
+        case symbolicLink
+        /// A FIFO, a device, a directory, a socket: only a regular file is read.
+        case notARegularFile(kind: String)
+        /// Larger than the bound (at the `fstat`, or while reading: it grew).
+        case tooLarge(maximum: Int)
+        /// Others (or a group other than the reader's) may write to it: anyone could change it.
+        case writableByOthers(mode: String)
+    }
+
     public let path: String
-    /// What is wrong with it, e.g. `is a FIFO, not a regular file`.
-    public let problem: String
-    public var description: String { "\(path): \(problem)" }
+    public let problem: Problem
+
+    public init(path: String, problem: Problem) {
+        self.path = path
+        self.problem = problem
+    }
+
+    /// The `ls -l`-style mode of `mode` (`mode 0666`).
+    public static func modeText(_ mode: mode_t) -> String {
+        let octal = String(mode & 0o7777, radix: 8)
+        return "mode " + String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+    }
+
+    /// What went wrong, without the path (callers that name the file their own way).
+    public var reason: String {
+        switch problem {
+        case .system(let call, let code):
+            switch code {
+            case ENOENT: return "no such file"
+            case EACCES: return "permission denied"
+            default: return "\(call): \(String(cString: strerror(code)))"
+            }
+        case .symbolicLink: return "a symbolic link (not followed: name the file itself)"
+        case .notARegularFile(let kind): return "not a regular file (\(kind))"
+        case .tooLarge(let maximum): return "larger than \(maximum) bytes"
+        case .writableByOthers(let mode): return "writable by others (\(mode)): anyone could change what it says"
+        }
+    }
+
+    public var description: String { "\(path): \(reason)" }
 }
 
-/// The whole content of a file read for trust (docs/shared-host.md L.4), checked on the open
-/// descriptor and not on the name, so nothing swapped in between is read:
-/// - opened with `O_NOFOLLOW` (a symlink in the last component is refused) and `O_NONBLOCK`
-///   (a FIFO or a device never blocks the open);
-/// - `fstat` on the descriptor: a regular file, at most `maxBytes` long, and, with
-///   `refuseWritableByOthers`, neither writable by others nor by a group other than the
-///   process's own (anyone who can write it could choose its content);
-/// - read to its end, refused if it has grown past `maxBytes` since.
+/// Reads a file the caller trusts (a CA file, a token, a configuration file), without letting
+/// whoever can rename or replace it block or exhaust the reader (docs/shared-host.md L.4): opened
+/// with `O_NOFOLLOW|O_NONBLOCK` (a symlink is refused, a FIFO or a device never blocks the
+/// `open`), checked with `fstat` on the open descriptor — a regular file of at most `maxBytes`
+/// and, with `refuseWritableByOthers`, not writable by others nor by a group other than the
+/// reader's — and only then read, at most `maxBytes` (a file that grows meanwhile is refused).
+/// The check and the read are of the same file: nothing can be swapped in between. Errors
+/// (`TrustedFileError`) name the path and the problem.
 public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers: Bool) throws(TrustedFileError) -> [UInt8] {
-    var fd: Int32
-    repeat { fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) } while fd < 0 && errno == EINTR
-    guard fd >= 0 else {
-        let code = errno
-        throw TrustedFileError(path: path, problem: code == ELOOP ? "is a symbolic link (refused: a file read for trust is opened as itself)"
-                               : "cannot open it: \(String(cString: strerror(code)))")
+    try TrustedFile.read(path: path, maxBytes: maxBytes, refuseWritableByOthers: refuseWritableByOthers).bytes
+}
+
+/// `readTrustedFile`, with the typed error and the `stat` the checks were made on (a caller
+/// may warn of a mode it accepts, e.g. a token every local user can read).
+public enum TrustedFile {
+    /// `followSymlink`: a symlink at `path` is followed (the configuration file, which
+    /// configuration management often links into place); the file it names is checked all the same.
+    public static func read(path: String, maxBytes: Int, refuseWritableByOthers: Bool,
+                            followSymlink: Bool = false) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
+        func failure(_ problem: TrustedFileError.Problem) -> TrustedFileError { TrustedFileError(path: path, problem: problem) }
+        let fd: Int32
+        let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlink ? 0 : O_NOFOLLOW)
+        do {
+            fd = try retryingEINTR("open", path: path) { open(path, flags) }
+        } catch {
+            // O_NOFOLLOW on a symlink: ELOOP.
+            throw failure(error.errno == ELOOP && !followSymlink ? .symbolicLink : .system(call: "open", errno: error.errno))
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw failure(.system(call: "fstat", errno: errno)) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw failure(.notARegularFile(kind: kind(info.st_mode))) }
+        guard Int(info.st_size) <= maxBytes else { throw failure(.tooLarge(maximum: maxBytes)) }
+        if refuseWritableByOthers, info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
+            throw failure(.writableByOthers(mode: TrustedFileError.modeText(info.st_mode)))
+        }
+        // A regular file: O_NONBLOCK changes nothing for its reads. One byte more than the
+        // bound tells a file that grew after the fstat.
+        var bytes = [UInt8](repeating: 0, count: min(maxBytes, Int(info.st_size)) + 1)
+        var filled = 0
+        while filled < bytes.count {
+            let n: Int
+            do {
+                n = try retryingEINTR("read", path: path) {
+                    bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
+                }
+            } catch {
+                throw failure(.system(call: "read", errno: error.errno))
+            }
+            if n == 0 { break }
+            filled += n
+            if filled == bytes.count, filled <= maxBytes { bytes.append(contentsOf: repeatElement(0, count: min(64 * 1024, maxBytes + 1 - filled))) }
+        }
+        guard filled <= maxBytes else { throw failure(.tooLarge(maximum: maxBytes)) }
+        bytes.removeSubrange(filled...)
+        return (bytes, info)
     }
-    defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else {
-        throw TrustedFileError(path: path, problem: "cannot stat it: \(String(cString: strerror(errno)))")
-    }
-    let kind = info.st_mode & S_IFMT
-    guard kind == S_IFREG else {
-        let what = switch kind {
+
+    static func kind(_ mode: mode_t) -> String {
+        switch mode & S_IFMT {
         case S_IFIFO: "a FIFO"
-        case S_IFDIR: "a directory"
         case S_IFCHR: "a character device"
         case S_IFBLK: "a block device"
+        case S_IFDIR: "a directory"
         case S_IFSOCK: "a socket"
-        default: "not a regular file"
+        case S_IFLNK: "a symbolic link"
+        default: "mode \(String(mode & S_IFMT, radix: 8))"
         }
-        throw TrustedFileError(path: path, problem: "is \(what), not a regular file")
     }
-    if refuseWritableByOthers, info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
-        let octal = String(info.st_mode & 0o7777, radix: 8)
-        let mode = String(repeating: "0", count: max(0, 4 - octal.count)) + octal
-        let who = info.st_mode & S_IWOTH != 0 ? "others" : "group \(info.st_gid), which this process does not run as"
-        throw TrustedFileError(path: path, problem: "is writable by \(who) (mode \(mode)): anyone who can write it chooses what is trusted; "
-                               + "chmod 0600 (or 0640 with this process's group)")
-    }
-    guard Int(info.st_size) <= maxBytes else {
-        throw TrustedFileError(path: path, problem: "is \(info.st_size) bytes, over the limit of \(maxBytes)")
-    }
-    var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)  // one more: a file that grew shows it
-    var count = 0
-    while true {
-        if count == bytes.count {
-            guard bytes.count <= maxBytes else { break }
-            bytes.append(contentsOf: repeatElement(0, count: min(maxBytes + 1, bytes.count * 2) - bytes.count))
-        }
-        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            throw TrustedFileError(path: path, problem: "cannot read it: \(String(cString: strerror(errno)))")
-        }
-        if n == 0 { break }
-        count += n
-    }
-    guard count <= maxBytes else {
-        throw TrustedFileError(path: path, problem: "grew past the limit of \(maxBytes) bytes while read")
-    }
-    bytes.removeLast(bytes.count - count)
-    return bytes
 }

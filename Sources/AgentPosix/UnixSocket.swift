@@ -49,16 +49,28 @@ public struct UnixSocketError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The credentials of a connected peer process (`SO_PEERCRED`), as of when
+/// The credentials of a connected peer process (`SO_PEERCRED`, `SO_PEERGROUPS`), as of when
 /// it called `connect`.
 public struct PeerCredentials: Sendable, Equatable {
     public let pid: pid_t
     public let uid: uid_t
+    /// The primary group.
     public let gid: gid_t
-    public init(pid: pid_t, uid: uid_t, gid: gid_t) {
+    /// The supplementary groups the kernel holds for the process (`SO_PEERGROUPS`, Linux ≥
+    /// 4.13); nil when the kernel could not say (then only `gid` counts).
+    public let groups: [gid_t]?
+
+    public init(pid: pid_t, uid: uid_t, gid: gid_t, groups: [gid_t]? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
+        self.groups = groups
+    }
+
+    /// Whether the group `target` is one of the process's: its primary group or, as the kernel
+    /// says, a supplementary one (a user added with `usermod -aG`, once logged in again).
+    public func isInGroup(_ target: gid_t) -> Bool {
+        gid == target || groups?.contains(target) == true
     }
 }
 
@@ -121,14 +133,36 @@ public enum UnixSocket {
     }
 
     /// The credentials of the process at the other end of the connected
-    /// Unix socket `fd` (`SO_PEERCRED`).
+    /// Unix socket `fd` (`SO_PEERCRED`), with its supplementary groups (`peerGroups`).
     public static func peerCredentials(_ fd: Int32) throws(PosixError) -> PeerCredentials {
         var credentials = UCred()
         var length = socklen_t(MemoryLayout<UCred>.size)
         try retryingEINTR("getsockopt(SO_PEERCRED)") {
             getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length)
         }
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: peerGroups(fd))
+    }
+
+    /// Linux's `SO_PEERGROUPS` (asm-generic/socket.h; Glibc does not name it).
+    static let soPeerGroups: Int32 = 59
+
+    /// The supplementary groups of the peer of the connected Unix socket `fd` as the kernel
+    /// recorded them at `connect` (`SO_PEERGROUPS`, Linux ≥ 4.13); nil when the kernel does not
+    /// know the option or the call fails.
+    public static func peerGroups(_ fd: Int32) -> [gid_t]? {
+        var groups = [gid_t](repeating: 0, count: 64)
+        while true {
+            var length = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+            let result = groups.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, soPeerGroups, $0.baseAddress, &length) }
+            if result == 0 { return Array(groups.prefix(Int(length) / MemoryLayout<gid_t>.size)) }
+            switch errno {
+            case EINTR: continue
+            // Too small: `length` says what is needed (at most NGROUPS_MAX, 65,536).
+            case ERANGE where Int(length) > groups.count * MemoryLayout<gid_t>.size && Int(length) <= 65_536 * MemoryLayout<gid_t>.size:
+                groups = [gid_t](repeating: 0, count: Int(length) / MemoryLayout<gid_t>.size)
+            default: return nil
+            }
+        }
     }
 
     /// The path a Unix socket is bound to (`getsockname`), nil when it is
@@ -159,27 +193,14 @@ public enum UnixSocket {
         }
     }
 
-    /// Whether the user `uid`, whose primary group is `gid`, belongs to the
-    /// group called `name` (`ControlGroup` checks): `gid` is that group, or
-    /// the group database lists the user in it (`getpwuid_r` +
-    /// `getgrouplist`). A user without a passwd entry (e.g. a dynamic user)
-    /// is a member only through `gid`. False when the group does not exist.
-    public static func isMember(uid: uid_t, gid: gid_t, ofGroup name: String) -> Bool {
+    /// Whether the peer `credentials` belongs to the group called `name` (`ControlGroup`
+    /// checks): it is the peer's primary group or one of the supplementary groups the kernel
+    /// holds for it (`SO_PEERGROUPS`). Not the group database: a process that dropped a group
+    /// has left it, and one given a group (`setgroups`, `newgrp`, a new login after `usermod
+    /// -aG`) is in it. False when the group does not exist.
+    public static func isMember(_ credentials: PeerCredentials, ofGroup name: String) -> Bool {
         guard let target = groupID(named: name) else { return false }
-        if gid == target { return true }
-        guard let userName = userName(uid) else { return false }
-        var count: Int32 = 32
-        while true {
-            var groups = [gid_t](repeating: 0, count: Int(count))
-            var asked = count
-            let result = getgrouplist(userName, gid, &groups, &asked)
-            if result >= 0 {
-                return groups.prefix(Int(asked)).contains(target)
-            }
-            // -1: too small, `asked` holds the number needed.
-            guard asked > count, asked < 65_536 else { return false }
-            count = asked
-        }
+        return credentials.isInGroup(target)
     }
 
     /// The login name of `uid`, nil when it has no passwd entry.

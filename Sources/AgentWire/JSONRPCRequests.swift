@@ -137,6 +137,9 @@ public enum RPCMessage: Sendable, Hashable {
     /// Parses one line (without its `\n`).
     ///
     /// - invalid UTF-8 or JSON → -32700, id null;
+    /// - a key twice in one object (`{"method":"get","method":"metrics"}`) → -32600 naming the
+    ///   key, id null: a request has one reading (a key with a control character or NUL is
+    ///   another key, kept whole);
     /// - `[]` → one -32600, id null; batch elements that are invalid → their own -32600;
     /// - `jsonrpc` not `"2.0"`, `method` not a string, `id` not a string, number
     ///   or null, `params` neither object nor array → -32600 (with the id when it is valid);
@@ -146,8 +149,11 @@ public enum RPCMessage: Sendable, Hashable {
     public static func parse(_ line: UnsafeRawBufferPointer) -> RPCMessage {
         let json: JSONValue
         do {
-            json = try JSONReader.parse(line)
+            json = try JSONReader.parse(line, duplicateKeys: .rejectKey)
         } catch {
+            if let key = error.duplicateKey {
+                return .single(.failure(RPCRejection(id: .null, error: .invalidRequest("duplicate key \"\(key)\": a request has one reading"))))
+            }
             return .single(.failure(RPCRejection(id: .null, error: .parseError(error.description))))
         }
         switch json {

@@ -21,9 +21,7 @@ extension SocketCall {
         case .setAppState(let state): ["state": .string(state.rawValue)]
         case .setNotificationAuthorization(let status): ["status": .string(status.rawValue)]
         case .presentPushPrimer(let configuration): configuration.params
-        case .advanceClock(.seconds(let seconds)): ["seconds": .number(seconds)]
-        case .advanceClock(.to(let date)): Self.advanceClockParams(to: date.timeIntervalSince1970.rounded() == date.timeIntervalSince1970
-                                                                      ? SocketTime.string(date) : SocketTime.jsonMilliseconds(date).stringValue!)
+        case .advanceClock(let advance): advance.params
         case .refresh, .unsubscribe, .registerForPushNotifications, .unregisterForPushNotifications,
              .status, .metrics, .clock:
             [:]
@@ -44,5 +42,19 @@ extension RPCEncoder {
     /// A request line (with its `\n`) for a typed call.
     public static func request(id: RPCID?, _ call: SocketCall) -> [UInt8] {
         request(id: id, method: call.method, params: call.params)
+    }
+}
+
+extension SocketCall.ClockAdvance {
+    /// `advanceClock`'s params: `seconds` or `to`, and `allowRemote` when set.
+    var params: [String: JSONValue] {
+        var params: [String: JSONValue]
+        switch target {
+        case .seconds(let seconds): params = ["seconds": .number(seconds)]
+        case .to(let date): params = SocketCall.advanceClockParams(to: date.timeIntervalSince1970.rounded() == date.timeIntervalSince1970
+                                                                       ? SocketTime.string(date) : SocketTime.jsonMilliseconds(date).stringValue!)
+        }
+        if allowRemote { params["allowRemote"] = true }
+        return params
     }
 }

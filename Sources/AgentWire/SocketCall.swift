@@ -30,10 +30,30 @@ public enum SocketCall: Sendable, Equatable {
     case advanceClock(ClockAdvance)
 
     /// `advanceClock`'s target: by `seconds` (> 0), or `to` a device time (checked against
-    /// the device's clock by the clock's owner: it must not be in the past).
-    public enum ClockAdvance: Sendable, Equatable {
-        case seconds(Double)
-        case to(Date)
+    /// the device's clock by the clock's owner: it must not be in the past); and `allowRemote`,
+    /// the switch an advance of more than a day needs when the server is not on this host
+    /// (docs/device-clock.md H).
+    public struct ClockAdvance: Sendable, Equatable {
+        public enum Target: Sendable, Equatable {
+            case seconds(Double)
+            case to(Date)
+        }
+
+        public var target: Target
+        public var allowRemote: Bool
+
+        public init(_ target: Target, allowRemote: Bool = false) {
+            self.target = target
+            self.allowRemote = allowRemote
+        }
+
+        public static func seconds(_ seconds: Double, allowRemote: Bool = false) -> ClockAdvance {
+            ClockAdvance(.seconds(seconds), allowRemote: allowRemote)
+        }
+
+        public static func to(_ date: Date, allowRemote: Bool = false) -> ClockAdvance {
+            ClockAdvance(.to(date), allowRemote: allowRemote)
+        }
     }
 
     public var method: SocketMethod {
@@ -127,8 +147,21 @@ public enum SocketCall: Sendable, Equatable {
         return events
     }
 
-    /// `advanceClock` with `seconds` (> 0) or `to` (ISO 8601), not both.
+    /// `advanceClock` with `seconds` (> 0) or `to` (ISO 8601), not both, and the optional
+    /// boolean `allowRemote`.
     static func clockAdvance(_ params: RPCParams) throws(RPCError) -> ClockAdvance {
+        var allowRemote = false
+        if let value = params.optionalValue("allowRemote") {
+            guard case .bool(let b) = value else {
+                throw .invalidParams("parameter 'allowRemote' must be a boolean, found \(JSONWriter.string(value))", parameter: "allowRemote")
+            }
+            allowRemote = b
+        }
+        return ClockAdvance(try clockTarget(params), allowRemote: allowRemote)
+    }
+
+    /// `seconds` (> 0) or `to` (ISO 8601), not both.
+    static func clockTarget(_ params: RPCParams) throws(RPCError) -> ClockAdvance.Target {
         // `null` counts as absent, as everywhere in the socket API. (Written before as
         // `params["to"].flatMap { $0.isNull ? nil : $0 }`, where `nil` became JSONValue's own
         // nil literal, `.null`, so `{"seconds": null, "to": …}` was refused as "both".)

@@ -42,7 +42,7 @@ public enum SocketMethod: String, Sendable, CaseIterable {
         case .setNotificationAuthorization: ["status"]
         case .presentPushPrimer: PrimerConfiguration.parameterNames
         case .subscribe: ["events"]
-        case .advanceClock: ["seconds", "to"]
+        case .advanceClock: ["seconds", "to", "allowRemote"]
         case .refresh, .unsubscribe, .registerForPushNotifications,
              .unregisterForPushNotifications, .status, .metrics, .clock: []
         }

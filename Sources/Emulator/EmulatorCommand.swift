@@ -269,9 +269,10 @@ public enum EmulatorCommand {
         do {
             return try readTrustedFile(path: path, maxBytes: maxBytes, refuseWritableByOthers: false)
         } catch {
-            let opening = "cannot open it: "
-            throw DefinitionError([], error.problem.hasPrefix(opening) ? "cannot read the file (\(error.problem.dropFirst(opening.count)))"
-                                                                       : error.problem)
+            if case .system("open", let code) = error.problem {
+                throw DefinitionError([], "cannot read the file (\(String(cString: strerror(code))))")
+            }
+            throw DefinitionError([], error.reason)
         }
     }
 

@@ -35,7 +35,7 @@ public final class TLSIdentity: Sendable {
             do {
                 data = try readTrustedFile(path: path, maxBytes: maxFileBytes, refuseWritableByOthers: secret)
             } catch {
-                throw EmulatorServerError(description: "\(option): \"\(path)\": \(error.problem)")
+                throw EmulatorServerError(description: "\(option): \"\(path)\": \(error.reason)")
             }
             guard String(decoding: data, as: UTF8.self).contains(marker) else {
                 throw EmulatorServerError(description: "\(option): \"\(path)\" is not PEM (no \"\(marker)\" line)")

@@ -50,7 +50,9 @@ struct HoldOptions {
     var socketCount = 0
     var httpCount = 0
     /// `half`: a half-written line or half-sent headers; `idle`: nothing; `pipeline`:
-    /// `status` requests written as long as the agent takes them, answers never read.
+    /// `status` requests written as long as the agent takes them, answers never read;
+    /// `long`: one request line of almost 1 MiB (the line limit) written as far as the agent
+    /// takes it, never finished.
     var mode = "half"
     var seconds = 10.0
 }
@@ -72,8 +74,11 @@ func runHold(_ o: HoldOptions) -> Int32 {
         sendSome(fd, index < socketFDs ? halfLine : halfHeaders)
     }
     let pipelined = Array(repeating: statusLine, count: 256).flatMap { $0 }
+    // A `get` of a 1,000,000-byte key without its closing `"}}` and newline: never finished.
+    let longLine = Array(RPCEncoder.request(id: .number(1), SocketCall.get(key: String(repeating: "x", count: 1_000_000))).dropLast(4))
+    var longSent = [Int](repeating: 0, count: fds.count)
     sleepSeconds(0.3)
-    let refused = fds.filter { o.mode != "pipeline" && serverClosed($0) }.count
+    let refused = fds.filter { o.mode != "pipeline" && o.mode != "long" && serverClosed($0) }.count
     print("holding \(fds.count - refused) of \(o.socketCount + o.httpCount)")
     fflush(nil)
     let deadline = monotonicSeconds() + o.seconds
@@ -82,9 +87,18 @@ func runHold(_ o: HoldOptions) -> Int32 {
         if o.mode == "pipeline" {
             for fd in fds { written += sendSome(fd, pipelined) }
         }
+        if o.mode == "long" {
+            for (index, fd) in fds.enumerated() where longSent[index] < longLine.count {
+                let sent = longLine[longSent[index]...].withUnsafeBytes {
+                    max(0, Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)))
+                }
+                longSent[index] += sent
+                written += sent
+            }
+        }
         sleepSeconds(0.05)
     }
-    let closed = o.mode == "pipeline" ? 0 : fds.filter(serverClosed).count
+    let closed = o.mode == "pipeline" || o.mode == "long" ? 0 : fds.filter(serverClosed).count
     print("closed \(closed) written \(written)")
     for fd in fds { Glibc.close(fd) }
     return 0

@@ -13,7 +13,7 @@
 //   check-state FILE        Prints `none`, `flags <count> version <v>` or `invalid: …` (exit 1).
 //   http METHOD URL [BODY]  One plain HTTP/1.1 call on loopback; prints the status and body.
 //   app FLAGS VERSION       Prints the versioned application definition kill9 uses.
-//   hold [--socket PATH] [--http-port P] [--sockets N] [--https M] [--mode half|idle|pipeline]
+//   hold [--socket PATH] [--http-port P] [--sockets N] [--https M] [--mode half|idle|pipeline|long]
 //        [--seconds S]      Holds N socket and M HTTP connections (Abuse.swift).
 //   abuse --socket PATH --http-port P [--seconds S]
 //                           Abuses both doors for S seconds, then checks that /healthz and
@@ -133,7 +133,7 @@ case "hold", "abuse":
         }
         return true
     }
-    guard ["half", "idle", "pipeline"].contains(hold.mode) else { die("--mode is half, idle or pipeline") }
+    guard ["half", "idle", "pipeline", "long"].contains(hold.mode) else { die("--mode is half, idle, pipeline or long") }
     if command == "hold" { exit(runHold(hold)) }
     guard let socket = hold.socket, let port = hold.httpPort, port > 0 else { die("abuse needs --socket PATH --http-port P") }
     exit(runAbuse(socket: socket, httpPort: port, seconds: min(hold.seconds, 120)))

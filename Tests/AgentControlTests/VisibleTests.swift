@@ -1,4 +1,5 @@
 import AgentControl
+import AgentCore
 import AgentWire
 import Testing
 

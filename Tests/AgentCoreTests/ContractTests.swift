@@ -46,11 +46,11 @@ import Testing
         #expect(deviations(json) == [
             "extra: not in the contract (ignored)",
             "response.segments: not in the contract (ignored)",
-            #"response.flags[0].rule_id: missing (served as "")"#,
+            #"response.flags[0].rule_id: missing (served as "default")"#,
             "response.flags[0].properties: array, expected an object (served as {})",
             "response.flags[0].variant: not in the contract (ignored)",
             #"response.flags[1].key: "a" again (response.flags[0]); the last one wins"#,
-            #"response.flags[1].rule_id: number, expected a string (served as "")"#,
+            #"response.flags[1].rule_id: number, expected a string (served as "default")"#,
         ])
         #expect(usable(json))
         #expect(deviations(#"{"status_code": 200, "response": {}}"#) == ["response.flags: missing (read as no flags: a plan without feature flags)"])

@@ -136,4 +136,29 @@ import Testing
         #expect(e.provenance.reason == .disabled)
         #expect(loop.agent.property("promo_banner", "text", type: .string, default: "x").value == "Sale")
     }
+
+    /// A flag answer without a (string) `rule_id` names no rule: it is served as `default`, so
+    /// isEnabled, ruleId and the reason agree (docs/device-api.md A.3). (Before: served as "",
+    /// `isEnabled: true` with `reason: DISABLED`, and OFREP's variant "killed".)
+    @Test("FF-4: a flag without rule_id is served as the default rule: isEnabled and the reason agree")
+    func flagWithoutRuleIdIsServedAsDefault() {
+        let answer: JSONValue = ["partial": false, "flags": [["key": "on", "enabled": true], ["key": "off", "enabled": false],
+                                                             ["key": "odd", "enabled": true, "rule_id": 7]]]
+        guard case .success(let parsed) = PushwooshAPI.parseFlags(answer) else { Issue.record("not parsed"); return }
+        #expect(parsed.flags["on"] == FeatureFlag(key: "on", isEnabled: true, ruleId: "default"))
+        #expect(parsed.flags["on"]?.reason == .default)
+        #expect(parsed.flags["off"]?.ruleId == "default")
+        #expect(parsed.flags["odd"]?.ruleId == "default")
+        let loop = VirtualLoop(start: false)
+        loop.transport.script = { r in .answer(ScriptedTransport.ok(r.method == "getFeatureFlags" ? answer : [:])) }
+        loop.agent.start()
+        loop.settle()
+        for (key, enabled) in [("on", true), ("off", false), ("odd", true)] {
+            let e = loop.agent.get(key)
+            #expect(e.value?.isEnabled == enabled)
+            #expect(e.value?.ruleId == "default")
+            #expect(e.provenance.reason == .default, "\(key): \(e.provenance.reason)")
+            #expect(loop.agent.isEnabled(key, default: !enabled).value == enabled)
+        }
+    }
 }

@@ -221,6 +221,19 @@ private let protocolExample = """
         #expect(e?.hasPrefix("/etc/pushwoosh-agent/agent.conf:3: the line is longer than") == true, "\(e ?? "accepted")")
     }
 
+    /// A key set twice in one file (same section): the later line wins and both lines are
+    /// named for the warning; the same name in two sections is two keys.
+    @Test func keysSetTwiceAreNamedWithBothLines() throws {
+        let text = "[Agent]\nApplicationCode=A\nUserId=a\n# x\nUserId=b\nMaxConnections=3\n[HTTP]\nMaxConnections=4\n[Agent]\nUserId=c\n"
+        let c = try AgentConfiguration.parse(text, file: "/etc/pushwoosh-agent/agent.conf", environment: [:])
+        #expect(c.initialUserId == "c")
+        #expect(c.repeatedKeys.map(\.description) == [
+            "/etc/pushwoosh-agent/agent.conf:5: UserId: set again in [Agent] (first at line 3); the value of line 5 is used",
+            "/etc/pushwoosh-agent/agent.conf:10: UserId: set again in [Agent] (first at line 3); the value of line 10 is used",
+        ])
+        #expect(try AgentConfiguration.parse("[Agent]\nApplicationCode=A\n", file: "f", environment: [:]).repeatedKeys.isEmpty)
+    }
+
     @Test func lineNumbersCountCommentsAndBlankLines() {
         let text = "# 1\n\n; 3\n[Agent]\n\n  # 6\nApplicationCode=A\n\n\nMaxConnections=x\n"
         #expect(error(text)?.hasPrefix("/etc/pushwoosh-agent/agent.conf:10: MaxConnections:") == true)

@@ -68,7 +68,25 @@ import HarnessSupport
         #expect(error("CAFile=\(path("open.pem"))") == prefix + "\"\(path("open.pem"))\": certificate 1 has no -----END CERTIFICATE----- line")
         #expect(error("CAFile=\(path("junk.pem"))") == prefix + "\"\(path("junk.pem"))\": certificate 1 is not base64 of a DER certificate")
         #expect(error("CAFile=ca.pem") == prefix + "not an absolute path: \"ca.pem\"")
-        #expect(error("CAFile=\(dir.path)") == prefix + "\"\(dir.path)\" is not a regular file")
+        #expect(error("CAFile=\(dir.path)") == prefix + "\"\(dir.path)\": not a regular file (a directory)")
+    }
+
+    /// A CA file anyone may write to lets anyone add a CA: refused, naming the file and its mode
+    /// (as a TokenFile is); a FIFO (a swapped file) is refused at once, never waited on.
+    @Test func caFilesOthersCanWriteOrThatAreNotFilesAreRefused() throws {
+        let dir = TempDir(files: ["ca.pem": Self.certificate])
+        let prefix = "\(Self.file):3: CAFile: "
+        chmod(dir.file("ca.pem"), 0o666)
+        #expect(error("CAFile=\(dir.file("ca.pem"))")
+            == prefix + "\"\(dir.file("ca.pem"))\": writable by others (mode 0666): anyone could change what it says")
+        chmod(dir.file("ca.pem"), 0o644)
+        #expect(try parse("CAFile=\(dir.file("ca.pem"))").network.caFile?.certificates == 1)
+        #expect(mkfifo(dir.file("fifo.pem"), 0o644) == 0)
+        let started = Date()
+        #expect(error("CAFile=\(dir.file("fifo.pem"))") == prefix + "\"\(dir.file("fifo.pem"))\": not a regular file (a FIFO)")
+        #expect(Date().timeIntervalSince(started) < 1)
+        #expect(symlink(dir.file("ca.pem"), dir.file("link.pem")) == 0)
+        #expect(error("CAFile=\(dir.file("link.pem"))").hasPrefix(prefix + "\"\(dir.file("link.pem"))\": a symbolic link"))
     }
 
     @Test func proxyAccepted() throws {
@@ -83,6 +101,14 @@ import HarnessSupport
     func badProxies(_ value: String) {
         let e = error("Proxy=\(value)")
         #expect(e.hasPrefix("\(Self.file):3: Proxy: invalid proxy \""), "\(e)")
+    }
+
+    /// An invalid `Proxy=` is reported without its password (with a scheme or without).
+    @Test(arguments: ["http://user:s3cret@proxy example:3128", "user:s3cret@proxy.example:3128", "http://user:s3cret@/x"])
+    func invalidProxyKeepsItsPassword(_ value: String) {
+        let e = error("Proxy=\(value)")
+        #expect(e.hasPrefix("\(Self.file):3: Proxy: invalid proxy \""), "\(e)")
+        #expect(!e.contains("s3cret") && e.contains("user:<redacted>@"), "\(e)")
     }
 
     @Test func proxyPasswordNeverShown() throws {

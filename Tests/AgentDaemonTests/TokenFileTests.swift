@@ -1,3 +1,4 @@
+import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
@@ -118,5 +119,26 @@ import Testing
         #expect(try run.healthz(withToken: true) == 200)
         let log = run.stoppedLog()
         #expect(log.contains("configuration not reloaded") && log.contains("writable by others (mode 0666)"), "\(log)")
+    }
+
+    /// The token file swapped for a FIFO (no writer), then SIGHUP: the reload fails at once naming
+    /// the file, the running token is kept and the agent keeps answering. (Before: the agent
+    /// blocked reading the FIFO; `status` and /healthz timed out.)
+    @Test("SIGHUP with the token file swapped for a FIFO: not reloaded, never blocked")
+    func reloadWithATokenFIFONeverBlocks() throws {
+        let run = try Run(tokenMode: 0o600)
+        #expect(run.agent.waitForNotify("READY=1") != nil)
+        let token = run.dir.path + "/token"
+        unlink(token)
+        #expect(mkfifo(token, 0o600) == 0)
+        run.agent.signal(SIGHUP)
+        #expect(run.agent.waitForNotify("RELOADING=1") != nil)
+        #expect(run.agent.waitForNotify("READY=1", timeout: 3) != nil)
+        let started = Date()
+        #expect(try LineClient(path: run.agent.socketPath, timeout: 2).call("status")["result"]?["hwid"] != nil)
+        #expect(try run.healthz(withToken: true) == 200)
+        #expect(Date().timeIntervalSince(started) < 1)
+        let log = run.stoppedLog()
+        #expect(log.contains("configuration not reloaded") && log.contains("TokenFile=\(token): not a regular file (a FIFO)"), "\(log)")
     }
 }

@@ -107,6 +107,30 @@ private let samples: [JSONValue] = [
         #expect(try JSONReader.parse(#"{"a":1,"a":2}"#) == ["a": 2])
     }
 
+    /// `.rejectKey` (a JSON-RPC request): a key twice in one object is an error naming it, at
+    /// any depth, escapes decoded (`"\u006d"` is `m`); a key with a NUL or a control character is
+    /// another key, kept whole. (Before: `{"method":"get","method":"metrics"}` read as metrics.)
+    @Test func duplicateKeysCanBeRefusedByName() throws {
+        func duplicate(_ text: String) -> String? {
+            do {
+                _ = try JSONReader.parse(text, duplicateKeys: .rejectKey)
+                return nil
+            } catch {
+                return error.duplicateKey
+            }
+        }
+        #expect(duplicate(#"{"method":"get","method":"metrics"}"#) == "method")
+        #expect(duplicate(#"{"method":"get","\u006dethod":"metrics"}"#) == "method")
+        #expect(duplicate(#"{"a":[{"params":{"key":"x","key":"y"}}]}"#) == "key")
+        #expect(duplicate(#"{"method":"get","method\u0000":"metrics","method\u001b":1}"#) == nil)
+        #expect(duplicate(#"[{"k":1},{"k":2}]"#) == nil)
+        let kept = try JSONReader.parse(#"{"key\u0000x":1,"key":2}"#, duplicateKeys: .rejectKey)
+        #expect(kept.objectValue?.keys.sorted() == ["key", "key\u{0}x"])
+        #expect(throws: JSONParseError(offset: 35, reason: "duplicate key \"method\"", duplicateKey: "method")) {
+            try JSONReader.parse(#"{"method":"get","method":"metrics"}"#, duplicateKeys: .rejectKey)
+        }
+    }
+
     /// Objects inside objects and arrays each get their own members (they share one stack
     /// while parsing), in both duplicate-key modes.
     @Test func nestedObjectsKeepTheirOwnMembers() throws {
@@ -115,7 +139,7 @@ private let samples: [JSONValue] = [
         #expect(try JSONReader.parse(Array(text.utf8)) == expected)
         #expect(try JSONReader.parse(Array(text.utf8), duplicateKeys: .reject) == expected)
         #expect(try JSONReader.parse(Array(#"{"a":{"k":1,"k":2},"k":{"k":3},"k":4}"#.utf8)) == ["a": ["k": 2], "k": 4])
-        #expect(throws: JSONParseError(offset: 31, reason: "duplicate key \"k\"", path: [.key("a"), .index(1)])) {
+        #expect(throws: JSONParseError(offset: 31, reason: "duplicate key \"k\"", path: [.key("a"), .index(1)], duplicateKey: "k")) {
             try JSONReader.parse(Array(#"{"a":[{"k":1},{"j":1,"k":2,"k":3}]}"#.utf8), duplicateKeys: .reject)
         }
         // The same key in sibling objects is no duplicate.

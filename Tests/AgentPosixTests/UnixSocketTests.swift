@@ -173,7 +173,11 @@ private func makeStaleSocket(_ path: String) throws {
             return
         }
         let credentials = try UnixSocket.peerCredentials(accepted.rawValue)
-        #expect(credentials == PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))
+        #expect(credentials.pid == getpid() && credentials.uid == getuid() && credentials.gid == getgid())
+        // The kernel's supplementary groups: this process's own (getgroups).
+        var own = [gid_t](repeating: 0, count: Int(getgroups(0, nil)))
+        own = Array(own.prefix(Int(getgroups(Int32(own.count), &own))))
+        #expect(credentials.groups.map { Set($0) } == Set(own))
         // And from the client's side, the listener's process (also us).
         #expect(try UnixSocket.peerCredentials(client.fd).pid == getpid())
     }
@@ -186,14 +190,16 @@ private func makeStaleSocket(_ path: String) throws {
 
     @Test func groupMembership() throws {
         let primary = try #require(getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) })
-        #expect(UnixSocket.isMember(uid: getuid(), gid: getgid(), ofGroup: primary))
-        #expect(!UnixSocket.isMember(uid: getuid(), gid: getgid(), ofGroup: "no-such-group-pwa"))
-        // A user without a passwd entry is a member only through its gid.
-        #expect(UnixSocket.isMember(uid: 4_000_000_000, gid: getgid(), ofGroup: primary))
-        // Supplementary groups come from the group database: "nobody" is not
-        // in root's group list, and root is in root's.
+        let me = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid(), groups: [])
+        #expect(UnixSocket.isMember(me, ofGroup: primary))
+        #expect(!UnixSocket.isMember(me, ofGroup: "no-such-group-pwa"))
+        // A user without a passwd entry is a member through its gid.
+        #expect(UnixSocket.isMember(PeerCredentials(pid: 1, uid: 4_000_000_000, gid: getgid()), ofGroup: primary))
+        // Supplementary groups are the kernel's (SO_PEERGROUPS), not the group database's:
+        // root, its primary group elsewhere and "nogroup" among its groups, is a member.
         if let nogroup = getgrnam("nogroup").map({ String(cString: $0.pointee.gr_name) }) {
-            #expect(!UnixSocket.isMember(uid: 0, gid: 0, ofGroup: nogroup))
+            #expect(!UnixSocket.isMember(PeerCredentials(pid: 1, uid: 0, gid: 0, groups: []), ofGroup: nogroup))
+            #expect(UnixSocket.isMember(PeerCredentials(pid: 1, uid: 0, gid: 0, groups: [65_534]), ofGroup: nogroup))
         }
         #expect(UnixSocket.userName(0) == "root")
         #expect(UnixSocket.groupID(named: "root") == 0)

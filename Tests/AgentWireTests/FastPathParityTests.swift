@@ -60,6 +60,18 @@ import Testing
         #expect(shortcuts > 100)
     }
 
+    /// A request with a key twice is never the fast path's: the general path refuses it with
+    /// -32600 naming the key, whichever path the line would otherwise take.
+    @Test func duplicateKeysAreRefusedOnBothPaths() {
+        for seed in Self.seeds() where seed.contains(#""default":true,"default""#) || seed.contains(#""key":"x","key""#)
+            || seed.contains(#""method":"get","method""#) || seed.contains(#""jsonrpc":"2.0","jsonrpc""#) || seed.contains(#"},"params""#) {
+            let line = Array(seed.utf8)
+            #expect(line.withUnsafeBytes { RPCFastPath.scan($0) } == nil, "\(seed)")
+            guard case .single(.failure(let rejection)) = RPCMessage.parse(line) else { Issue.record("accepted: \(seed)"); continue }
+            #expect(rejection.error.code == -32600 && rejection.error.message.contains("duplicate key"), "\(seed): \(rejection.error.message)")
+        }
+    }
+
     @Test func answersAreTheGeneralPathsBytes() {
         let flags = [
             nil,
@@ -157,6 +169,13 @@ import Testing
             #"{"jsonrpc":"2.0","id":1,"method":"isEnabled","params":{"key":"x","default":tru}}"#,
             #"{"jsonrpc":"2.0","id":9999999999999999,"method":"get","params":{"key":"x"}}"#,
             #"{"jsonrpc":"2.0","id":-0,"method":"get","params":{"key":"x"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"get","method":"isEnabled","params":{"key":"x","default":true}}"#,
+            #"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"get","params":{"key":"x"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key":"x","key":"y"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key":"x"},"params":{"key":"y"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"isEnabled","params":{"key":"x","default":true,"default":false}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key":"x\u0000"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key\u0000":"x"}}"#,
         ]
     }
 }

@@ -52,6 +52,26 @@ private func text(_ bytes: [UInt8]?) -> String? { bytes.map { String(decoding: $
         #expect(r.id == .null)
     }
 
+    /// One reading of each request: a key twice in one object is -32600 naming it (id null: which
+    /// id would be the request's?), wherever it is; a member name with a NUL or a control
+    /// character is another name, never the one it starts with. (Before: the last `method` won,
+    /// `{"method":"get","method":"metrics"}` ran `metrics`.)
+    @Test func duplicateKeysAreInvalidRequestsNamingTheKey() {
+        for (line, key) in [(#"{"jsonrpc":"2.0","id":1,"method":"get","method":"metrics"}"#, "method"),
+                            (#"{"jsonrpc":"2.0","id":1,"id":2,"method":"status"}"#, "id"),
+                            (#"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key":"a","key":"b"}}"#, "key"),
+                            (#"[{"jsonrpc":"2.0","id":1,"method":"status","\u006dethod":"refresh"}]"#, "method")] {
+            let r = rejection(line)
+            #expect(r?.error.code == -32600, "\(line)")
+            #expect(r?.error.message.contains("duplicate key \"\(key)\"") == true, "\(r?.error.message ?? "accepted")")
+            #expect(r?.id == .null)
+        }
+        // "method\u0000" is not "method": the request has no method.
+        #expect(rejection(#"{"jsonrpc":"2.0","id":1,"method\u0000":"metrics"}"#)?.error.message.contains("'method' must be a string") == true)
+        let r = try? single(#"{"jsonrpc":"2.0","id":1,"method":"get","params":{"key":"new_checkout\u0000"}}"#)?.get()
+        #expect(r.map { (try? $0.params.string("key")) ?? "" } == "new_checkout\u{0}")
+    }
+
     @Test func invalidRequests() {
         let cases: [(String, RPCID)] = [
             (#"{"id":1,"method":"get"}"#, .number(1)),                          // no jsonrpc

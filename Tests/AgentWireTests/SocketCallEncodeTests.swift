@@ -37,7 +37,7 @@ import Testing
         .unsubscribe, .setUserId("u-1"), .setAppState(.background), .registerForPushNotifications,
         .unregisterForPushNotifications, .setNotificationAuthorization(.provisional),
         .presentPushPrimer(PrimerConfiguration(title: "T", message: "M", acceptButton: "A", declineButton: "D")),
-        .presentPushPrimer(primer), .status, .metrics, .clock, .advanceClock(.seconds(90.5)),
+        .presentPushPrimer(primer), .status, .metrics, .clock, .advanceClock(.seconds(90.5)), .advanceClock(.seconds(90_000, allowRemote: true)),
         .advanceClock(.to(Date(timeIntervalSince1970: 1_798_761_600))),
         .advanceClock(.to(Date(timeIntervalSince1970: 1_798_761_600.25))),
     ]

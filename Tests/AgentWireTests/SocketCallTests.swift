@@ -48,6 +48,8 @@ import Testing
         #expect(try decode(.metrics) == .metrics)
         #expect(try decode(.clock) == .clock)
         #expect(try decode(.advanceClock, ["seconds": 60]) == .advanceClock(.seconds(60)))
+        #expect(try decode(.advanceClock, ["seconds": 90_000, "allowRemote": true]) == .advanceClock(.seconds(90_000, allowRemote: true)))
+        #expect(try decode(.advanceClock, ["seconds": 60, "allowRemote": .null]) == .advanceClock(.seconds(60)))
         #expect(try decode(.advanceClock, ["to": "2026-12-03T10:00:00Z", "seconds": .null])
                 == .advanceClock(.to(Date(timeIntervalSince1970: 1_796_292_000))))
         if case .presentPushPrimer = try decode(.presentPushPrimer, ["title": "Hi", "message": "Stay", "acceptButton": "Allow",

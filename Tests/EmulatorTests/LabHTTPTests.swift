@@ -250,10 +250,10 @@ func parked(_ server: EmulatorServer, _ n: Int, within seconds: Double = 20) asy
         let fifo = dir.file("apps-fifo")
         #expect(mkfifo(fifo, 0o600) == 0)
         #expect(errorWithin2Seconds(unblocking: fifo) { _ = try EmulatorCommand.loadApps(path: fifo) }
-                == "\(fifo): is a FIFO, not a regular file")
+                == "\(fifo): not a regular file (a FIFO)")
         #expect(errorWithin2Seconds(unblocking: fifo) { _ = try EmulatorCommand.loadRecording(path: fifo) }
-                == "--replay: \(fifo): is a FIFO, not a regular file")
-        #expect(throws: EmulatorServerError(description: "/dev/zero: is a character device, not a regular file")) {
+                == "--replay: \(fifo): not a regular file (a FIFO)")
+        #expect(throws: EmulatorServerError(description: "/dev/zero: not a regular file (a character device)")) {
             try EmulatorCommand.loadState(path: "/dev/zero")
         }
         #expect(try EmulatorCommand.parse(["--state", good]).stateFile == good)

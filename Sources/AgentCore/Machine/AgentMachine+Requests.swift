@@ -2,8 +2,9 @@ import FoundationEssentials
 
 /// The device API requests the machine sends (docs/device-api.md A), built from the settings and the state.
 extension AgentMachine {
-    /// A.1: the configured server URL, else the one the server handed out, else the default.
-    var baseURL: String {
+    /// A.1: the server's base URL as the next request uses it: `ServerURL=`, else the `base_url`
+    /// the server handed out, else the application's default.
+    public var baseURL: String {
         settings.server.serverURL ?? state.baseURL ?? PushwooshAPI.defaultBaseURL(applicationCode: settings.server.applicationCode)
     }
 

@@ -71,7 +71,7 @@ extension PushwooshAPI {
         var kind: Kind
         /// The agent cannot use the answer.
         var fatal = true
-        /// How the agent reads a lenient finding, as the doctor says it (` (served as "")`).
+        /// How the agent reads a lenient finding, as the doctor says it (` (served as "default")`).
         var handling = ""
         /// What the agent's refusal adds (`flag k`).
         var detail: String?
@@ -177,12 +177,15 @@ extension PushwooshAPI {
                 let kind: AnswerFinding.Kind = other.map { .wrongKind(expected: "a boolean", found: $0) } ?? .missing
                 guard found(AnswerFinding(path: path(".enabled"), kind: kind, detail: key.map { "flag \($0)" })) else { return nil }
             }
-            var ruleId = ""
+            // docs/device-api.md A.3: `"default"` when no rule matched, `""` when killed. Without
+            // a rule id the server named no rule: served as `"default"`, so isEnabled, the reason
+            // (DEFAULT) and OFREP's variant agree; `""` would call an enabled flag killed.
+            var ruleId = "default"
             switch member["rule_id"] {
             case .string(let r)?: ruleId = r
             case let other:
                 let kind: AnswerFinding.Kind = other.map { .wrongKind(expected: "a string", found: $0) } ?? .missing
-                if lenient, !found(AnswerFinding(path: path(".rule_id"), kind: kind, fatal: false, handling: " (served as \"\")")) { return nil }
+                if lenient, !found(AnswerFinding(path: path(".rule_id"), kind: kind, fatal: false, handling: " (served as \"default\")")) { return nil }
             }
             let properties = member["properties"]?.objectValue
             if lenient, let raw = member["properties"], properties == nil {
@@ -208,7 +211,7 @@ extension PushwooshAPI {
 extension PushwooshAPI {
     /// Where an answer departs from the contract (A.1, A.3): a JSON path (`response.flags`,
     /// `response.flags[2].enabled`) and what was found there. `fatal`: the agent cannot use the
-    /// answer (RF-7); otherwise it uses it as described (a missing `rule_id` is served as "").
+    /// answer (RF-7); otherwise it uses it as described (a missing `rule_id` is served as "default").
     public struct Deviation: Sendable, Equatable {
         public var path: String
         public var problem: String

@@ -36,6 +36,17 @@ public enum PushwooshAPI {
         baseURL.hasSuffix(flagsPathSuffix)
     }
 
+    /// Whether the server at `baseURL` is on this host (`localhost`, 127.0.0.0/8, `::1`): a lab's
+    /// emulator, not a real Pushwoosh (docs/device-clock.md H: long advances against another
+    /// host need `allowRemote`).
+    public static func isLoopback(baseURL: String) -> Bool {
+        guard var host = URL(string: baseURL)?.host?.lowercased() else { return false }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host == "localhost" || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
     /// The fields every request body carries (A.1).
     public struct CommonFields: Sendable, Equatable {
         public var applicationCode: String

@@ -58,7 +58,7 @@ public struct Doctor {
         let baseURL = c.server.serverURL ?? stored?.baseURL ?? PushwooshAPI.defaultBaseURL(applicationCode: c.server.applicationCode)
         let urlSource = c.server.serverURL != nil ? "ServerURL=" : stored?.baseURL != nil ? "base_url the server handed out" : "default"
         var settings = [
-            "application \(c.server.applicationCode)", "server \(baseURL) (\(urlSource))",
+            "application \(c.server.applicationCode)", "server \(ConfigValue.redactedProxy(baseURL)) (\(urlSource))",
             "token \(c.server.apiToken?.isEmpty == false ? "set" : "not set")",
             "CAFile \(c.network.caFile.map { "\($0.path) (\($0.certificates) certificates)" } ?? "none: the system's CAs")",
             "proxy \(proxyInUse(baseURL))",

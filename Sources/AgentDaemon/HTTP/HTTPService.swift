@@ -103,27 +103,31 @@ final class HTTPService {
 
     // MARK: - Pieces
 
-    /// The token: the file's content without trailing whitespace. Never logged. A file
-    /// others may write to (anyone could choose the token) is refused; one others may read
-    /// (the token protects nothing from them) is read, with a warning to log.
+    /// The token: the file's content without trailing whitespace. Never logged. Read with
+    /// AgentPosix's `TrustedFile` (docs/shared-host.md L.4: no symlink, FIFO or device, at most
+    /// 64 KiB); a file others may write to (anyone could choose the token) is refused; one
+    /// others may read (the token protects nothing from them) is read, with a warning to log.
     static func readToken(_ path: String?) throws(HTTPServiceError) -> (token: [UInt8]?, warning: String?) {
         guard let path else { return (nil, nil) }
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
+        let file: (bytes: [UInt8], info: stat)
+        do {
+            file = try TrustedFile.read(path: path, maxBytes: 64 * 1024, refuseWritableByOthers: true)
+        } catch {
+            switch error.problem {
+            case .writableByOthers(let mode):
+                throw HTTPServiceError("TokenFile=\(path): writable by others (\(mode)): anyone could set the token; chmod 0600 (or 0640 with the agent's group)")
+            case .system:
+                throw HTTPServiceError("TokenFile=\(path): cannot read it: \(error.reason)")
+            default:
+                throw HTTPServiceError("TokenFile=\(path): \(error.reason)")
+            }
         }
-        let octal = String(info.st_mode & 0o7777, radix: 8)
-        let mode = "mode " + String(repeating: "0", count: max(0, 4 - octal.count)) + octal
-        if info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
-            throw HTTPServiceError("TokenFile=\(path): writable by others (\(mode)): anyone could set the token; chmod 0600 (or 0640 with the agent's group)")
-        }
-        guard var bytes = try? readWholeFile(path) else {
-            throw HTTPServiceError("TokenFile=\(path): cannot read it: \(String(cString: strerror(errno)))")
-        }
+        var bytes = file.bytes
+        let info = file.info
         while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 || last == 0x09 { bytes.removeLast() }
         guard !bytes.isEmpty else { throw HTTPServiceError("TokenFile=\(path): the file is empty") }
         let warning = info.st_mode & S_IROTH != 0
-            ? "TokenFile=\(path) is readable by every local user (\(mode)): the token keeps no local client out; chmod 0600 (or 0640 with the agent's group)"
+            ? "TokenFile=\(path) is readable by every local user (\(TrustedFileError.modeText(info.st_mode))): the token keeps no local client out; chmod 0600 (or 0640 with the agent's group)"
             : nil
         return (bytes, warning)
     }

@@ -113,7 +113,7 @@ def test_lenient_deviations_are_listed_but_usable(pushwoosh_bin: str, pushwoosh_
         "flags": [{"key": "a", "enabled": True, "variant": "x"}, {"key": "a", "enabled": False, "rule_id": "r"}]}}
     code, out = _doctor(pushwoosh_bin, pushwoosh_tmp_dir, {"server_url": url})
     assert code == 0, out
-    assert 'response.flags[0].rule_id: missing (served as "")' in out, out
+    assert 'response.flags[0].rule_id: missing (served as "default")' in out, out
     assert "response.flags[0].variant: not in the contract (ignored)" in out, out
     assert 'response.flags[1].key: "a" again (response.flags[0]); the last one wins' in out, out
     assert "1 flag: a=off (r)" in out, out
