@@ -22,6 +22,11 @@ public final class AgentDriver: @unchecked Sendable {
     var nextRestart: Time = .infinity
     var primerAvailable = true
     var broken = false
+    /// The coverage plan's duties of this device not done yet, earliest first.
+    var duties: [CoveragePlan.Assignment]
+    /// The expiry duty under way: the status that dated the flags, the two looks' device
+    /// times, and what the first look saw.
+    var expiry: (dated: StatusObservation, before: Time, after: Time, first: (StatusObservation, FlagObservation)?)?
 
     var socketPath: String { dir + "/agent.sock" }
     var logPath: String { dir + "/agent.log" }
@@ -31,6 +36,8 @@ public final class AgentDriver: @unchecked Sendable {
         self.ctx = ctx
         dir = ctx.root + "/agent-\(index)"
         rng = SeededRandom(seed: ctx.options.seed &* 1_000_003 &+ UInt64(index) &* 7919)
+        // The planned faults are the chaos thread's; the driver only meets them (`meet`).
+        duties = (ctx.plan?.duties(of: index) ?? []).filter { !$0.duty.isFault }
     }
 
     /// A violation about the current process (`pid`).
@@ -60,7 +67,10 @@ public final class AgentDriver: @unchecked Sendable {
             SessionTimeout=\(TimeSpan.format(t.sessionGap))
             RefreshInterval=\(TimeSpan.format(t.refresh))
             ThrottleWindow=\(TimeSpan.format(t.throttle))
-            \(ctx.options.realTimings ? "\n[Device]\nClock=controlled\n" : "")
+
+            [Device]
+            InitialAppState=background
+            \(ctx.options.realTimings ? "Clock=controlled" : "")
             """
             try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
         } catch {
@@ -68,7 +78,9 @@ public final class AgentDriver: @unchecked Sendable {
         }
     }
 
-    /// Starts the process and waits for READY=1; false (with a violation) when it never comes.
+    /// Starts the process (in the background: no session, so nothing refreshes before the
+    /// runner has subscribed and looked at the stored flags) and waits for READY=1; false
+    /// (with a violation) when it never comes.
     @discardableResult
     public func start() -> Bool {
         var env = ctx.environment
@@ -97,7 +109,8 @@ public final class AgentDriver: @unchecked Sendable {
             return false
         }
         ctx.recorder.action(AgentAction(agent: index, kind: .started, start: t0, end: ready.time))
-        active = true
+        ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: false), start: ready.time, end: ready.time))
+        active = false
         backgroundUntil = nil
         client = nil
         for _ in 0..<50 {
@@ -107,6 +120,9 @@ public final class AgentDriver: @unchecked Sendable {
         guard client != nil else {
             violation("socket", "READY=1 was sent but the socket does not accept connections", evidence: [socketPath])
             return false
+        }
+        if !NotificationWatcher.start(agent: index, socketPath: socketPath, recorder: ctx.recorder) {
+            violation("socket", "subscribe (flags, refresh) was not accepted")
         }
         return true
     }
@@ -142,25 +158,33 @@ public final class AgentDriver: @unchecked Sendable {
 
     // MARK: - Observations
 
-    func observeStatus() {
+    /// A `status` answer, checked with the others (`record` false: only read).
+    @discardableResult
+    func observeStatus(record: Bool = true) -> StatusObservation? {
         let sent = now()
-        guard let r = result(.status) else { return }
+        guard let r = result(.status) else { return nil }
         do {
-            ctx.recorder.observe(try StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId,
-                                                       expectedActive: active, result: r))
+            let o = try StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId, expectedActive: active, result: r)
+            if record { ctx.recorder.observe(o) }
+            return o
         } catch {
             violation("socket", "status answered a malformed result: \(error)", evidence: [JSONWriter.string(r)])
+            return nil
         }
     }
 
-    func observeFlag(_ key: String) {
+    @discardableResult
+    func observeFlag(_ key: String, afterUserSwitch: Bool = false) -> FlagObservation? {
         let sent = now()
-        guard let r = result(.get(key: key)) else { return }
+        guard let r = result(.get(key: key)) else { return nil }
         do {
-            ctx.recorder.observe(try FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
-                                                     expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
+            var o = try FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(), expectedUserId: userId, result: r)
+            o.afterUserSwitch = afterUserSwitch
+            ctx.recorder.observe(o, tracked: RunContext.trackedFlag)
+            return o
         } catch {
             violation("socket", "get answered a malformed result: \(error)", evidence: [JSONWriter.string(r)])
+            return nil
         }
     }
 
@@ -178,17 +202,19 @@ public final class AgentDriver: @unchecked Sendable {
 
     // MARK: - Actions
 
-    func setUser() {
+    @discardableResult
+    func setUser() -> Bool {
         var candidates = RunContext.userPool + ["device-\(index)-\(rng.next() % 3)"]
         candidates.removeAll { $0 == userId }
         let next = candidates[Int(rng.next() % UInt64(candidates.count))]
         let t0 = now()
-        guard result(.setUserId(next)) != nil else { return }
+        guard result(.setUserId(next)) != nil else { return false }
         userId = next
         ctx.recorder.action(AgentAction(agent: index, kind: .userChanged(next), start: t0, end: now()))
         ctx.recorder.count(agent: index, SocketMethod.setUserId.rawValue)
         // RF-4: straight away, the previous user's flags must be gone.
-        observeFlag(RunContext.userFlag)
+        observeFlag(RunContext.userFlag, afterUserSwitch: true)
+        return true
     }
 
     func goBackground() {
@@ -262,13 +288,23 @@ public final class AgentDriver: @unchecked Sendable {
         }
     }
 
-    func refresh() {
+    @discardableResult
+    func refresh() -> RefreshAnswer? {
         let t0 = now()
-        guard let r = result(.refresh) else { return }
-        ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
+        guard let r = result(.refresh) else { return nil }
+        let end = now()
+        ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: end))
         do throws(AnswerError) {  // decoding checks the error's domain too (PWFeatureFlagsErrorDomain)
-            ctx.recorder.count(agent: index, try RefreshAnswer(json: r).soakCount)
-        } catch { violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))") }
+            let answer = try RefreshAnswer(json: r)
+            ctx.recorder.count(agent: index, answer.soakCount)
+            let probe = RefreshProbe(agent: index, sent: t0, received: end, wasSent: answer.sent, failed: answer.error != nil,
+                                     throttledUntil: answer.throttledUntil?.timeIntervalSince1970)
+            ctx.recorder.state.withLock { $0.refreshProbes.append(probe) }
+            return answer
+        } catch {
+            violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))")
+            return nil
+        }
     }
 
     func impression() {
@@ -288,6 +324,8 @@ public final class AgentDriver: @unchecked Sendable {
     /// moment, starts it again.
     func restart() {
         let sig: Int32 = rng.chance(0.5) ? SIGTERM : SIGKILL
+        // ST-1: what the stored flags are before the stop, to compare with the new process's.
+        let before = observeStatus()
         let t0 = now()
         ctx.recorder.busy(index, since: t0)
         defer { ctx.recorder.busy(index, since: nil) }
@@ -299,7 +337,10 @@ public final class AgentDriver: @unchecked Sendable {
         // The run may have ended meanwhile (seed 864767728: a start after the deadline raced the
         // runner's wind-down); then the agent stays down and the driver finishes.
         guard !runEnding else { return }
-        if start() { observeStatus() }
+        if start(), let after = observeStatus(), let before {
+            ctx.recorder.state.withLock { $0.cacheProbes.append(CacheProbe(agent: index, before: before, after: after)) }
+        }
+        if client != nil { goActive() }
         scheduleRestart()
     }
 
@@ -322,22 +363,34 @@ public final class AgentDriver: @unchecked Sendable {
                 ctx.recorder.state.withLock { $0.tracks[i].hwid = h }
             }
             observeStatus()
+            goActive()
+            // A duty due from the start (the expiry of a 1-device-day run) before the clock moves.
+            if let first = duties.first, first.at <= 0, perform(first.duty) { duties.removeFirst() }
         }
         scheduleRestart()
         while !runEnding, !broken {
             let pause = min(rng.exponential(mean: ctx.options.pace), ctx.options.pace * 4)
-            usleep(UInt32(pause * 1_000_000))
+            // A look the clock waits for cuts the pause short.
+            let until = now() + pause
+            while now() < until, ctx.board.due(agent: index, deviceNow: ctx.timeline.deviceNow()) == nil { usleep(10_000) }
             if runEnding { break }
             ctx.gate.shared { act() }
             if client == nil { break }
         }
+        ctx.board.releaseAll(agent: index)
         shutdown()
     }
 
     /// One step of the driver: a restart, a return to the foreground, or a random action.
     func act() {
+        if expiry != nil { keepForExpiry(); return }
         if now() >= nextRestart { restart(); return }
         if client == nil { return }
+        if let i = duties.firstIndex(where: { ctx.planStart + $0.at <= ctx.timeline.deviceNow() }) {
+            if perform(duties[i].duty) { duties.remove(at: i) }
+            return
+        }
+        if let fault = ctx.board.takeArmed(agent: index).first { meet(fault); return }
         if !active, let until = backgroundUntil, ctx.timeline.deviceNow() >= until { goActive(); return }
         let roll = rng.unit() * 100
         switch roll {

@@ -17,7 +17,8 @@ extension SoakRunner {
             }
         }
         return SoakCoverage(checks: [
-            "lifetime": lifetime.checks, "status": status.checks, "user": provenance.checks, "killed": provenance.killedChecks,
+            "lifetime": lifetime.checks, "expiry": expiry.checks, "status": status.checks, "user": provenance.checks,
+            "userSwitch": userSwitch.checks, "killed": provenance.killedChecks, "throttle": throttle.checks, "cache": cache.checks,
             "cadence": schedule.cadenceChecks, "storm": schedule.stormChecks, "retryAfter": schedule.retryAfterChecks,
             "impressions": impressions.checks, "outage": outages.checks,
             "ready": starts + r.violations.filter { $0.invariant == "ready" }.count, "stop": stops,

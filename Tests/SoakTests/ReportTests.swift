@@ -166,7 +166,7 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
     @Test(.timeLimit(.minutes(2)))
     func halfADeviceDayWithTheRealTimingsPasses() throws {
         guard let run = try Self.soak(["--real-timings", "--device-days", "0.5", "--speed", "4000", "--agents", "2", "--seed", "1202",
-                                       "--keep-going"]) else { return }
+                                       "--keep-going", "--no-require-coverage"]) else { return }
         #expect(run.status == 0, "\(run.output)")
         #expect(run.summary["result"] == "pass")
         #expect(run.summary["timings"]?["lifetimeSeconds"] == 86_400)
