@@ -7,7 +7,7 @@ import AgentCore
 /// is refreshed twice inside the throttle window, meets a `Retry-After` and goes offline. The
 /// random chaos fills the rest of the run, the three devices' included.
 public struct CoveragePlan: Sendable, Equatable {
-    public enum Duty: Sendable, Equatable {
+    public enum Duty: Sendable, Equatable, CustomStringConvertible {
         /// Keep the device in the background, with no trigger, from its flags' receipt until 60 s past their lifetime.
         case expiry
         /// `setUserId` to another user, and an impression for the new one.
@@ -30,6 +30,15 @@ public struct CoveragePlan: Sendable, Equatable {
             case .throttle: "throttle"
             case .retryAfter: "retryAfter"
             case .outage: "outage"
+            }
+        }
+
+        /// `retryAfter 667 s`, `outage 1h54min`.
+        public var description: String {
+            switch self {
+            case .retryAfter(let seconds): "retryAfter \(Int(seconds)) s"
+            case .outage(let seconds): "outage \(TimeSpan.format(seconds))"
+            default: "\(invariant == "cache" ? "restartOnCache" : invariant)"
             }
         }
 
