@@ -99,7 +99,8 @@ public struct CoveragePlan: Sendable, Equatable {
         } else {
             gaps.append(Gap(invariant: "expiry", why: "needs at least \(Self.minimumDeviceDays.formatted) device-day: a device's flags must reach 24 h 01 min"))
         }
-        let second: [Duty] = [.userSwitch, .restartOnCache]
+        // Two restarts: one can check nothing (a request in flight at the stop, partial flags).
+        let second: [Duty] = [.userSwitch, .restartOnCache, .restartOnCache]
         let third: [Duty] = [.throttle, .retryAfter(seconds: (120 + rng.unit() * 1_680).rounded()),
                              .outage(seconds: (3_600 + rng.unit() * 3_600).rounded())]
         for (device, duties) in [(1, second), (2, third)] {
@@ -108,7 +109,9 @@ public struct CoveragePlan: Sendable, Equatable {
                 if device < agents {
                     list.append(Assignment(device: device, duty: duty, at: at))
                 } else {
-                    gaps.append(Gap(invariant: duty.invariant, why: "needs at least \(device + 1) agents: device \(device) has this duty"))
+                    if !gaps.contains(where: { $0.invariant == duty.invariant }) {
+                        gaps.append(Gap(invariant: duty.invariant, why: "needs at least \(device + 1) agents: device \(device) has this duty"))
+                    }
                 }
             }
         }

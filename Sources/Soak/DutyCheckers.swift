@@ -106,12 +106,21 @@ public struct CacheChecker: Sendable {
     public var lifetime: Double
     public var tolerance = 0.02
     public private(set) var checks = 0
+    /// Restarts that checked nothing, and why.
+    public private(set) var notes: [String] = []
 
     public init(lifetime: Double) { self.lifetime = lifetime }
 
     /// - Parameter calls: the device's `getFeatureFlags` calls, complete up to `p.after.received`.
     public mutating func check(_ p: CacheProbe, calls: [DeviceCall]) -> [Violation] {
-        if calls.contains(where: { $0.time >= p.before.sent - 0.05 && $0.time <= p.after.received }) || p.before.flagsPartial { return [] }
+        if let c = calls.first(where: { $0.time >= p.before.sent - 0.05 && $0.time <= p.after.received }) {
+            notes.append("agent \(p.agent): the restart at \(iso8601(p.before.received)) checked no cache: a flags request at \(iso8601(c.time)) came in between")
+            return []
+        }
+        if p.before.flagsPartial {
+            notes.append("agent \(p.agent): the restart at \(iso8601(p.before.received)) checked no cache: its flags were partial (ST-5: not stored)")
+            return []
+        }
         let evidence = ["before the stop: " + Self.describe(p.before), "after the start: " + Self.describe(p.after)]
         guard let age0 = p.before.flagsAgeSeconds else {
             checks += 1
@@ -119,7 +128,10 @@ public struct CacheChecker: Sendable {
                                                                      "flags served after a restart although none were stored and none were requested", evidence: evidence)]
         }
         let earliest = p.before.sent - age0, latest = p.before.received - age0
-        guard latest + lifetime > p.after.received + 1 else { return [] }
+        guard latest + lifetime > p.after.received + 1 else {
+            notes.append("agent \(p.agent): the restart at \(iso8601(p.before.received)) checked no cache: the flags expired meanwhile")
+            return []
+        }
         checks += 1
         guard let age1 = p.after.flagsAgeSeconds, p.after.flagsSource == "cache" else {
             return [Violation("cache", agent: p.agent, time: p.after.received,

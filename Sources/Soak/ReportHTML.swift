@@ -101,7 +101,7 @@ public enum ReportHTML {
         s += TimelineSVG.render(p.timeline, standalone: false) + "</section>\n"
         s += violations(p)
         if !p.notes.isEmpty {
-            s += "<section id=\"notes\">\n<h2>What the plan did not get to</h2>\n<ul>\n"
+            s += "<section id=\"notes\">\n<h2>Looks that checked nothing</h2>\n<ul>\n"
             s += p.notes.map { "<li>\(esc($0))</li>\n" }.joined() + "</ul>\n</section>\n"
         }
         s += "</body>\n</html>\n"

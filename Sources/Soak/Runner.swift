@@ -295,7 +295,9 @@ public final class SoakRunner: @unchecked Sendable {
                 p[keyPath: keyPath].sent = dev(p[keyPath: keyPath].sent)
                 p[keyPath: keyPath].received = dev(p[keyPath: keyPath].received)
             }
+            let before = cache.notes.count
             found += cache.check(p, calls: flagCalls[hwids[p.agent]] ?? [])
+            for note in cache.notes.dropFirst(before) { recorder.note(note) }
         }
         for var p in refreshes {
             (p.sent, p.received) = (dev(p.sent), dev(p.received))

@@ -97,40 +97,16 @@ extension SoakRunner {
         r.tracks.map { t in SoakCounts(heard: t.heard, calls: flagCalls[t.hwid] ?? [], restarts: t.lane.restarts.count, userSwitches: t.users.count) }
     }
 
-    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(HTTPError) {
-        let end = now()
+    /// summary.json.
+    func summaryJSON(_ r: Recorder.State, outcome: String, coverage: SoakCoverage, counts: [SoakCounts], perAgent: [JSONValue],
+                     end: Time) -> JSONValue {
         let elapsed = end - started
-        let dir = options.reportDirectory
-        do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        } catch {
-            throw HTTPError("cannot create \(dir): \(error)")
-        }
         func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
         func n(_ x: Int) -> JSONValue { .number(Double(x)) }
-        var perAgent: [JSONValue] = []
-        var junitAgents: [JUnitReport.Agent] = []
-        let counts = deviceCounts(r)
-        for (i, t) in r.tracks.enumerated() {
-            let calls = flagCalls[t.hwid] ?? []
-            let ok = calls.filter(\.succeeded).count
-            perAgent.append([
-                "counts": counts[i].json,
-                "agent": n(i), "hwid": .string(t.hwid), "pids": .array(t.pids.map { n(Int($0)) }),
-                "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
-                "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
-                "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),
-                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.lane.violations.count),
-            ])
-            junitAgents.append(JUnitReport.Agent(
-                name: "agent \(i) (\(t.hwid.isEmpty ? "never started" : t.hwid))",
-                details: "pids \(t.pids.map(String.init).joined(separator: ", ")); \(ok) refreshes ok, \(calls.count - ok) failed; "
-                    + "\(t.lane.restarts.count) restarts; \(t.users.count) user switches; \(t.observations) observations"))
-        }
         let agentCPU = processes.cpuSeconds(prefix: "agent"), emulatorCPU = processes.cpuSeconds(prefix: "emulator")
         let runnerCPU = ChildProcesses.selfCPU()
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
-        let summary: JSONValue = [
+        return [
             "result": .string(outcome),
             "seed": .number(Double(options.seed)),
             "startedAt": .string(iso8601(started)), "endedAt": .string(iso8601(end)),
@@ -179,6 +155,39 @@ extension SoakRunner {
                  "notes": .array(r.planNotes.map(JSONValue.string))]
             } ?? .null,
         ]
+    }
+
+    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(HTTPError) {
+        let end = now()
+        let elapsed = end - started
+        let dir = options.reportDirectory
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        } catch {
+            throw HTTPError("cannot create \(dir): \(error)")
+        }
+        func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
+        func n(_ x: Int) -> JSONValue { .number(Double(x)) }
+        var perAgent: [JSONValue] = []
+        var junitAgents: [JUnitReport.Agent] = []
+        let counts = deviceCounts(r)
+        for (i, t) in r.tracks.enumerated() {
+            let calls = flagCalls[t.hwid] ?? []
+            let ok = calls.filter(\.succeeded).count
+            perAgent.append([
+                "counts": counts[i].json,
+                "agent": n(i), "hwid": .string(t.hwid), "pids": .array(t.pids.map { n(Int($0)) }),
+                "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
+                "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
+                "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),
+                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.lane.violations.count),
+            ])
+            junitAgents.append(JUnitReport.Agent(
+                name: "agent \(i) (\(t.hwid.isEmpty ? "never started" : t.hwid))",
+                details: "pids \(t.pids.map(String.init).joined(separator: ", ")); \(ok) refreshes ok, \(calls.count - ok) failed; "
+                    + "\(t.lane.restarts.count) restarts; \(t.users.count) user switches; \(t.observations) observations"))
+        }
+        let summary = summaryJSON(r, outcome: outcome, coverage: coverage, counts: counts, perAgent: perAgent, end: end)
         let data = timelineData(r, outcome: outcome, end: end)
         let svg = TimelineSVG.render(data)
         let html = ReportHTML.render(reportPage(r, outcome: outcome, coverage: coverage, counts: counts, timeline: data, end: end))

@@ -128,7 +128,8 @@ extension SoakRunner {
             say("\n" + first.description)
             if result.violations.count > 1 { say("(\(result.violations.count - 1) more in \(options.reportDirectory)/summary.json)") }
         }
-        for note in result.planNotes { say("plan: " + note) }
+        for note in result.planNotes.prefix(10) { say("looked, checked nothing: " + note) }
+        if result.planNotes.count > 10 { say("(\(result.planNotes.count - 10) more such notes in summary.json's plan.notes)") }
         if outcome == "uncovered" {
             say("pushwoosh-soak: --require-coverage: never checked: " + covered.notExercised.joined(separator: ", ")
                 + " (exit 3; --no-require-coverage accepts such a run)")
