@@ -72,8 +72,7 @@ public enum ReportHTML {
     table { border-collapse: collapse; }
     th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
     th { background: #f6f8fa; }
-    td { white-space: nowrap; } td:last-child { white-space: normal; }
-    td.n { text-align: right; font-variant-numeric: tabular-nums; }
+    td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
     tr.none td { background: #ffebe9; }
     tr.total td { font-weight: bold; }
     .pass { color: #1a7f37; } .fail, .uncovered, .interrupted { color: #cf222e; }

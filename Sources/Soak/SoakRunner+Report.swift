@@ -38,7 +38,7 @@ extension SoakRunner {
         var lanes: [TimelineLane] = []
         for (i, t) in r.tracks.enumerated() {
             var lane = t.lane
-            lane.title = "agent \(i) · " + String(t.hwid.prefix(8))
+            lane.title = "agent \(i) · " + String(t.hwid.prefix(4))
             lane.id = "lane-\(i)"
             lane.expiries = t.heard.expiries
             lane.discards = t.heard.discards
