@@ -30,7 +30,7 @@ extension AgentDriver {
 
     /// A planned fault the chaos thread armed for this device: a request into it now (the
     /// hourly one would come too, if the device is in the foreground).
-    func meet(_ fault: CoveragePlan.Duty) {
+    func meet() {
         if !active { goActive() }
         refresh()
     }

@@ -362,7 +362,7 @@ public final class AgentDriver: @unchecked Sendable {
             if perform(duties[i].duty) { duties.remove(at: i) }
             return
         }
-        if let fault = ctx.board.takeArmed(agent: index).first { meet(fault); return }
+        if !ctx.board.takeArmed(agent: index).isEmpty { meet(); return }
         if !active, let until = backgroundUntil, ctx.timeline.deviceNow() >= until { goActive(); return }
         let roll = rng.unit() * 100
         switch roll {

@@ -56,12 +56,6 @@ public struct CoveragePlan: Sendable, Equatable {
         public var device: Int
         public var duty: Duty
         public var at: Double
-
-        public init(device: Int, duty: Duty, at: Double) {
-            self.device = device
-            self.duty = duty
-            self.at = at
-        }
     }
 
     /// An invariant the plan cannot give checks to, and why.

@@ -93,9 +93,7 @@ public struct CacheProbe: Sendable {
     public var after: StatusObservation
 
     public init(agent: Int, before: StatusObservation, after: StatusObservation) {
-        self.agent = agent
-        self.before = before
-        self.after = after
+        (self.agent, self.before, self.after) = (agent, before, after)
     }
 }
 
@@ -161,12 +159,8 @@ public struct RefreshProbe: Sendable {
     public var throttledUntil: Time?
 
     public init(agent: Int, sent: Time, received: Time, wasSent: Bool, failed: Bool, throttledUntil: Time?) {
-        self.agent = agent
-        self.sent = sent
-        self.received = received
-        self.wasSent = wasSent
-        self.failed = failed
-        self.throttledUntil = throttledUntil
+        (self.agent, self.sent, self.received) = (agent, sent, received)
+        (self.wasSent, self.failed, self.throttledUntil) = (wasSent, failed, throttledUntil)
     }
 }
 

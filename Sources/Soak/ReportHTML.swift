@@ -44,19 +44,9 @@ public struct ReportPage: Sendable {
     public init(seed: UInt64, agents: Int, span: String, deviceDaysCovered: Double?, realSeconds: Double, result: String, settings: String,
                 coverage: SoakCoverage, plan: [CoveragePlan.Assignment], counts: [SoakCounts], timeline: TimelineData,
                 violations: [ReportViolation], notes: [String]) {
-        self.seed = seed
-        self.agents = agents
-        self.span = span
-        self.deviceDaysCovered = deviceDaysCovered
-        self.realSeconds = realSeconds
-        self.result = result
-        self.settings = settings
-        self.coverage = coverage
-        self.plan = plan
-        self.counts = counts
-        self.timeline = timeline
-        self.violations = violations
-        self.notes = notes
+        (self.seed, self.agents, self.span, self.deviceDaysCovered) = (seed, agents, span, deviceDaysCovered)
+        (self.realSeconds, self.result, self.settings, self.coverage) = (realSeconds, result, settings, coverage)
+        (self.plan, self.counts, self.timeline, self.violations, self.notes) = (plan, counts, timeline, violations, notes)
     }
 }
 
