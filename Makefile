@@ -109,7 +109,9 @@ soak: release
 	$(BIN)/pushwoosh-soak --duration $(or $(DURATION),10m) --agents $(or $(AGENTS),1) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
 
 # `make soak-real [DAYS=7] [AGENTS=3]`: the soak with the SDK's real timings on controlled device
-# clocks (docs/device-clock.md H), DAYS device days at 2000 device seconds per real second (~6 min for 7).
+# clocks (docs/device-clock.md H), DAYS device days at 2000 device seconds per real second (~1 min
+# for 1). Coverage is required (docs/soak.md): under DAYS=1 or AGENTS=3 it is refused with exit 3
+# (SOAK_ARGS=--no-require-coverage runs it anyway). REPORT/report.html is the page to look at.
 soak-real: release
 	$(BIN)/pushwoosh-soak --real-timings --device-days $(or $(DAYS),7) --agents $(or $(AGENTS),3) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
 

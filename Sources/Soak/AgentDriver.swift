@@ -22,6 +22,11 @@ public final class AgentDriver: @unchecked Sendable {
     var nextRestart: Time = .infinity
     var primerAvailable = true
     var broken = false
+    /// The coverage plan's duties of this device not done yet, earliest first.
+    var duties: [CoveragePlan.Assignment]
+    /// The expiry duty under way: the status that dated the flags, the two looks' device
+    /// times, and what the first look saw.
+    var expiry: (dated: StatusObservation, before: Time, after: Time, first: (StatusObservation, FlagObservation)?)?
 
     var socketPath: String { dir + "/agent.sock" }
     var logPath: String { dir + "/agent.log" }
@@ -31,6 +36,8 @@ public final class AgentDriver: @unchecked Sendable {
         self.ctx = ctx
         dir = ctx.root + "/agent-\(index)"
         rng = SeededRandom(seed: ctx.options.seed &* 1_000_003 &+ UInt64(index) &* 7919)
+        // The planned faults are the chaos thread's; the driver only meets them (`meet`).
+        duties = (ctx.plan?.duties(of: index) ?? []).filter { !$0.duty.isFault }
     }
 
     /// A violation about the current process (`pid`).
@@ -60,7 +67,10 @@ public final class AgentDriver: @unchecked Sendable {
             SessionTimeout=\(TimeSpan.format(t.sessionGap))
             RefreshInterval=\(TimeSpan.format(t.refresh))
             ThrottleWindow=\(TimeSpan.format(t.throttle))
-            \(ctx.options.realTimings ? "\n[Device]\nClock=controlled\n" : "")
+
+            [Device]
+            InitialAppState=background
+            \(ctx.options.realTimings ? "Clock=controlled" : "")
             """
             try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
         } catch {
@@ -68,7 +78,9 @@ public final class AgentDriver: @unchecked Sendable {
         }
     }
 
-    /// Starts the process and waits for READY=1; false (with a violation) when it never comes.
+    /// Starts the process (in the background: no session, so nothing refreshes before the
+    /// runner has subscribed and looked at the stored flags) and waits for READY=1; false
+    /// (with a violation) when it never comes.
     @discardableResult
     public func start() -> Bool {
         var env = ctx.environment
@@ -97,7 +109,8 @@ public final class AgentDriver: @unchecked Sendable {
             return false
         }
         ctx.recorder.action(AgentAction(agent: index, kind: .started, start: t0, end: ready.time))
-        active = true
+        ctx.recorder.action(AgentAction(agent: index, kind: .appState(active: false), start: ready.time, end: ready.time))
+        active = false
         backgroundUntil = nil
         client = nil
         for _ in 0..<50 {
@@ -107,6 +120,9 @@ public final class AgentDriver: @unchecked Sendable {
         guard client != nil else {
             violation("socket", "READY=1 was sent but the socket does not accept connections", evidence: [socketPath])
             return false
+        }
+        if !NotificationWatcher.start(agent: index, socketPath: socketPath, recorder: ctx.recorder) {
+            violation("socket", "subscribe (flags, refresh) was not accepted")
         }
         return true
     }
@@ -142,25 +158,33 @@ public final class AgentDriver: @unchecked Sendable {
 
     // MARK: - Observations
 
-    func observeStatus() {
+    /// A `status` answer, checked with the others (`record` false: only read).
+    @discardableResult
+    func observeStatus(record: Bool = true) -> StatusObservation? {
         let sent = now()
-        guard let r = result(.status) else { return }
+        guard let r = result(.status) else { return nil }
         do {
-            ctx.recorder.observe(try StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId,
-                                                       expectedActive: active, result: r))
+            let o = try StatusObservation(agent: index, sent: sent, received: now(), expectedUserId: userId, expectedActive: active, result: r)
+            if record { ctx.recorder.observe(o) }
+            return o
         } catch {
             violation("socket", "status answered a malformed result: \(error)", evidence: [JSONWriter.string(r)])
+            return nil
         }
     }
 
-    func observeFlag(_ key: String) {
+    @discardableResult
+    func observeFlag(_ key: String, afterUserSwitch: Bool = false) -> FlagObservation? {
         let sent = now()
-        guard let r = result(.get(key: key)) else { return }
+        guard let r = result(.get(key: key)) else { return nil }
         do {
-            ctx.recorder.observe(try FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(),
-                                                     expectedUserId: userId, result: r), tracked: RunContext.trackedFlag)
+            var o = try FlagObservation(agent: index, hwid: hwid, key: key, sent: sent, received: now(), expectedUserId: userId, result: r)
+            o.afterUserSwitch = afterUserSwitch
+            ctx.recorder.observe(o, tracked: RunContext.trackedFlag)
+            return o
         } catch {
             violation("socket", "get answered a malformed result: \(error)", evidence: [JSONWriter.string(r)])
+            return nil
         }
     }
 
@@ -178,17 +202,19 @@ public final class AgentDriver: @unchecked Sendable {
 
     // MARK: - Actions
 
-    func setUser() {
+    @discardableResult
+    func setUser() -> Bool {
         var candidates = RunContext.userPool + ["device-\(index)-\(rng.next() % 3)"]
         candidates.removeAll { $0 == userId }
         let next = candidates[Int(rng.next() % UInt64(candidates.count))]
         let t0 = now()
-        guard result(.setUserId(next)) != nil else { return }
+        guard result(.setUserId(next)) != nil else { return false }
         userId = next
         ctx.recorder.action(AgentAction(agent: index, kind: .userChanged(next), start: t0, end: now()))
         ctx.recorder.count(agent: index, SocketMethod.setUserId.rawValue)
         // RF-4: straight away, the previous user's flags must be gone.
-        observeFlag(RunContext.userFlag)
+        observeFlag(RunContext.userFlag, afterUserSwitch: true)
+        return true
     }
 
     func goBackground() {
@@ -262,13 +288,23 @@ public final class AgentDriver: @unchecked Sendable {
         }
     }
 
-    func refresh() {
+    @discardableResult
+    func refresh() -> RefreshAnswer? {
         let t0 = now()
-        guard let r = result(.refresh) else { return }
-        ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: now()))
+        guard let r = result(.refresh) else { return nil }
+        let end = now()
+        ctx.recorder.action(AgentAction(agent: index, kind: .manualRefresh, start: t0, end: end))
         do throws(AnswerError) {  // decoding checks the error's domain too (PWFeatureFlagsErrorDomain)
-            ctx.recorder.count(agent: index, try RefreshAnswer(json: r).soakCount)
-        } catch { violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))") }
+            let answer = try RefreshAnswer(json: r)
+            ctx.recorder.count(agent: index, answer.soakCount)
+            let probe = RefreshProbe(agent: index, sent: t0, received: end, wasSent: answer.sent, failed: answer.error != nil,
+                                     throttledUntil: answer.throttledUntil?.timeIntervalSince1970)
+            ctx.recorder.state.withLock { $0.refreshProbes.append(probe) }
+            return answer
+        } catch {
+            violation("socket", "refresh answer: \(error): \(JSONWriter.string(r))")
+            return nil
+        }
     }
 
     func impression() {
@@ -282,29 +318,6 @@ public final class AgentDriver: @unchecked Sendable {
         guard let r = result(.property(key: "new_checkout", property: "button_color", type: .string, default: "none")) else { return }
         ctx.recorder.count(agent: index, SocketMethod.property.rawValue)
         if r["value"]?.stringValue == nil { violation("socket", "property(string) answered a non-string: \(JSONWriter.string(r))") }
-    }
-
-    /// Stops the process with `sig` (checking a clean, announced exit on SIGTERM), waits a
-    /// moment, starts it again.
-    func restart() {
-        let sig: Int32 = rng.chance(0.5) ? SIGTERM : SIGKILL
-        let t0 = now()
-        ctx.recorder.busy(index, since: t0)
-        defer { ctx.recorder.busy(index, since: nil) }
-        client = nil
-        stop(with: sig, recordedAs: sig, since: t0)
-        // Down for a moment (sometimes long enough to let flags age on disk).
-        usleep(UInt32(rng.unit() * 2_000_000))
-        ctx.recorder.count(agent: index, sig == SIGTERM ? "sigterm" : "sigkill")
-        // The run may have ended meanwhile (seed 864767728: a start after the deadline raced the
-        // runner's wind-down); then the agent stays down and the driver finishes.
-        guard !runEnding else { return }
-        if start() { observeStatus() }
-        scheduleRestart()
-    }
-
-    func scheduleRestart() {
-        nextRestart = ctx.options.restartEvery > 0 ? now() + rng.exponential(mean: ctx.options.restartEvery) : .infinity
     }
 
     /// The driver's thread.
@@ -322,22 +335,34 @@ public final class AgentDriver: @unchecked Sendable {
                 ctx.recorder.state.withLock { $0.tracks[i].hwid = h }
             }
             observeStatus()
+            goActive()
+            // A duty due from the start (the expiry of a 1-device-day run) before the clock moves.
+            if let first = duties.first, first.at <= 0, perform(first.duty) { duties.removeFirst() }
         }
         scheduleRestart()
         while !runEnding, !broken {
             let pause = min(rng.exponential(mean: ctx.options.pace), ctx.options.pace * 4)
-            usleep(UInt32(pause * 1_000_000))
+            // A look the clock waits for cuts the pause short.
+            let until = now() + pause
+            while now() < until, ctx.board.due(agent: index, deviceNow: ctx.timeline.deviceNow()) == nil { usleep(10_000) }
             if runEnding { break }
             ctx.gate.shared { act() }
             if client == nil { break }
         }
+        ctx.board.releaseAll(agent: index)
         shutdown()
     }
 
     /// One step of the driver: a restart, a return to the foreground, or a random action.
     func act() {
+        if expiry != nil { keepForExpiry(); return }
         if now() >= nextRestart { restart(); return }
         if client == nil { return }
+        if let i = duties.firstIndex(where: { ctx.planStart + $0.at <= ctx.timeline.deviceNow() }) {
+            if perform(duties[i].duty) { duties.remove(at: i) }
+            return
+        }
+        if !ctx.board.takeArmed(agent: index).isEmpty { meet(); return }
         if !active, let until = backgroundUntil, ctx.timeline.deviceNow() >= until { goActive(); return }
         let roll = rng.unit() * 100
         switch roll {
@@ -351,41 +376,6 @@ public final class AgentDriver: @unchecked Sendable {
         case ..<85: refresh()
         case ..<90: property()
         default: observe()
-        }
-    }
-
-    /// The end of the run: SIGTERM, and the same checks as for a restart.
-    func shutdown() {
-        client = nil
-        guard pid > 0, ctx.processes.child(pid)?.exit == nil else { return }
-        stop(with: SIGTERM, recordedAs: 0, since: now(), when: " at the end of the run")
-    }
-
-    /// Sends `sig` and checks the stop. SIGTERM: a clean exit (code 0) within 1.5 s, announced
-    /// with STOPPING=1, and SIGKILL after 5 s if it is still running; SIGKILL: that the process
-    /// went. The stop is recorded as `.stopped(signal: recorded)` (0: the run's end); `when`
-    /// ends each violation's words.
-    private func stop(with sig: Int32, recordedAs recorded: Int32, since t0: Time, when: String = "") {
-        ctx.processes.signal(pid, sig)
-        ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: recorded), start: t0, end: t0))
-        let exit = ctx.processes.waitExit(pid, timeout: 5)
-        guard sig == SIGTERM else {
-            if exit == nil { violation("stop", "still running 5 s after SIGKILL\(when)") }
-            return
-        }
-        if exit == nil {
-            violation("stop", "still running 5 s after SIGTERM\(when)", evidence: tail(logPath, lines: 10))
-            ctx.processes.signal(pid, SIGKILL)
-            _ = ctx.processes.waitExit(pid, timeout: 5)
-        } else if let e = exit, e != .exited(0) {
-            violation("stop", "\(e) after SIGTERM\(when) (expected exit code 0)", evidence: tail(logPath, lines: 15))
-        } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
-            violation("stop", "took \(String(format: "%.2f", at - t0)) s to exit after SIGTERM\(when) (docs/configuration.md C: within a second)")
-        }
-        usleep(20_000)
-        ctx.notify.pump(timeout: 0)
-        if exit != nil, ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
-            violation("stop", "no STOPPING=1 after SIGTERM\(when)")
         }
     }
 }

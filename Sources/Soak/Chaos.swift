@@ -16,6 +16,8 @@ public final class Chaos: @unchecked Sendable {
     /// Killed / archived as last set, per key.
     var killed: [String: Bool] = [:]
     var archived: [String: Bool] = [:]
+    /// The coverage plan's faults not armed yet, earliest first.
+    var planned: [CoveragePlan.Assignment]
 
     static let killable = ["new_checkout", "promo_banner", "rich_notifications", "home_layout"]
     static let archivable = ["new_checkout", "rich_notifications", "home_layout", "legacy_onboarding"]
@@ -24,6 +26,7 @@ public final class Chaos: @unchecked Sendable {
         self.http = http
         self.ctx = ctx
         rng = SeededRandom(seed: ctx.options.seed ^ 0xC4A0_5C4A_05)
+        planned = (ctx.plan?.assignments ?? []).filter(\.duty.isFault)
         for c in initial {
             killed[c.key] = c.killed
             archived[c.key] = c.archived
@@ -36,7 +39,10 @@ public final class Chaos: @unchecked Sendable {
         while !ctx.recorder.stopping, now() < ctx.deadline {
             let pause = min(rng.exponential(mean: ctx.options.chaosEvery), ctx.options.chaosEvery * 4)
             let until = now() + pause
-            while now() < until, !ctx.recorder.stopping { usleep(100_000) }
+            while now() < until, !ctx.recorder.stopping {
+                usleep(100_000)
+                do { try armPlanned() } catch { report(error) }
+            }
             if ctx.recorder.stopping || now() >= ctx.deadline { break }
             do {
                 if ctx.options.faults, rng.chance(0.5), try faultsIdle() {
@@ -44,13 +50,35 @@ public final class Chaos: @unchecked Sendable {
                 } else {
                     try changeFlag()
                 }
-            } catch {
-                if !ctx.recorder.stopping {
-                    ctx.recorder.violation(Violation("emulator", agent: nil, time: now(), "admin API call failed: \(error)"))
-                }
-            }
+            } catch { report(error) }
         }
         _ = try? http.call("DELETE", "/admin/faults")
+    }
+
+    func report(_ error: HTTPError) {
+        if !ctx.recorder.stopping {
+            ctx.recorder.violation(Violation("emulator", agent: nil, time: now(), "admin API call failed: \(error)"))
+        }
+    }
+
+    /// Arms the plan's next fault once it is due, its device has started and no other fault is armed
+    /// (one at a time: each faulted request belongs to the fault armed last).
+    func armPlanned() throws(HTTPError) {
+        guard let next = planned.first, ctx.planStart + next.at <= ctx.timeline.deviceNow() else { return }
+        let hwid = ctx.recorder.state.withLock { $0.tracks[next.device].hwid }
+        guard !hwid.isEmpty, try faultsIdle() else { return }
+        let method = JSONValue.string(PushwooshAPI.Method.getFeatureFlags.rawValue)
+        let f: JSONValue
+        switch next.duty {
+        case .retryAfter(let seconds): f = ["method": method, "hwid": .string(hwid), "http": 503, "retryAfter": .number(seconds), "times": 1]
+        case .outage(let seconds): f = ["method": method, "hwid": .string(hwid), "forSeconds": .number(seconds), "drop": true]
+        default: planned.removeFirst(); return
+        }
+        let t0 = now()
+        _ = try http.json("POST", "/admin/faults", json: f)
+        planned.removeFirst()
+        ctx.recorder.fault(ArmedFault(method: PushwooshAPI.Method.getFeatureFlags.rawValue, start: t0, end: now(), json: f, agent: next.device))
+        ctx.board.armed(agent: next.device, next.duty)
     }
 
     func faultsIdle() throws(HTTPError) -> Bool {
@@ -62,13 +90,14 @@ public final class Chaos: @unchecked Sendable {
         let times = JSONValue.number(Double(1 + rng.next() % 3))
         let retryAfter = JSONValue.number(Double(2 + rng.next() % UInt64(max(2, ctx.options.timings.refresh - 4))))
         var f: [String: JSONValue]
+        // While a planned fault waits for its turn, no outage of every device holds it back for days.
         switch rng.next() % 14 {
-        case 12:
+        case 12 where planned.isEmpty:
             // An outage long enough for stored flags to expire (ST-3, ST-4): every agent's
             // requests fail for about lifetime + 2 refresh intervals.
             let perAgent = (ctx.options.timings.lifetime / ctx.options.timings.retryFloor).rounded(.up) + 2
             f = ["http": 503, "times": .number(perAgent * Double(ctx.options.agents))]
-        case 0: f = ["http": .number([500, 502, 504][Int(rng.next() % 3)])]
+        case 0, 12: f = ["http": .number([500, 502, 504][Int(rng.next() % 3)])]
         case 1: f = ["http": 503]
         case 2: f = ["http": 503, "retryAfter": retryAfter]
         case 3: f = ["http": 429, "retryAfter": retryAfter]

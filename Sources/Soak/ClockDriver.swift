@@ -75,14 +75,24 @@ public final class ClockDriver: @unchecked Sendable {
             if ctx.recorder.stopping { return }
         }
         let start = timeline.deviceNow()
-        let end = start + ctx.options.deviceDays * 86_400
+        let days = start + ctx.options.deviceDays * 86_400
         while !ctx.recorder.stopping {
+            // A planned look holds the clock at its time until the driver has looked (DutyBoard);
+            // the run goes on past its days for the looks still to come (at most `overrun`).
+            if let hold = ctx.board.earliest, hold.at <= timeline.deviceNow() {
+                if waitForLook(hold) { continue }
+            }
+            let end = min(max(days, (ctx.board.latest ?? 0) + 1), days + Self.overrun)
+            if timeline.deviceNow() >= end, ctx.board.earliest == nil {
+                ctx.recorder.requestStop()
+                return
+            }
             var delta = 0.0
             var finished = false
             gate.exclusive {
                 let outcome: LabClockStepOutcome?
                 do throws(LabClockError) {
-                    outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep))
+                    outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep, ctx.board.earliest?.at ?? .infinity))
                 } catch {
                     ctx.recorder.violation(Violation(error.device == nil ? "emulator" : "clock", agent: error.device, time: now(), error.description))
                     return
@@ -97,7 +107,7 @@ public final class ClockDriver: @unchecked Sendable {
                 timeline.advanced(by: delta, atReal: now())
                 steps += 1
                 deviceSecondsCovered = timeline.deviceNow() - start
-                finished = outcome.step.target >= end
+                finished = outcome.step.target >= end && (ctx.board.earliest.map { $0.at > end } ?? true)
             }
             if finished {
                 ctx.recorder.requestStop()
@@ -105,5 +115,20 @@ public final class ClockDriver: @unchecked Sendable {
             }
             usleep(UInt32(min(1, max(0.001, delta / ctx.options.speed)) * 1_000_000))
         }
+    }
+
+    /// How far past its device days a run goes for the plan's looks.
+    static let overrun = 7_200.0
+
+    /// Waits (up to 30 s) for the driver to take the look held at `hold`; true when it did.
+    func waitForLook(_ hold: (agent: Int, at: Time)) -> Bool {
+        let giveUp = now() + 30
+        while now() < giveUp, !ctx.recorder.stopping {
+            if ctx.board.due(agent: hold.agent, deviceNow: .infinity).map({ $0 > hold.at }) ?? true { return true }
+            usleep(2_000)
+        }
+        ctx.board.release(agent: hold.agent, at: hold.at)
+        ctx.recorder.note("agent \(hold.agent): nobody looked at \(iso8601(hold.at)) within 30 s; the clock went on")
+        return false
     }
 }

@@ -105,6 +105,8 @@ public struct FlagObservation: Sendable {
     public var errorCode: String?
     public var source: String
     public var ageSeconds: Double?
+    /// Asked right after a `setUserId` (RF-4, ST-2: the previous user's flags must be gone).
+    public var afterUserSwitch = false
 
     public init(agent: Int, hwid: String, key: String, sent: Time, received: Time, expectedUserId: String,
                 flag: ServedFlag?, reason: String, errorCode: String? = nil, source: String, ageSeconds: Double?) {
@@ -149,10 +151,14 @@ public struct StatusObservation: Sendable {
     public var flagsAgeSeconds: Double?
     public var flagsExpireAt: Time?
     public var consecutiveFailures: Int
+    /// `network`, `cache` or `none`.
+    public var flagsSource = "none"
+    /// ST-5: partial flags are not written to disk.
+    public var flagsPartial = false
 
     public init(agent: Int, sent: Time, received: Time, expectedUserId: String, expectedActive: Bool, state: String,
                 userId: String, appState: String, flagsCount: Int, flagsAgeSeconds: Double?, flagsExpireAt: Time?,
-                consecutiveFailures: Int = 0) {
+                consecutiveFailures: Int = 0, flagsSource: String = "none", flagsPartial: Bool = false) {
         self.agent = agent
         self.sent = sent
         self.received = received
@@ -165,6 +171,8 @@ public struct StatusObservation: Sendable {
         self.flagsAgeSeconds = flagsAgeSeconds
         self.flagsExpireAt = flagsExpireAt
         self.consecutiveFailures = consecutiveFailures
+        self.flagsSource = flagsSource
+        self.flagsPartial = flagsPartial
     }
 
     /// From a `status` result, decoded as the agent encodes it (AgentWire's `StatusAnswer`).
@@ -174,7 +182,7 @@ public struct StatusObservation: Sendable {
         self.init(agent: agent, sent: sent, received: received, expectedUserId: expectedUserId, expectedActive: expectedActive,
                   state: s.state.rawValue, userId: s.userId, appState: s.appState.rawValue, flagsCount: s.flagsCount,
                   flagsAgeSeconds: s.flagsAgeSeconds, flagsExpireAt: s.flagsExpireAt?.timeIntervalSince1970,
-                  consecutiveFailures: s.consecutiveFailures)
+                  consecutiveFailures: s.consecutiveFailures, flagsSource: s.flagsSource.rawValue, flagsPartial: s.flagsPartial)
     }
 }
 

@@ -44,6 +44,17 @@ public struct SoakOptions: Sendable {
     public var speed: Double = 2000
     /// The longest single step of the device clocks (they also stop at every armed timer).
     public var maxStep: Double = 600
+    /// `--require-coverage` (the default with `--real-timings`): a run that leaves an invariant
+    /// unchecked exits 3, and one that cannot cover them all is refused (exit 3) before it starts.
+    public var requireCoverage: Bool?
+
+    /// Whether coverage is required: as asked, else with the real timings.
+    public var coverageRequired: Bool { requireCoverage ?? realTimings }
+
+    /// What the run covers, in its own terms: `1 device-day` with the real timings, else its duration.
+    public var span: String {
+        realTimings ? "\(deviceDays.formatted) device-day\(deviceDays == 1 ? "" : "s")" : TimeSpan.format(duration)
+    }
 
     public init() {}
 
@@ -52,12 +63,13 @@ public struct SoakOptions: Sendable {
                           [--lifetime 60s] [--session-gap 10s] [--refresh 15s] [--throttle 5s]
                           [--pace 1s] [--restart-every 60s] [--chaos-every 5s] [--no-faults]
                           [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet] [--version]
-                          [--real-timings [--device-days 7] [--speed 2000]]
+                          [--real-timings [--device-days 7] [--speed 2000]] [--[no-]require-coverage]
 
     Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened
     timings, drives random actions, flag changes, server faults and restarts, and checks
     the agent's invariants continuously. Exits 1 on the first violation (0 when none,
-    2 on usage errors, 130 when interrupted) and writes DIR/summary.json and DIR/timeline.svg;
+    2 on usage errors, 3 when coverage is required and missing, 130 when interrupted) and
+    writes DIR/summary.json, DIR/report.html and DIR/timeline.svg;
     --junit FILE also writes the run as JUnit XML (a test case per invariant and per agent).
     The last lines printed say how many times each invariant was checked and which never were.
 
@@ -65,6 +77,11 @@ public struct SoakOptions: Sendable {
     refresh, 5 min throttle) on controlled device clocks: the runner steps every agent's
     clock and the emulator's together, to each armed timer in turn, --speed device seconds
     per real second, until --device-days are covered; the same invariants are checked.
+    With it, coverage steers the chaos: the run plans, from the seed, an expiry, a user
+    switch, a restart on the cache, the throttle, a Retry-After and an outage, and
+    --require-coverage (its default; --no-require-coverage turns it off) refuses a run that
+    cannot cover every invariant (under 1 device-day or 3 agents) and fails one that left an
+    invariant unchecked, both with exit 3 naming them.
     """
 
     /// Parses the command line; throws a message for the user.
@@ -122,6 +139,8 @@ public struct SoakOptions: Sendable {
                 let text = try value(a)
                 guard let x = Double(text), x >= 1, x <= 1_000_000 else { throw HTTPError("--speed: expected 1-1000000, found \"\(text)\"") }
                 o.speed = x
+            case "--require-coverage": o.requireCoverage = true
+            case "--no-require-coverage": o.requireCoverage = false
             case "-h", "--help": throw HTTPError(usage)
             default: throw HTTPError("unknown option \(a)\n\n\(usage)")
             }

@@ -19,6 +19,8 @@ public struct AgentTrack: Sendable {
     public var observations = 0
     public var maxAge: Double = 0
     public var actions: [String: Int] = [:]
+    /// What its subscriptions heard (refreshes by trigger, expiries, discards).
+    public var heard = HeardCounts()
 
     public init() {}
 }
@@ -37,6 +39,12 @@ public final class Recorder: Sendable {
         public var flagChangeCounts: [String: Int] = [:]
         public var faultCounts: [String: Int] = [:]
         public var primerAvailable: Bool?
+        /// The coverage plan's looks, waiting for the request log to catch up (CoveragePlan).
+        public var expiryProbes: [ExpiryProbe] = []
+        public var cacheProbes: [CacheProbe] = []
+        public var refreshProbes: [RefreshProbe] = []
+        /// What the plan's duties did not get to, in words (summary.json `planNotes`).
+        public var planNotes: [String] = []
         public var stop = false
         /// Per agent: when the runner's current call (or restart) began; its effects may show
         /// in the request log before the runner records the action, so checks wait.
@@ -122,6 +130,10 @@ public final class Recorder: Sendable {
             $0.changes.append(c)
             $0.flagChangeCounts[kind, default: 0] += 1
         }
+    }
+
+    public func note(_ text: String) {
+        state.withLock { $0.planNotes.append(text) }
     }
 
     public func fault(_ f: ArmedFault) {

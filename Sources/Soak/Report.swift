@@ -61,8 +61,17 @@ public struct TimelineLane: Sendable {
     public var tracked: [(Time, TrackedState)] = []
     public var ages: [(Time, Double?)] = []
     public var violations: [Time] = []
+    /// `featureFlagsDidUpdate` `expired` (ST-3) and `discarded` (ST-2), device time.
+    public var expiries: [Time] = []
+    public var discards: [Time] = []
 
-    public init(title: String) { self.title = title }
+    /// The lane's element id in the report (`lane-0`).
+    public var id = ""
+
+    public init(title: String, id: String = "") {
+        self.title = title
+        self.id = id
+    }
 }
 
 public struct TimelineData: Sendable {
@@ -142,17 +151,19 @@ public enum TimelineSVG {
         }
     }
 
-    public static func render(_ d: TimelineData) -> String {
+    /// The timeline; `standalone` false leaves out the XML declaration (for report.html's inline SVG).
+    public static func render(_ d: TimelineData, standalone: Bool = true) -> String {
         let lanes = Array(d.lanes.prefix(maxLanes))
         let c = Canvas(d: d, height: 112.0 + Double(lanes.count) * 96.0 + 40)
         let width = c.width, height = c.height
-        var s = """
-        <?xml version="1.0" encoding="UTF-8"?>
-        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height))" viewBox="0 0 \(Int(width)) \(Int(height))" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">
+        var s = standalone ? "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" : ""
+        s += """
+        <svg\(standalone ? " xmlns=\"http://www.w3.org/2000/svg\"" : "") width="\(Int(width))" height="\(Int(height))" viewBox="0 0 \(Int(width)) \(Int(height))" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">
         <rect x="0" y="0" width="\(Int(width))" height="\(Int(height))" fill="#ffffff"/>
-        <text x="12" y="22" font-size="15" font-weight="bold">\(esc(d.title))</text>
 
         """
+        // Inline, the page's header says it already.
+        if standalone { s += "<text x=\"12\" y=\"22\" font-size=\"15\" font-weight=\"bold\">\(esc(d.title))</text>\n" }
         s += legend(d) + axis(c)
         for (i, lane) in lanes.enumerated() {
             s += self.lane(lane, y: c.top + Double(i) * c.laneHeight, c)
@@ -168,7 +179,8 @@ public enum TimelineSVG {
         var lx = 12.0
         let legend: [(String, String)] = [("#2e9d4f", "refresh ok"), ("#d64545", "refresh failed"), ("#e8eaed", "background"),
                                           ("#f08c00", "SIGTERM"), ("#7048e8", "SIGKILL"), ("#1c7ed6", "READY=1"),
-                                          (faultColor, "fault armed"), (changeColor, "flag change"), (userColor, "user switch")]
+                                          (faultColor, "fault armed"), (changeColor, "flag change"), (userColor, "user switch"),
+                                          ("#e03131", "expired"), ("#862e9c", "discarded")]
         for (color, label) in legend {
             s += "<rect x=\"\(f(lx))\" y=\"34\" width=\"12\" height=\"12\" fill=\"\(color)\" stroke=\"#555\" stroke-width=\"0.5\"/>"
             s += "<text x=\"\(f(lx + 16))\" y=\"44\">\(esc(label))</text>\n"
@@ -213,11 +225,13 @@ public enum TimelineSVG {
     static func lane(_ lane: TimelineLane, y: Double, _ c: Canvas) -> String {
         let d = c.d, width = c.width, left = c.left, right = c.right, laneHeight = c.laneHeight
         func x(_ t: Time) -> Double { c.x(t) }
-        var s = "<g>\n<rect x=\"\(f(left))\" y=\"\(f(y))\" width=\"\(f(width - left - right))\" height=\"\(f(laneHeight - 8))\" fill=\"#fafbfc\" stroke=\"#d0d7de\" stroke-width=\"0.5\"/>\n"
+        // Each title names its lane: two agents' marks at one time are told apart.
+        let of = " · " + esc(lane.title)
+        var s = "<g class=\"lane\"\(lane.id.isEmpty ? "" : " id=\"\(esc(lane.id))\"")>\n<rect x=\"\(f(left))\" y=\"\(f(y))\" width=\"\(f(width - left - right))\" height=\"\(f(laneHeight - 8))\" fill=\"#fafbfc\" stroke=\"#d0d7de\" stroke-width=\"0.5\"/>\n"
         s += "<text x=\"8\" y=\"\(f(y + 16))\" font-weight=\"bold\">\(esc(lane.title))</text>\n"
         s += "<text x=\"8\" y=\"\(f(y + 30))\" fill=\"#555\">refreshes</text><text x=\"8\" y=\"\(f(y + 47))\" fill=\"#555\">\(esc(d.trackedFlag))</text><text x=\"8\" y=\"\(f(y + 72))\" fill=\"#555\">cache age</text>\n"
         for (b, e) in lane.background {
-            s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(e ?? d.end) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"#e8eaed\" opacity=\"0.8\"><title>background \(esc(iso8601(b)))</title></rect>\n"
+            s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(e ?? d.end) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"#e8eaed\" opacity=\"0.8\"><title>background from \(esc(iso8601(b))) to \(esc(iso8601(e ?? d.end)))\(of)</title></rect>\n"
         }
         for span in lane.faults {
             s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(y))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(laneHeight - 8))\" "
@@ -227,28 +241,37 @@ public enum TimelineSVG {
         for mark in lane.refreshes {
             let color = mark.succeeded ? "#2e9d4f" : "#d64545"
             s += "<line x1=\"\(f(x(mark.time)))\" y1=\"\(f(y + 20))\" x2=\"\(f(x(mark.time)))\" y2=\"\(f(y + 36))\" stroke=\"\(color)\" "
-                + "stroke-width=\"\(mark.succeeded ? 1.5 : 2.5)\"><title>\(esc(mark.tooltip(clock: d.clock)))</title></line>\n"
+                + "stroke-width=\"\(mark.succeeded ? 1.5 : 2.5)\"><title>\(esc(mark.tooltip(clock: d.clock)))\(of)</title></line>\n"
         }
         for (t, user) in lane.users {
-            s += "<path d=\"M\(f(x(t))),\(f(y + 3)) l4,5 l-4,5 l-4,-5 z\" fill=\"\(userColor)\"><title>user switch to \(esc(user)) at \(esc(iso8601(t))) (\(esc(d.clock)))</title></path>\n"
+            s += "<path d=\"M\(f(x(t))),\(f(y + 3)) l4,5 l-4,5 l-4,-5 z\" fill=\"\(userColor)\"><title>user switch to \(esc(user)) at \(esc(iso8601(t))) (\(esc(d.clock)))\(of)</title></path>\n"
         }
-        // Tracked flag state band.
-        for (k, (t, st)) in lane.tracked.enumerated() {
-            let next = k + 1 < lane.tracked.count ? lane.tracked[k + 1].0 : min(d.end, t + 2)
-            s += "<rect x=\"\(f(x(t)))\" y=\"\(f(y + 40))\" width=\"\(f(max(0.8, x(next) - x(t))))\" height=\"10\" fill=\"\(stateColor(st))\" stroke=\"none\"><title>\(esc(d.trackedFlag)) \(st.rawValue) at \(esc(iso8601(t)))</title></rect>\n"
+        // Tracked flag state band: one piece per state, from the first look that saw it to the next change.
+        var pieces: [(from: Time, state: TrackedState)] = []
+        for (t, st) in lane.tracked.sorted(by: { $0.0 < $1.0 }) where pieces.last?.state != st { pieces.append((t, st)) }
+        for (k, piece) in pieces.enumerated() {
+            let next = k + 1 < pieces.count ? pieces[k + 1].from : d.end
+            s += "<rect x=\"\(f(x(piece.from)))\" y=\"\(f(y + 40))\" width=\"\(f(max(0.8, x(next) - x(piece.from))))\" height=\"10\" fill=\"\(stateColor(piece.state))\" stroke=\"none\">"
+                + "<title>\(esc(d.trackedFlag)) \(piece.state == .none ? "not served (no flags)" : piece.state.rawValue) from \(esc(iso8601(piece.from))) to \(esc(iso8601(next)))\(of)</title></rect>\n"
         }
         s += "<rect x=\"\(f(left))\" y=\"\(f(y + 40))\" width=\"\(f(width - left - right))\" height=\"10\" fill=\"none\" stroke=\"#bbb\" stroke-width=\"0.5\"/>\n"
         s += ageLine(lane, y: y, c)
         for (t, sig) in lane.restarts where t >= d.start && t <= d.end {
             let color = sig == SIGKILL ? "#7048e8" : "#f08c00"
-            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"\(color)\" stroke-width=\"1.5\"><title>\(signalName(sig)) at \(esc(iso8601(t)))</title></line>"
+            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"\(color)\" stroke-width=\"1.5\"><title>\(signalName(sig)) at \(esc(iso8601(t)))\(of)</title></line>"
             s += "<text x=\"\(f(x(t) + 2))\" y=\"\(f(y + 12))\" fill=\"\(color)\" font-size=\"9\">\(sig == SIGKILL ? "K" : "T")</text>\n"
         }
         for t in lane.readies where t >= d.start && t <= d.end {
-            s += "<path d=\"M\(f(x(t))),\(f(y + laneHeight - 8)) l-3,-6 l6,0 z\" fill=\"#1c7ed6\"><title>READY=1 at \(esc(iso8601(t)))</title></path>\n"
+            s += "<path d=\"M\(f(x(t))),\(f(y + laneHeight - 8)) l-3,-6 l6,0 z\" fill=\"#1c7ed6\"><title>READY=1 at \(esc(iso8601(t)))\(of)</title></path>\n"
+        }
+        for t in lane.expiries {
+            s += "<path d=\"M\(f(x(t))),\(f(y + 52)) l5,-5 l5,5 l-5,5 z\" transform=\"translate(-5,0)\" fill=\"#e03131\"><title>flags expired at \(esc(iso8601(t))) (\(esc(d.clock)), ST-3)\(of)</title></path>\n"
+        }
+        for t in lane.discards {
+            s += "<path d=\"M\(f(x(t))),\(f(y + 52)) l4,-4 l4,4 l-4,4 z\" transform=\"translate(-4,0)\" fill=\"#862e9c\"><title>flags discarded at \(esc(iso8601(t))) (\(esc(d.clock)), ST-2)\(of)</title></path>\n"
         }
         for t in lane.violations {
-            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"#e03131\" stroke-width=\"2.5\"><title>violation at \(esc(iso8601(t)))</title></line>\n"
+            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"#e03131\" stroke-width=\"2.5\"><title>violation at \(esc(iso8601(t)))\(of)</title></line>\n"
         }
         s += "</g>\n"
         return s
@@ -263,34 +286,27 @@ public enum TimelineSVG {
         let ageTop = y + 56, ageBottom = y + laneHeight - 12
         func ay(_ age: Double) -> Double { ageBottom - min(age, d.lifetime * 1.05) / d.lifetime * (ageBottom - ageTop) }
         s += "<line x1=\"\(f(left))\" y1=\"\(f(ay(d.lifetime)))\" x2=\"\(f(width - right))\" y2=\"\(f(ay(d.lifetime)))\" stroke=\"#e03131\" stroke-width=\"0.7\" stroke-dasharray=\"4 3\"/>\n"
-        var points = lane.ages.filter { $0.0 >= d.start && $0.0 <= d.end }
-        if points.count > 3000 {
-            let stride = Double(points.count) / 3000
-            points = (0..<3000).map { points[Int(Double($0) * stride)] }
+        let renewals = lane.refreshes.filter(\.succeeded).map(\.time)
+        var runs = CacheAgeLine.runs(ages: lane.ages.filter { $0.0 <= d.end }, renewals: renewals, discards: lane.discards,
+                                     end: d.end, lifetime: d.lifetime)
+        if runs.count > 1000 {
+            let keep = Double(runs.count) / 1000
+            runs = (0..<1000).map { runs[Int(Double($0) * keep)] }
         }
-        var run: [String] = []
-        func flush() {
-            if run.count > 1 { s += "<polyline fill=\"none\" stroke=\"#1c7ed6\" stroke-width=\"1.2\" points=\"\(run.joined(separator: " "))\"/>\n" }
-            if run.count == 1 { s += "<circle cx=\"\(run[0].split(separator: ",")[0])\" cy=\"\(run[0].split(separator: ",")[1])\" r=\"1.2\" fill=\"#1c7ed6\"/>\n" }
-            run.removeAll()
+        let total = runs.map(\.count).reduce(0, +)
+        if total > 3000 {
+            // Thinned evenly, each run's ends kept.
+            let keep = Double(3000) / Double(total)
+            runs = runs.map { run in run.enumerated().filter { i, _ in i == 0 || i == run.count - 1 || Int(Double(i) * keep) != Int(Double(i - 1) * keep) }.map(\.1) }
         }
-        var previous: Double?
-        for (t, age) in points {
-            if let age {
-                // A drop in age is a new response: draw it as a step, not a slope.
-                if let p = previous, age < p - 0.5, let last = run.last {
-                    let lastX = last.split(separator: ",")[0]
-                    run.append("\(lastX),\(f(ay(age)))")
-                    _ = t
-                }
-                run.append("\(f(x(t))),\(f(ay(age)))")
-                previous = age
-            } else {
-                flush()
-                previous = nil
+        for run in runs {
+            let points = run.map { "\(f(x($0.0))),\(f(ay($0.1)))" }
+            if points.count > 1 {
+                s += "<polyline class=\"age\" fill=\"none\" stroke=\"#1c7ed6\" stroke-width=\"1.2\" points=\"\(points.joined(separator: " "))\"/>\n"
+            } else if let only = run.first {
+                s += "<circle class=\"age\" cx=\"\(f(x(only.0)))\" cy=\"\(f(ay(only.1)))\" r=\"1.2\" fill=\"#1c7ed6\"/>\n"
             }
         }
-        flush()
         return s
     }
 

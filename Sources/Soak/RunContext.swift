@@ -20,6 +20,11 @@ public struct RunContext: Sendable {
     /// first step waits for it, or an agent still starting would miss the step and run
     /// behind the others' device time (the real-timings soak's one failure in four).
     public var firstStarts = DispatchGroup()
+    /// `--real-timings`: the duties that make the run cover every invariant (nil: none planned).
+    public var plan: CoveragePlan?
+    /// The device time the plan's `at`s count from.
+    public var planStart: Time = now()
+    public var board = DutyBoard()
 
     public static let applicationCode = "ABCDE-12345"
     public static let userPool = ["alice", "bob", "carol", "dave", "erin"]

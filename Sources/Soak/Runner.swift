@@ -36,6 +36,12 @@ public final class SoakRunner: @unchecked Sendable {
     var schedule: ScheduleChecker
     var impressions = ImpressionChecker()
     var outages = OutageChecker()
+    var expiry: ExpiryChecker
+    var cache: CacheChecker
+    var throttle: ThrottleChecker
+    var userSwitch = UserSwitchChecker(userFlag: RunContext.userFlag, userPool: Set(RunContext.userPool))
+    /// `--real-timings`: the duties that cover every invariant.
+    let plan: CoveragePlan?
     /// `--real-timings`: the device clocks and their driver.
     var timeline = DeviceTimeline()
     var clockDriver: ClockDriver?
@@ -46,6 +52,11 @@ public final class SoakRunner: @unchecked Sendable {
         recorder = Recorder(agents: options.agents)
         lifetime = LifetimeChecker(lifetime: options.timings.lifetime)
         schedule = ScheduleChecker(timings: options.timings, slack: options.slack, grace: 6 + options.slack)
+        expiry = ExpiryChecker(lifetime: options.timings.lifetime)
+        cache = CacheChecker(lifetime: options.timings.lifetime)
+        throttle = ThrottleChecker(throttle: options.timings.throttle)
+        plan = options.realTimings ? CoveragePlan(seed: options.seed, agents: options.agents, deviceDays: options.deviceDays,
+                                                  lifetime: options.timings.lifetime) : nil
     }
 
     func say(_ line: String) {
@@ -111,6 +122,9 @@ public final class SoakRunner: @unchecked Sendable {
     }
 
     func soak() throws(HTTPError) -> Int32 {
+        if options.coverageRequired, let plan, !plan.refusal.isEmpty {
+            return refuse(plan.refusal)
+        }
         let bin = Self.binDirectory(options)
         let agentd = bin + "/pushwoosh-agentd", emulatorBinary = bin + "/pushwoosh-emulator"
         for b in [agentd, emulatorBinary] where !FileManager.default.isExecutableFile(atPath: b) {
@@ -138,10 +152,11 @@ public final class SoakRunner: @unchecked Sendable {
             return p
         })
         let deadline = now() + options.duration
-        let ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
+        var ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
                              processes: processes, notify: notify, recorder: recorder, root: root, deadline: deadline,
                              environment: env)
-        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(TimeSpan.format(options.duration)), emulator on 127.0.0.1:\(port), "
+        ctx.plan = plan
+        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(options.span), emulator on 127.0.0.1:\(port), "
             + "lifetime \(TimeSpan.format(options.timings.lifetime)), session gap \(TimeSpan.format(options.timings.sessionGap)), "
             + "refresh \(TimeSpan.format(options.timings.refresh)), throttle \(TimeSpan.format(options.timings.throttle)); work dir \(root)")
 
@@ -235,6 +250,7 @@ public final class SoakRunner: @unchecked Sendable {
         let horizon = dev(self.horizon)
         let settled = dev(realSettled)
         var found: [Violation] = []
+        found += checkDuties(dev: dev, realHorizon: self.horizon, hwids: hwids)
         for s in statuses {
             found += lifetime.check(s)
             found += status.check(s)
@@ -243,6 +259,7 @@ public final class SoakRunner: @unchecked Sendable {
             found += lifetime.check(o)
             let hwid = o.hwid.isEmpty ? hwids[o.agent] : o.hwid
             found += provenance.check(o, calls: flagCalls[hwid] ?? [], changes: changes)
+            found += userSwitch.check(o)
         }
         for (i, hwid) in hwids.enumerated() where !hwid.isEmpty {
             // What the runner is doing right now is not recorded yet: judge only what came before it.
@@ -252,6 +269,41 @@ public final class SoakRunner: @unchecked Sendable {
         }
         found += outages.check(faults: faults, calls: flagCalls, hwids: hwids, horizon: horizon)
         for v in found { recorder.violation(v) }
+    }
+
+    /// The plan's looks whose requests the log holds by now (`realHorizon`): the expiries,
+    /// the restarts' caches and the throttled refreshes, in device time.
+    func checkDuties(dev: (Time) -> Time, realHorizon: Time, hwids: [String]) -> [Violation] {
+        let (expiries, caches, refreshes, heard) = recorder.state.withLock { s in
+            let e = s.expiryProbes.filter { $0.afterFlag.received <= realHorizon }
+            s.expiryProbes.removeAll { $0.afterFlag.received <= realHorizon }
+            let c = s.cacheProbes.filter { $0.after.received <= realHorizon }
+            s.cacheProbes.removeAll { $0.after.received <= realHorizon }
+            let r = s.refreshProbes.filter { $0.received <= realHorizon }
+            s.refreshProbes.removeAll { $0.received <= realHorizon }
+            return (e, c, r, s.tracks.map(\.heard.expiries))
+        }
+        var found: [Violation] = []
+        for var p in expiries {
+            p.convert(dev)
+            let before = expiry.notes.count
+            found += expiry.check(p, calls: flagCalls[hwids[p.agent]] ?? [], expiries: heard[p.agent])
+            for note in expiry.notes.dropFirst(before) { recorder.note(note) }
+        }
+        for var p in caches {
+            for keyPath in [\CacheProbe.before, \.after] {
+                p[keyPath: keyPath].sent = dev(p[keyPath: keyPath].sent)
+                p[keyPath: keyPath].received = dev(p[keyPath: keyPath].received)
+            }
+            let before = cache.notes.count
+            found += cache.check(p, calls: flagCalls[hwids[p.agent]] ?? [])
+            for note in cache.notes.dropFirst(before) { recorder.note(note) }
+        }
+        for var p in refreshes {
+            (p.sent, p.received) = (dev(p.sent), dev(p.received))
+            found += throttle.check(p, calls: flagCalls[hwids[p.agent]] ?? [])
+        }
+        return found
     }
 
     /// With `WatchdogSec`, a running agent pings at least every WatchdogSec (systemd would kill it otherwise).

@@ -17,7 +17,8 @@ extension SoakRunner {
             }
         }
         return SoakCoverage(checks: [
-            "lifetime": lifetime.checks, "status": status.checks, "user": provenance.checks, "killed": provenance.killedChecks,
+            "lifetime": lifetime.checks, "expiry": expiry.checks, "status": status.checks, "user": provenance.checks,
+            "userSwitch": userSwitch.checks, "killed": provenance.killedChecks, "throttle": throttle.checks, "cache": cache.checks,
             "cadence": schedule.cadenceChecks, "storm": schedule.stormChecks, "retryAfter": schedule.retryAfterChecks,
             "impressions": impressions.checks, "outage": outages.checks,
             "ready": starts + r.violations.filter { $0.invariant == "ready" }.count, "stop": stops,
@@ -37,7 +38,10 @@ extension SoakRunner {
         var lanes: [TimelineLane] = []
         for (i, t) in r.tracks.enumerated() {
             var lane = t.lane
-            lane.title = "agent \(i) " + String(t.hwid.prefix(8))
+            lane.title = "agent \(i) · " + String(t.hwid.prefix(4))
+            lane.id = "lane-\(i)"
+            lane.expiries = t.heard.expiries
+            lane.discards = t.heard.discards
             lane.refreshes = (flagCalls[t.hwid] ?? []).map { RefreshMark(time: $0.time, succeeded: $0.succeeded, status: $0.status, fault: $0.fault) }
             lane.restarts = lane.restarts.map { (dev($0.0), $0.1) }
             lane.readies = lane.readies.map(dev)
@@ -58,7 +62,7 @@ extension SoakRunner {
         let elapsed = end - started
         return TimelineData(
             title: "pushwoosh-soak \(outcome.uppercased()) · \(options.agents) agent(s) · "
-                + (options.realTimings ? String(format: "%.2f device days in ", (dev(end) - dev(started)) / 86_400) : "")
+                + (options.realTimings ? "\(options.span) (" + String(format: "%.3f", (dev(end) - dev(started)) / 86_400) + " covered) in " : "")
                 + "\(Int(elapsed)) s · seed \(options.seed) · "
                 + "lifetime \(Int(options.timings.lifetime)) s, refresh \(Int(options.timings.refresh)) s, session gap \(Int(options.timings.sessionGap)) s",
             start: dev(started), end: dev(end), lifetime: options.timings.lifetime, refreshInterval: options.timings.refresh,
@@ -66,42 +70,49 @@ extension SoakRunner {
             faults: shared, flagChanges: changes)
     }
 
-    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(HTTPError) {
-        let end = now()
-        let elapsed = end - started
-        let dir = options.reportDirectory
-        do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        } catch {
-            throw HTTPError("cannot create \(dir): \(error)")
+    /// report.html's content: the header, coverage, counts, the lanes and the violations in device time.
+    func reportPage(_ r: Recorder.State, outcome: String, coverage: SoakCoverage, counts: [SoakCounts], timeline data: TimelineData,
+                    end: Time) -> ReportPage {
+        let dev = timeline.device
+        let hwids = r.tracks.map(\.hwid)
+        let violations = r.violations.map { v in
+            // Checkers stamp device time, drivers real time (as in the timeline).
+            let t = v.time <= end ? dev(v.time) : v.time
+            let calls = v.agent.flatMap { $0 < hwids.count ? flagCalls[hwids[$0]] : nil } ?? []
+            return ReportViolation(violation: v, deviceTime: t, requestLog: v.agent == nil ? [] : ReportViolation.around(t, calls: calls))
         }
+        let t = options.timings
+        return ReportPage(seed: options.seed, agents: options.agents, span: options.span,
+                          deviceDaysCovered: clockDriver.map { $0.deviceSecondsCovered / 86_400 }, realSeconds: end - started,
+                          result: outcome,
+                          settings: "lifetime \(TimeSpan.format(t.lifetime)), refresh \(TimeSpan.format(t.refresh)), "
+                            + "session gap \(TimeSpan.format(t.sessionGap)), throttle \(TimeSpan.format(t.throttle))"
+                            + (options.realTimings ? " (the SDK's own), speed \(options.speed.formatted)" : ""),
+                          coverage: coverage, plan: plan?.assignments ?? [], counts: counts, timeline: data, violations: violations,
+                          notes: r.planNotes)
+    }
+
+    /// Each device's counts, from what its subscriptions heard, its requests and its restarts.
+    func deviceCounts(_ r: Recorder.State) -> [SoakCounts] {
+        r.tracks.map { t in SoakCounts(heard: t.heard, calls: flagCalls[t.hwid] ?? [], restarts: t.lane.restarts.count, userSwitches: t.users.count) }
+    }
+
+    /// summary.json.
+    func summaryJSON(_ r: Recorder.State, outcome: String, coverage: SoakCoverage, counts: [SoakCounts], perAgent: [JSONValue],
+                     end: Time) -> JSONValue {
+        let elapsed = end - started
         func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
         func n(_ x: Int) -> JSONValue { .number(Double(x)) }
-        var perAgent: [JSONValue] = []
-        var junitAgents: [JUnitReport.Agent] = []
-        for (i, t) in r.tracks.enumerated() {
-            let calls = flagCalls[t.hwid] ?? []
-            let ok = calls.filter(\.succeeded).count
-            perAgent.append([
-                "agent": n(i), "hwid": .string(t.hwid), "pids": .array(t.pids.map { n(Int($0)) }),
-                "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
-                "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
-                "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),
-                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.lane.violations.count),
-            ])
-            junitAgents.append(JUnitReport.Agent(
-                name: "agent \(i) (\(t.hwid.isEmpty ? "never started" : t.hwid))",
-                details: "pids \(t.pids.map(String.init).joined(separator: ", ")); \(ok) refreshes ok, \(calls.count - ok) failed; "
-                    + "\(t.lane.restarts.count) restarts; \(t.users.count) user switches; \(t.observations) observations"))
-        }
         let agentCPU = processes.cpuSeconds(prefix: "agent"), emulatorCPU = processes.cpuSeconds(prefix: "emulator")
         let runnerCPU = ChildProcesses.selfCPU()
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
-        let summary: JSONValue = [
+        return [
             "result": .string(outcome),
             "seed": .number(Double(options.seed)),
             "startedAt": .string(iso8601(started)), "endedAt": .string(iso8601(end)),
-            "durationSeconds": n(options.duration), "elapsedSeconds": n(elapsed),
+            // The run's own terms: device days with the real timings, else the duration.
+            "durationSeconds": options.realTimings ? .null : n(options.duration), "elapsedSeconds": n(elapsed),
+            "deviceDays": options.realTimings ? n(options.deviceDays) : .null,
             "agents": n(options.agents),
             "timings": ["lifetimeSeconds": n(options.timings.lifetime), "sessionGapSeconds": n(options.timings.sessionGap),
                         "refreshIntervalSeconds": n(options.timings.refresh), "throttleWindowSeconds": n(options.timings.throttle),
@@ -118,14 +129,10 @@ extension SoakRunner {
                 "restarts": ["SIGTERM": n(r.restartsBySignal[SIGTERM] ?? 0), "SIGKILL": n(r.restartsBySignal[SIGKILL] ?? 0)],
                 "observations": n(r.tracks.map(\.observations).reduce(0, +)),
                 "primerAvailable": r.primerAvailable.map(JSONValue.bool) ?? .null,
+                "total": SoakCounts.total(counts).json,
             ],
-            "checks": [
-                "lifetime": n(lifetime.checks), "status": n(status.checks), "provenance": n(provenance.checks),
-                "killedArchivedLive": n(provenance.killedChecks), "cadence": n(schedule.cadenceChecks),
-                "storm": n(schedule.stormChecks), "retryAfter": n(schedule.retryAfterChecks),
-                "impressions": n(impressions.checks), "watchdog": n(watchdogChecks), "outage": n(outages.checks),
-                "restartsWithReady": n(r.tracks.map(\.lane.readies.count).reduce(0, +)),
-            ],
+            // One vocabulary: the coverage's names and counts.
+            "checks": coverage.json,
             "resources": [
                 "cores": n(cores),
                 "cpuSeconds": ["agents": n(agentCPU), "emulator": n(emulatorCPU), "runner": n(runnerCPU)],
@@ -139,13 +146,55 @@ extension SoakRunner {
             "violations": .array(r.violations.map(\.json)),
             "perAgent": .array(perAgent),
             "realTimings": clockDriver.map { d in
-                ["deviceDays": n(d.deviceSecondsCovered / 86_400), "clockSteps": n(d.steps), "speed": n(options.speed)]
+                ["deviceDays": n(options.deviceDays), "deviceDaysCovered": n(d.deviceSecondsCovered / 86_400),
+                 "clockSteps": n(d.steps), "speed": n(options.speed)]
+            } ?? .null,
+            "plan": plan.map { p in
+                ["duties": .array(p.assignments.map { ["device": n($0.device), "duty": .string("\($0.duty)"), "invariant": .string($0.duty.invariant),
+                                                       "atDeviceSeconds": n($0.at)] }),
+                 "notes": .array(r.planNotes.map(JSONValue.string))]
             } ?? .null,
         ]
-        let svg = TimelineSVG.render(timelineData(r, outcome: outcome, end: end))
+    }
+
+    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(HTTPError) {
+        let end = now()
+        let elapsed = end - started
+        let dir = options.reportDirectory
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        } catch {
+            throw HTTPError("cannot create \(dir): \(error)")
+        }
+        func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
+        func n(_ x: Int) -> JSONValue { .number(Double(x)) }
+        var perAgent: [JSONValue] = []
+        var junitAgents: [JUnitReport.Agent] = []
+        let counts = deviceCounts(r)
+        for (i, t) in r.tracks.enumerated() {
+            let calls = flagCalls[t.hwid] ?? []
+            let ok = calls.filter(\.succeeded).count
+            perAgent.append([
+                "counts": counts[i].json,
+                "agent": n(i), "hwid": .string(t.hwid), "pids": .array(t.pids.map { n(Int($0)) }),
+                "restarts": n(t.lane.restarts.count), "refreshesOk": n(ok), "refreshesFailed": n(calls.count - ok),
+                "impressions": n((impressionCalls[t.hwid] ?? []).filter(\.succeeded).count),
+                "observations": n(t.observations), "maxAgeSeconds": n(t.maxAge), "userChanges": n(t.users.count),
+                "actions": .object(t.actions.mapValues { n($0) }), "violations": n(t.lane.violations.count),
+            ])
+            junitAgents.append(JUnitReport.Agent(
+                name: "agent \(i) (\(t.hwid.isEmpty ? "never started" : t.hwid))",
+                details: "pids \(t.pids.map(String.init).joined(separator: ", ")); \(ok) refreshes ok, \(calls.count - ok) failed; "
+                    + "\(t.lane.restarts.count) restarts; \(t.users.count) user switches; \(t.observations) observations"))
+        }
+        let summary = summaryJSON(r, outcome: outcome, coverage: coverage, counts: counts, perAgent: perAgent, end: end)
+        let data = timelineData(r, outcome: outcome, end: end)
+        let svg = TimelineSVG.render(data)
+        let html = ReportHTML.render(reportPage(r, outcome: outcome, coverage: coverage, counts: counts, timeline: data, end: end))
         do {
             try (prettyJSON(summary) + "\n").write(toFile: dir + "/summary.json", atomically: true, encoding: .utf8)
             try svg.write(toFile: dir + "/timeline.svg", atomically: true, encoding: .utf8)
+            try html.write(toFile: dir + "/report.html", atomically: true, encoding: .utf8)
         } catch {
             throw HTTPError("cannot write the report to \(dir): \(error)")
         }

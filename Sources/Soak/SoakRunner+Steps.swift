@@ -110,7 +110,10 @@ extension SoakRunner {
     func finish(summaryLine: String, root: String, emulatorLog: String) throws(HTTPError) -> Int32 {
         let result = recorder.state.withLock { $0 }
         let wasInterrupted = interrupted.withLock { $0 }
-        let outcome = !result.violations.isEmpty ? "fail" : (wasInterrupted ? "interrupted" : "pass")
+        let covered = coverage(result)
+        // --require-coverage: a run that checked an invariant 0 times proves nothing about it.
+        let uncovered = options.coverageRequired && !covered.notExercised.isEmpty
+        let outcome = !result.violations.isEmpty ? "fail" : wasInterrupted ? "interrupted" : uncovered ? "uncovered" : "pass"
         if !result.violations.isEmpty {
             // Keep the logs that show what happened.
             let logs = options.reportDirectory + "/logs"
@@ -118,7 +121,6 @@ extension SoakRunner {
             for i in 0..<options.agents { try? FileManager.default.copyItem(atPath: root + "/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log") }
             try? FileManager.default.copyItem(atPath: emulatorLog, toPath: logs + "/emulator.log")
         }
-        let covered = coverage(result)
         try writeReport(result, outcome: outcome, coverage: covered)
         say(summaryLine)
         for line in covered.lines { say(line) }
@@ -126,7 +128,35 @@ extension SoakRunner {
             say("\n" + first.description)
             if result.violations.count > 1 { say("(\(result.violations.count - 1) more in \(options.reportDirectory)/summary.json)") }
         }
-        say("pushwoosh-soak: \(outcome.uppercased()); report in \(options.reportDirectory)/summary.json and timeline.svg")
-        return outcome == "fail" ? 1 : (outcome == "interrupted" ? 130 : 0)
+        for note in result.planNotes.prefix(10) { say("looked, checked nothing: " + note) }
+        if result.planNotes.count > 10 { say("(\(result.planNotes.count - 10) more such notes in summary.json's plan.notes)") }
+        if outcome == "uncovered" {
+            say("pushwoosh-soak: --require-coverage: never checked: " + covered.notExercised.joined(separator: ", ")
+                + " (exit 3; --no-require-coverage accepts such a run)")
+        }
+        say("pushwoosh-soak: \(outcome.uppercased()); report in \(options.reportDirectory)/report.html (and summary.json, timeline.svg)")
+        switch outcome {
+        case "fail": return 1
+        case "interrupted": return 130
+        case "uncovered": return 3
+        default: return 0
+        }
+    }
+
+    /// --require-coverage and a run that cannot cover every invariant: nothing is started; the
+    /// refusal names each invariant and why (and is summary.json, result `refused`). Exit 3.
+    func refuse(_ gaps: [CoveragePlan.Gap]) -> Int32 {
+        say("pushwoosh-soak: --require-coverage: a run of \(options.span) with \(options.agents) agent(s) cannot check: "
+            + gaps.map(\.description).joined(separator: "; "))
+        say("pushwoosh-soak: REFUSED (exit 3): run at least \(CoveragePlan.minimumDeviceDays.formatted) device-day with at least "
+            + "\(CoveragePlan.minimumAgents) agents, or pass --no-require-coverage")
+        let summary: JSONValue = [
+            "result": "refused", "seed": .number(Double(options.seed)), "agents": .number(Double(options.agents)),
+            "deviceDays": options.realTimings ? .number(options.deviceDays) : .null,
+            "notCoverable": .array(gaps.map { ["invariant": .string($0.invariant), "why": .string($0.why)] }),
+        ]
+        try? FileManager.default.createDirectory(atPath: options.reportDirectory, withIntermediateDirectories: true)
+        try? (prettyJSON(summary) + "\n").write(toFile: options.reportDirectory + "/summary.json", atomically: true, encoding: .utf8)
+        return 3
     }
 }

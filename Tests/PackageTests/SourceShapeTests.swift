@@ -95,6 +95,7 @@ import Testing
         "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
         "Sources/Soak/SoakRunner+Report.swift \"status\"",  // a checker's name in the report
         "Sources/Soak/Coverage.swift \"status\"",  // an invariant's name
+        "Sources/Soak/CoveragePlan.swift \"status\"",  // an invariant's name
         "Sources/Soak/ClockDriver.swift \"clock\"",  // a violation's kind
         "Sources/AgentDaemon/Metrics.swift \"isEnabled\"",  // in a comment
         "Sources/AgentDaemon/Metrics.swift \"get\"",  // in a comment

@@ -10,13 +10,14 @@ import Testing
     @Test func notExercisedNamesTheInvariantsCheckedZeroTimes() {
         let coverage = SoakCoverage(checks: ["lifetime": 12, "cadence": 3, "ready": 2, "stop": 2, "crash": 3, "user": 9])
         #expect(coverage.entries.map(\.name) == SoakCoverage.catalogue.map(\.name))
-        #expect(coverage.notExercised == ["status", "killed", "storm", "retryAfter", "impressions", "outage", "restart", "watchdog"])
+        #expect(coverage.notExercised == ["expiry", "status", "userSwitch", "killed", "storm", "retryAfter", "throttle", "impressions",
+                                          "outage", "restart", "cache", "watchdog"])
         #expect(coverage.json["lifetime"] == 12 && coverage.json["retryAfter"] == 0)
         #expect(coverage.json.objectValue?.count == SoakCoverage.catalogue.count)
         #expect(coverage.lines == [
-            "coverage (checks per invariant): lifetime 12, status 0, user 9, killed 0, cadence 3, storm 0, retryAfter 0, impressions 0, "
-                + "outage 0, ready 2, stop 2, restart 0, watchdog 0, crash 3",
-            "not exercised: status, killed, storm, retryAfter, impressions, outage, restart, watchdog",
+            "coverage (checks per invariant): lifetime 12, expiry 0, status 0, user 9, userSwitch 0, killed 0, cadence 3, storm 0, "
+                + "retryAfter 0, throttle 0, impressions 0, outage 0, ready 2, stop 2, restart 0, cache 0, watchdog 0, crash 3",
+            "not exercised: expiry, status, userSwitch, killed, storm, retryAfter, throttle, impressions, outage, restart, cache, watchdog",
         ])
         let all = SoakCoverage(checks: Dictionary(uniqueKeysWithValues: SoakCoverage.catalogue.map { ($0.name, 1) }))
         #expect(all.notExercised.isEmpty && all.lines.last == "not exercised: none")

@@ -63,13 +63,13 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         // Every request is drawn with its tooltip; faults, flag changes and user switches are marked.
         let titles = counter.titles
         #expect(titles.filter { $0.hasPrefix("getFeatureFlags at ") }.count == 4)
-        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:25.000Z (device time): failed, HTTP 503 (fault http)"))
-        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:42.000Z (device time): failed, dropped (fault drop)"))
-        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:10.000Z (device time): ok, HTTP 200"))
+        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:25.000Z (device time): failed, HTTP 503 (fault http)" + " · agent 0 <A&B> \"x\""))
+        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:42.000Z (device time): failed, dropped (fault drop)" + " · agent 0 <A&B> \"x\""))
+        #expect(titles.contains("getFeatureFlags at 1970-01-01T00:00:10.000Z (device time): ok, HTTP 200" + " · agent 0 <A&B> \"x\""))
         #expect(titles.contains { $0.hasPrefix("fault getFeatureFlags: http 503, Retry-After 10 s from 1970-01-01T00:00:30.000Z") })
         #expect(titles.contains { $0.hasPrefix("fault getFeatureFlags: drop, agent 0 only from") })
         #expect(titles.contains("flag change: kill new_checkout at 1970-01-01T00:00:33.000Z (device time)"))
-        #expect(titles.contains("user switch to bob <b> at 1970-01-01T00:00:15.000Z (device time)"))
+        #expect(titles.contains("user switch to bob <b> at 1970-01-01T00:00:15.000Z (device time) · agent 0 <A&B> \"x\""))
         #expect(titles.contains { $0.hasPrefix("SIGKILL at") })
         #expect(counter.texts.joined().contains("time axis: device time"))
         #expect(counter.counts["svg"] == 1)
@@ -88,8 +88,8 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         }
         let svg = TimelineSVG.render(TimelineData(title: "big", start: 0, end: 3600, lifetime: 60, refreshInterval: 15,
                                                   trackedFlag: "f", lanes: lanes))
-        let (ok, counter, _) = parseXML(Data(svg.utf8))
-        #expect(ok)
+        let (ok, counter, error) = parseXML(Data(svg.utf8))
+        #expect(ok, "\(error ?? "")")
         #expect(counter.counts["g"] == TimelineSVG.maxLanes)
         #expect(svg.contains("5 more agents not drawn"))
     }
@@ -119,9 +119,9 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
 
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    /// Runs the real soak runner; its exit status, standard error, summary.json, timeline.svg
-    /// and its JUnit XML (`--junit`).
-    static func soak(_ arguments: [String]) throws -> (status: Int32, output: String, summary: JSONValue, svg: Data, junit: Data)? {
+    /// Runs the real soak runner; its exit status, standard error, summary.json, timeline.svg,
+    /// report.html and its JUnit XML (`--junit`); the files a refused run does not write are empty.
+    static func soak(_ arguments: [String]) throws -> (status: Int32, output: String, summary: JSONValue, svg: Data, junit: Data, html: Data)? {
         guard let bin = Self.binDirectory else {
             Issue.record("pushwoosh-soak, pushwoosh-agentd and pushwoosh-emulator not found next to the test bundle (\(CommandLine.arguments[0])); set SOAK_BIN")
             return nil
@@ -132,9 +132,8 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
             "--bin", bin, "--report", report, "--apps", Self.repository + "/config/flags.example.json", "--quiet", "--junit", report + "/junit.xml",
         ])
         let summary = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: URL(fileURLWithPath: report + "/summary.json")))
-        let svg = try Data(contentsOf: URL(fileURLWithPath: report + "/timeline.svg"))
-        let junit = try Data(contentsOf: URL(fileURLWithPath: report + "/junit.xml"))
-        return (soak.status, soak.err, summary, svg, junit)
+        func file(_ name: String) -> Data { (try? Data(contentsOf: URL(fileURLWithPath: report + "/" + name))) ?? Data() }
+        return (soak.status, soak.err, summary, file("timeline.svg"), file("junit.xml"), file("report.html"))
     }
 
     /// Seed 864767728: the run ended while a driver was restarting its agent; the
@@ -160,21 +159,45 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
     }
 
     /// docs/device-clock.md H: the SDK's real timings (24 h, 30 min, 1 h, 5 min) on controlled device
-    /// clocks, stepped together with the emulator's: half a device day in seconds. (It failed
+    /// clocks, stepped together with the emulator's: a device day in seconds, every invariant
+    /// checked (docs/soak.md "Coverage steers the chaos"), the expiry among them. (It failed
     /// one run in four when the clock's first step came before an agent's first start: that
     /// agent then ran 600 s behind the others' device time. The first step now waits.)
     @Test(.timeLimit(.minutes(2)))
-    func halfADeviceDayWithTheRealTimingsPasses() throws {
-        guard let run = try Self.soak(["--real-timings", "--device-days", "0.5", "--speed", "4000", "--agents", "2", "--seed", "1202",
+    func aDeviceDayOfThreeAgentsWithTheRealTimingsCoversEverything() throws {
+        guard let run = try Self.soak(["--real-timings", "--device-days", "1", "--speed", "4000", "--agents", "3", "--seed", "1202",
                                        "--keep-going"]) else { return }
         #expect(run.status == 0, "\(run.output)")
         #expect(run.summary["result"] == "pass")
         #expect(run.summary["timings"]?["lifetimeSeconds"] == 86_400)
-        #expect((run.summary["realTimings"]?["deviceDays"]?.numberValue ?? 0) >= 0.5)
+        // In the run's own terms: device days, no unused duration.
+        #expect(run.summary["deviceDays"] == 1 && run.summary["durationSeconds"] == .null)
+        #expect(run.output.contains(", 1 device-day, "), "\(run.output)")
+        #expect(run.summary["realTimings"]?["deviceDays"] == 1)
+        #expect((run.summary["realTimings"]?["deviceDaysCovered"]?.numberValue ?? 0) >= 1)
+        #expect(run.summary["notExercised"]?.arrayValue?.isEmpty == true, "\(run.output)")
+        #expect(run.summary["checks"] == run.summary["coverage"])
+        let total = try #require(run.summary["counts"]?["total"])
+        #expect((total["expiries"]?.numberValue ?? 0) >= 1, "\(total)")
+        #expect((total["userSwitches"]?.numberValue ?? 0) >= 1 && (total["restarts"]?.numberValue ?? 0) >= 1)
+        #expect((total["notSentThrottled"]?.numberValue ?? 0) >= 1)
+        let triggers = try #require(total["refreshesByTrigger"]?.objectValue)
+        #expect(Set(triggers.keys) == Set(HeardCounts.triggerNames))
+        #expect((triggers["periodic"]?.numberValue ?? 0) > 0 && (triggers["sessionStart"]?.numberValue ?? 0) > 0)
+        let perAgent = run.summary["perAgent"]?.arrayValue ?? []
+        #expect(perAgent.count == 3 && perAgent.allSatisfy { $0["counts"]?["refreshesByTrigger"] != nil })
+        // Every request heard as sent is in the log (the subscription starts before anything can refresh).
+        let heard = triggers.values.compactMap(\.numberValue).reduce(0, +)
+        #expect(heard == total["flagsRequests"]?.numberValue, "\(total)")
+        // report.html: a lane per agent, nothing fetched.
+        let html = String(decoding: run.html, as: UTF8.self)
+        let page = try ReportHTMLTests.parse(html)
+        #expect(page.elements.compactMap { $0.attributes["id"] }.filter { $0.hasPrefix("lane-") } == ["lane-0", "lane-1", "lane-2"])
+        #expect(!html.contains("http://") && !html.contains("https://") && !html.contains("<script"))
         #expect((run.summary["realTimings"]?["clockSteps"]?.numberValue ?? 0) > 50)
         #expect((run.summary["checks"]?["cadence"]?.numberValue ?? 0) > 0)
         let requests = run.summary["counts"]?["requestsByMethod"]?["getFeatureFlags"]?.numberValue ?? 0
-        #expect(requests >= 2 * 10)
+        #expect(requests >= 3 * 10)
 
         // The report shows the run: the axis is device time and every flags request is drawn
         // with its tooltip, spread over the half day (not piled up at the real run's end).
@@ -183,8 +206,10 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         #expect(svg.counter.texts.joined().contains("time axis: device time"))
         let marks = svg.counter.titles.filter { $0.hasPrefix("getFeatureFlags at ") }
         #expect(Double(marks.count) == requests, "\(marks.count) drawn of \(requests)")
+        #expect(Set(svg.counter.titles).count == svg.counter.titles.count, "no title twice")
         #expect(marks.allSatisfy { $0.contains("(device time): ok, HTTP 200") || $0.contains("(device time): failed, ") })
-        let xs = svg.counter.elements.filter { $0.name == "line" && $0.attributes["y1"] == "132.0" }.compactMap { Double($0.attributes["x1"] ?? "") }
+        // Agent 1's requests (agent 0 keeps its flags for the expiry: one request).
+        let xs = svg.counter.elements.filter { $0.name == "line" && $0.attributes["y1"] == "228.0" }.compactMap { Double($0.attributes["x1"] ?? "") }
         #expect(Set(xs).count >= 10, "\(xs)")
         // What was checked, and what never was, in summary.json, the last lines and the JUnit report.
         let coverage = try #require(run.summary["coverage"]?.objectValue)
@@ -196,10 +221,25 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         #expect(last.contains("coverage (checks per invariant): lifetime "), "\(last)")
         #expect(last.contains("not exercised: " + (zero.isEmpty ? "none" : zero.joined(separator: ", "))), "\(last)")
         let (root, cases, order) = try JUnitReportTests.cases(String(decoding: run.junit, as: UTF8.self))
-        #expect(order == SoakCoverage.catalogue.map(\.name) + ["harness"] + order.suffix(2))
-        #expect(order.suffix(2).allSatisfy { $0.hasPrefix("agent ") })
+        #expect(order == SoakCoverage.catalogue.map(\.name) + ["harness"] + order.suffix(3))
+        #expect(order.suffix(3).allSatisfy { $0.hasPrefix("agent ") })
         #expect(root["failures"] == "0" && root["skipped"] == "\(zero.count)")
         #expect(zero.allSatisfy { cases[$0]?.skipped != nil })
+    }
+
+    /// --require-coverage refuses a run that cannot cover every invariant, before starting
+    /// anything, naming each invariant and why.
+    @Test(.timeLimit(.minutes(1)))
+    func aTooShortRunIsRefusedWithExit3() throws {
+        guard let short = try Self.soak(["--real-timings", "--device-days", "0.1", "--agents", "3", "--seed", "1"]) else { return }
+        #expect(short.status == 3, "\(short.output)")
+        #expect(short.output.contains("cannot check: expiry (needs at least 1 device-day"), "\(short.output)")
+        #expect(short.summary["result"] == "refused")
+        #expect(short.summary["notCoverable"]?.arrayValue?.compactMap { $0["invariant"]?.stringValue } == ["expiry"])
+        guard let one = try Self.soak(["--real-timings", "--device-days", "1", "--agents", "1", "--seed", "1"]) else { return }
+        #expect(one.status == 3)
+        for name in ["userSwitch", "retryAfter", "throttle", "outage", "restart", "cache"] { #expect(one.output.contains(name + " ("), "\(one.output)") }
+        #expect(!one.output.contains("expiry ("))
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -209,8 +249,9 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         let (output, summary) = (run.output, run.summary)
         #expect(run.status == 0, "\(output)")
         #expect(summary["result"] == "pass")
-        #expect((summary["checks"]?["provenance"]?.numberValue ?? 0) > 0)
-        #expect((summary["checks"]?["restartsWithReady"]?.numberValue ?? 0) >= 2)
+        #expect((summary["checks"]?["user"]?.numberValue ?? 0) > 0)
+        #expect((summary["checks"]?["ready"]?.numberValue ?? 0) >= 2)
+        #expect(summary["durationSeconds"] == 20 && summary["deviceDays"] == .null)
         let restarts = (summary["counts"]?["restarts"]?["SIGTERM"]?.numberValue ?? 0) + (summary["counts"]?["restarts"]?["SIGKILL"]?.numberValue ?? 0)
         #expect(restarts >= 1)
         #expect(parseXML(run.svg).ok)
