@@ -94,7 +94,7 @@ public struct EmulatorState: Sendable {
     public mutating func handle(_ p: PreparedRequest, now hostNow: Date) -> Outcome {
         // Before anything else, unknown routes included: without the token nothing is told.
         guard configuration.authorized(path: p.request.path, headers: p.request.headers) else { return EmulatorConfiguration.unauthorized }
-        let allowed = p.route.allowedMethods
+        let allowed = p.verbs.methods
         if allowed.isEmpty { return .error(404, "no such route: \(p.request.path)") }
         let verb = p.request.method
         guard allowed.contains(verb) else {
@@ -103,12 +103,12 @@ public struct EmulatorState: Sendable {
         }
         let now = emulatorTime(hostNow)
         if case .device(let method) = p.route { return device(method, p, now: now) }
-        if let known = p.route.queryParameters(verb),
+        if let known = p.verbs[verb]?.query,
            let unknown = p.request.query.keys.filter({ !known.contains($0) }).sorted().first {
             let expected = known.isEmpty ? "none" : "one of: " + known.sorted().joined(separator: ", ")
             return .error(400, "\(unknown): unknown query parameter (expected \(expected))", path: unknown)
         }
-        if !p.route.takesBody(verb), let json = p.json {
+        if p.verbs[verb]?.body == false, let json = p.json {
             switch json {
             case .success(.object(let o)) where o.isEmpty: break
             case .success(.object(let o)):

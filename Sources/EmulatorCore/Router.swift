@@ -5,7 +5,8 @@ public enum FlagAction: String, Sendable, CaseIterable {
     case kill, unkill, archive, unarchive
 }
 
-/// Where a request goes (docs/device-api.md A, D.2 and D.3).
+/// Where a request goes (docs/device-api.md A, D.2 and D.3). Every route is one row of
+/// `Route.table`: its path, and for each HTTP method it answers, the query and body it takes.
 public enum Route: Sendable, Equatable {
     case device(method: String)        // /json/1.3/{method}
     case apps                          // /admin/apps
@@ -17,66 +18,74 @@ public enum Route: Sendable, Equatable {
     case clock, reset, state           // /admin/clock, /admin/reset, /admin/state
     case notFound
 
-    public init(path: String) {
-        guard path.hasPrefix("/") else { self = .notFound; return }
+    /// What a route takes with one HTTP method.
+    public struct Verb: Sendable, Equatable {
+        /// The query parameters it takes (anything else is a 400); nil: the query is ignored
+        /// (the device API).
+        public var query: Set<String>?
+        /// Whether it takes a JSON body (the others accept none, or an empty object).
+        public var body: Bool
+
+        static let plain = Verb(query: [], body: false)
+        static let json = Verb(query: [], body: true)
+        static func filtered(_ extra: Set<String> = []) -> Verb { Verb(query: RequestFilter.parameters.union(extra), body: false) }
+    }
+
+    /// A route's methods in the table's order (the order `Allow` lists them in).
+    public struct Verbs: Sendable {
+        public let all: [(method: String, verb: Verb)]
+        init(_ all: [(method: String, verb: Verb)]) { self.all = all }
+        public var methods: [String] { all.map(\.method) }
+        public subscript(_ method: String) -> Verb? { all.first { $0.method == method }?.verb }
+    }
+
+    /// One row of the table: a path (`*` a segment the route takes), the route it names from
+    /// those segments (nil: not this route), and its methods.
+    struct Row: Sendable {
+        let pattern: [String]
+        let route: @Sendable ([String]) -> Route?
+        let verbs: Route.Verbs
+
+        init(_ path: String, _ verbs: KeyValuePairs<String, Verb>, _ route: @escaping @Sendable ([String]) -> Route?) {
+            pattern = path.split(separator: "/").map(String.init)
+            self.route = route
+            self.verbs = Verbs(verbs.map { ($0.key, $0.value) })
+        }
+    }
+
+    static let table: [Row] = [
+        Row("/json/1.3/*", ["POST": Verb(query: nil, body: true)]) { .device(method: $0[0]) },
+        Row("/admin/apps", ["GET": .plain]) { _ in .apps },
+        Row("/admin/apps/*", ["GET": .plain, "PUT": .json, "DELETE": .plain]) { .app($0[0]) },
+        Row("/admin/apps/*/flags/*", ["GET": .plain, "PUT": .json, "DELETE": .plain]) { .flag($0[0], $0[1]) },
+        Row("/admin/apps/*/flags/*/*", ["POST": .plain]) { p in FlagAction(rawValue: p[2]).map { .flagAction(p[0], p[1], $0) } },
+        Row("/admin/faults", ["GET": .plain, "POST": .json, "DELETE": .plain]) { _ in .faults },
+        Row("/admin/requests", ["GET": .filtered(), "DELETE": .plain]) { _ in .requests },
+        Row("/admin/requests/wait", ["GET": .filtered(["count", "timeout"])]) { _ in .requestsWait },
+        Row("/admin/requests/count", ["GET": .filtered()]) { _ in .requestsCount },
+        Row("/admin/devices", ["GET": .plain, "DELETE": .plain]) { _ in .devices },
+        Row("/admin/clock", ["GET": .plain, "POST": .json]) { _ in .clock },
+        Row("/admin/reset", ["POST": .plain]) { _ in .reset },
+        Row("/admin/state", ["GET": .plain, "PUT": .json]) { _ in .state },
+    ]
+
+    /// The route of `path` and its methods (none for `.notFound`).
+    static func find(_ path: String) -> (route: Route, verbs: Verbs) {
+        guard path.hasPrefix("/") else { return (.notFound, Verbs([])) }
         let parts = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        if parts.contains(where: \.isEmpty) { self = .notFound; return }
-        switch parts.count {
-        case 3 where parts[0] == "json" && parts[1] == "1.3": self = .device(method: parts[2])
-        case 2 where parts[0] == "admin":
-            switch parts[1] {
-            case "apps": self = .apps
-            case "faults": self = .faults
-            case "requests": self = .requests
-            case "devices": self = .devices
-            case "clock": self = .clock
-            case "reset": self = .reset
-            case "state": self = .state
-            default: self = .notFound
-            }
-        case 3 where parts[0] == "admin" && parts[1] == "requests" && parts[2] == "wait": self = .requestsWait
-        case 3 where parts[0] == "admin" && parts[1] == "requests" && parts[2] == "count": self = .requestsCount
-        case 3 where parts[0] == "admin" && parts[1] == "apps": self = .app(parts[2])
-        case 5 where parts[0] == "admin" && parts[1] == "apps" && parts[3] == "flags": self = .flag(parts[2], parts[4])
-        case 6 where parts[0] == "admin" && parts[1] == "apps" && parts[3] == "flags":
-            if let action = FlagAction(rawValue: parts[5]) { self = .flagAction(parts[2], parts[4], action) } else { self = .notFound }
-        default: self = .notFound
+        guard !parts.contains(where: \.isEmpty) else { return (.notFound, Verbs([])) }
+        for row in table where row.pattern.count == parts.count {
+            var taken: [String] = []
+            guard zip(row.pattern, parts).allSatisfy({ want, part in
+                if want == "*" { taken.append(part); return true }
+                return want == part
+            }) else { continue }
+            if let route = row.route(taken) { return (route, row.verbs) }
         }
+        return (.notFound, Verbs([]))
     }
 
-    /// The HTTP methods the route answers; others get 405.
-    public var allowedMethods: [String] {
-        switch self {
-        case .device, .flagAction, .reset: ["POST"]
-        case .apps, .requestsWait, .requestsCount: ["GET"]
-        case .app, .flag: ["GET", "PUT", "DELETE"]
-        case .faults: ["GET", "POST", "DELETE"]
-        case .requests, .devices: ["GET", "DELETE"]
-        case .clock: ["GET", "POST"]
-        case .state: ["GET", "PUT"]
-        case .notFound: []
-        }
-    }
-
-    /// The query parameters an admin route takes for `verb` (anything else is a 400);
-    /// nil for the device API, which ignores its query.
-    public func queryParameters(_ verb: String) -> Set<String>? {
-        switch self {
-        case .device: nil
-        case .requests where verb == "GET", .requestsCount: RequestFilter.parameters
-        case .requestsWait: RequestFilter.parameters.union(["count", "timeout"])
-        default: []
-        }
-    }
-
-    /// Whether the admin route takes a JSON body for `verb`; the others accept none
-    /// (or an empty object).
-    public func takesBody(_ verb: String) -> Bool {
-        switch (self, verb) {
-        case (.device, _), (.app, "PUT"), (.flag, "PUT"), (.faults, "POST"), (.clock, "POST"), (.state, "PUT"): true
-        default: false
-        }
-    }
+    public init(path: String) { self = Self.find(path).route }
 }
 
 /// A request routed and its body parsed: the part of the work that needs no
@@ -84,12 +93,14 @@ public enum Route: Sendable, Equatable {
 public struct PreparedRequest: Sendable {
     public var request: EmulatorRequest
     public var route: Route
+    /// The route's methods, and what each takes (`Route.table`).
+    public var verbs: Route.Verbs
     /// The body as JSON; nil when the body is empty.
     public var json: Result<JSONValue, DefinitionError>?
 
     public init(_ request: EmulatorRequest) {
         self.request = request
-        route = Route(path: request.path)
+        (route, verbs) = Route.find(request.path)
         json = request.body.isEmpty ? nil : Result { () throws(DefinitionError) in try StrictJSONParser.parse(request.body) }
     }
 

@@ -1,5 +1,5 @@
 import AgentCore
-import EmulatorCore
+@testable import EmulatorCore
 import Testing
 
 @Suite struct StrictJSONTests {
@@ -33,5 +33,23 @@ import Testing
         let v: JSONValue = ["b": [1, 2.5, true, nil], "a": "q\"\\\n\u{1}"]
         #expect(JSONWriter.string(v) == #"{"a":"q\"\\\n\u0001","b":[1,2.5,true,null]}"#)
         #expect(try StrictJSONParser.parse(JSONWriter.encode(v)) == v)
+    }
+}
+
+/// docs/device-api.md A and D: the routing table answers each row's own path with that row's
+/// route and methods, and nothing else.
+@Suite struct RouteTableTests {
+    @Test func everyRowRoutesItsOwnPath() {
+        for row in Route.table {
+            let path = "/" + row.pattern.map { $0 == "*" ? "kill" : $0 }.joined(separator: "/")
+            let found = Route.find(path)
+            #expect(found.route != .notFound, "\(path)")
+            #expect(found.verbs.methods == row.verbs.methods, "\(path)")
+        }
+        #expect(Route(path: "/admin/apps/A/flags/k/explode") == .notFound, "an unknown flag action")
+        #expect(Route(path: "/admin//apps") == .notFound)
+        #expect(Route(path: "admin/apps") == .notFound)
+        #expect(Route.find("/admin/apps/A").verbs.methods == ["GET", "PUT", "DELETE"], "Allow lists them in the table's order")
+        #expect(Route.find("/json/1.3/getFeatureFlags").verbs["POST"]?.query == nil, "the device API ignores its query")
     }
 }
