@@ -89,7 +89,6 @@ import Testing
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
         "Sources/EmulatorCore/RequestLog.swift \"status\"",  // a logged request's HTTP status
         "Sources/EmulatorCore/HAR.swift \"status\"",  // a HAR entry's HTTP status
-        "Sources/EmulatorCore/Router.swift \"clock\"",  // the emulator's /admin/clock
         "Sources/EmulatorCore/LabCommand.swift \"clock\"",  // the lab's "clock": "controlled" | "system"
         "Sources/Lab/LabDevice.swift \"clock\"",  // a lab device's clock kind
         "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
