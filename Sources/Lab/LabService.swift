@@ -19,7 +19,7 @@ public struct LabEmulator: Sendable {
 }
 
 /// The lab as a service (docs/lab.md M): `/lab/*` beside the emulator's `/admin/*`. It
-/// starts devices (the one launcher of `pushwoosh-agentd`), attaches running ones, relays
+/// starts devices (`pushwoosh-agentd` children), attaches running ones, relays
 /// their calls, restarts and stops them, and moves the lab's clock (the one implementation of
 /// the lab clock, `LabClockDriver`, over the emulator and the devices).
 ///
