@@ -9,7 +9,8 @@ from typing import List, Optional
 from .client import AgentClient
 from .emulator import EmulatorClient
 from .lab import ClockAdvance, advance_lab
-from .processes import AgentProcess, EmulatorProcess, tail
+from ._process_support import tail
+from .processes import AgentProcess, EmulatorProcess
 
 __all__ = ["RunningEmulator", "Fleet", "Lab"]
 

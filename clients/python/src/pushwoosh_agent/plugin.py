@@ -86,8 +86,9 @@ from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
-from .processes import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, \
-    find_binary, short_temp_dir, tail, unknown_name
+from ._process_support import _BY_KEY, tail, unknown_name
+from .processes import AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
+    short_temp_dir
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
 
