@@ -27,6 +27,9 @@ final class AgentOnLoop: AgentScheduler {
 
     /// Where the agent's events go (the daemon's handler); nil: nowhere.
     var onEvent: ((AgentEvent) -> Void)?
+    /// Called when the loop timer is about to run the agent's due timers (not when an
+    /// `advanceClock` runs them): a controlled clock tells these in `firedBefore`.
+    var onTimersDue: (() -> Void)?
 
     /// Re-arms the loop timer when the agent's next deadline moved. Cheap when it did not.
     func schedule(at next: Seconds?) {
@@ -40,6 +43,7 @@ final class AgentOnLoop: AgentScheduler {
             guard let self else { return }
             self.timer = nil
             self.armedAt = nil
+            self.onTimersDue?()
             self.agent.fireDueTimers()  // re-arms through `schedule(at:)`
         }
     }

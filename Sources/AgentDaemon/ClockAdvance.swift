@@ -57,21 +57,30 @@ struct ClockAdvance: Sendable {
             noteSessionEnd(before: next, view)
             let jump = max(0, next - view.now)
             remaining -= jump
-            let at = view.wall.addingTimeInterval(jump)
-            for timer in view.timers where timer.deadline <= view.now + jump {
-                let trigger: RefreshTrigger? = switch timer.kind {
-                case .refresh: .periodic
-                case .retry: .retry
-                default: nil
-                }
-                fired.append(FiredTimer(at: at, event: timer.kind.rawValue, trigger: trigger))
-            }
+            fired += Self.due(view.timers, at: view.now + jump, wall: view.wall.addingTimeInterval(jump))
             return [.jump(by: jump, save: false), .fireDueTimers]
         }
         noteSessionEnd(before: view.now + remaining, view)
         let jump = max(0, remaining)
         remaining = 0
         return [.jump(by: jump, save: true), .answer(fired: fired)]
+    }
+
+    /// Timers that fired on their own while this advance waited for requests (device time
+    /// flows meanwhile): they are part of what it covered.
+    mutating func noteFiredOnTheirOwn(_ timers: [FiredTimer]) { fired += timers }
+
+    /// The timers of `timers` due at monotonic `now` (device wall time `wall`), as they are
+    /// told in `fired`: the one description of a timer's run, whoever runs it.
+    static func due(_ timers: [(kind: AgentMachine.TimerKind, deadline: Seconds)], at now: Seconds, wall: Date) -> [FiredTimer] {
+        timers.filter { $0.deadline <= now }.map { timer in
+            let trigger: RefreshTrigger? = switch timer.kind {
+            case .refresh: .periodic
+            case .retry: .retry
+            default: nil
+            }
+            return FiredTimer(at: wall, event: timer.kind.rawValue, trigger: trigger)
+        }
     }
 
     /// SE-1: the session ends in the background at `sessionEndsAt`; no timer runs then (the

@@ -19,6 +19,8 @@ final class DeviceClockController {
     private struct Queued {
         var advance: ClockAdvance
         var requestsBefore: Int
+        /// What ran on its own before this advance began (taken when it begins).
+        var firedBefore: (fired: [FiredTimer], dropped: Int)?
         var done: (RPCOutcome) -> Void
     }
 
@@ -32,6 +34,15 @@ final class DeviceClockController {
     private let log: Log
     private var queue: [Queued] = []
     private var stepScheduled = false
+    /// What ran on its own, as device time flowed with the host's, since the last advance
+    /// answered (`firedBefore`, docs/device-clock.md H): a lab that steps many devices one call
+    /// after another hears of every timer, including one that came due between two calls.
+    private var firedOnTheirOwn: [FiredTimer] = []
+    private var firedOnTheirOwnDropped = 0
+    /// Device monotonic time when the last advance answered (a session that ended in the
+    /// background since then is told in `firedBefore` too).
+    private var flowingSince: Seconds
+    static let firedOnTheirOwnLimit = 256
 
     init(clock: DeviceClock, host: AgentOnLoop, transport: MeteredTransport, loop: EventLoop, log: Log) {
         self.clock = clock
@@ -39,7 +50,41 @@ final class DeviceClockController {
         self.transport = transport
         self.loop = loop
         self.log = log
+        flowingSince = clock.monotonic
         transport.onIdle = { [weak self] in self?.scheduleStep() }
+        host.onTimersDue = { [weak self] in self?.timersDueOnTheirOwn() }
+    }
+
+    /// The loop timer is about to run the agent's due timers (device time reached them on its
+    /// own): an advance in progress counts them as its own, else they wait for the next answer.
+    private func timersDueOnTheirOwn() {
+        let due = ClockAdvance.due(host.agent.timers, at: clock.monotonic, wall: clock.wall)
+        guard !due.isEmpty else { return }
+        if !queue.isEmpty {
+            queue[0].advance.noteFiredOnTheirOwn(due)
+            return
+        }
+        firedOnTheirOwn += due
+        let excess = firedOnTheirOwn.count - Self.firedOnTheirOwnLimit
+        if excess > 0 {
+            firedOnTheirOwn.removeFirst(excess)
+            firedOnTheirOwnDropped += excess
+        }
+    }
+
+    /// What ran on its own since the last answer, a session's end in the background included,
+    /// in time order; then starts afresh.
+    private func takeFiredBefore() -> (fired: [FiredTimer], dropped: Int) {
+        var fired = firedOnTheirOwn
+        if let end = host.agent.sessionEndsAt, end > flowingSince, end <= clock.monotonic {
+            fired.append(FiredTimer(at: clock.wall.addingTimeInterval(end - clock.monotonic), event: FiredTimer.sessionEnd))
+            fired.sort { $0.at < $1.at }
+        }
+        defer {
+            firedOnTheirOwn = []
+            firedOnTheirOwnDropped = 0
+        }
+        return (fired, firedOnTheirOwnDropped)
     }
 
     /// `clock`: `{"now", "offsetSeconds", "controlled", "nextTimerAt", "requestsInFlight"}`;
@@ -96,6 +141,7 @@ final class DeviceClockController {
     /// One step of the advance at the head of the queue: the value decides, this performs.
     private func step() {
         guard var head = queue.first else { return }
+        if head.firedBefore == nil { head.firedBefore = takeFiredBefore() }
         let agent = host.agent!
         let view = ClockAdvance.View(now: clock.monotonic, wall: clock.wall, timers: agent.timers,
                                      sessionEndsAt: agent.sessionEndsAt, requestsInFlight: transport.inFlight)
@@ -117,7 +163,9 @@ final class DeviceClockController {
             case .answer(let fired):
                 queue.removeFirst()
                 let requests = transport.sent - head.requestsBefore
-                head.done(.success(AdvanceClockAnswer(now: clock.wall, offsetSeconds: clock.offset, fired: fired, requests: requests).json))
+                head.done(.success(AdvanceClockAnswer(now: clock.wall, offsetSeconds: clock.offset, fired: fired, requests: requests,
+                                                      firedBefore: head.firedBefore?.fired ?? [], firedBeforeDropped: head.firedBefore?.dropped ?? 0).json))
+                flowingSince = clock.monotonic
                 // One line per advance that ran a timer; a driver stepping many devices (the soak's
                 // --real-timings) makes many that run none.
                 log(fired.isEmpty ? .debug : .info, "device clock advanced",

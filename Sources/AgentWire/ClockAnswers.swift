@@ -76,24 +76,38 @@ public struct AdvanceClockAnswer: Sendable, Equatable {
     public var offsetSeconds: Double
     public var fired: [FiredTimer]
     public var requests: Int
+    /// What ran on its own, as device time flowed with the host's, between the previous
+    /// advance's answer and this advance (the most recent 256).
+    public var firedBefore: [FiredTimer]
+    /// How many older ones were not kept (0: `firedBefore` is all of them).
+    public var firedBeforeDropped: Int
 
-    public init(now: Date, offsetSeconds: Double, fired: [FiredTimer], requests: Int) {
+    public init(now: Date, offsetSeconds: Double, fired: [FiredTimer], requests: Int, firedBefore: [FiredTimer] = [],
+                firedBeforeDropped: Int = 0) {
         self.now = now
         self.offsetSeconds = SocketTime.seconds(offsetSeconds)
         self.fired = fired
         self.requests = requests
+        self.firedBefore = firedBefore
+        self.firedBeforeDropped = firedBeforeDropped
     }
 
     public var json: JSONValue {
         ["now": SocketTime.json(now), "offsetSeconds": .number(offsetSeconds), "fired": .array(fired.map(\.json)),
-         "requests": .number(Double(requests))]
+         "requests": .number(Double(requests)), "firedBefore": .array(firedBefore.map(\.json)),
+         "firedBeforeDropped": .number(Double(firedBeforeDropped))]
     }
 
     public init(json: JSONValue) throws(AnswerError) {
         let r = AnswerReader(json)
-        var fired: [FiredTimer] = []
-        for (i, f) in try r.array("fired").enumerated() { fired.append(try FiredTimer(json: f, path: "fired[\(i)].")) }
-        self.init(now: try r.time("now"), offsetSeconds: try r.number("offsetSeconds"), fired: fired,
-                  requests: Int(try r.number("requests")))
+        // `firedBefore` may be absent: an agent from before it (attached to a lab) ran none it told of.
+        func timers(_ key: String, required: Bool = true) throws(AnswerError) -> [FiredTimer] {
+            var timers: [FiredTimer] = []
+            for (i, f) in try (required ? r.array(key) : r.optionalArray(key) ?? []).enumerated() { timers.append(try FiredTimer(json: f, path: "\(key)[\(i)].")) }
+            return timers
+        }
+        self.init(now: try r.time("now"), offsetSeconds: try r.number("offsetSeconds"), fired: try timers("fired"),
+                  requests: Int(try r.number("requests")), firedBefore: try timers("firedBefore", required: false),
+                  firedBeforeDropped: Int(try r.optionalNumber("firedBeforeDropped") ?? 0))
     }
 }

@@ -233,6 +233,7 @@ struct AnswerReader {
     func optionalNumber(_ key: String) throws(AnswerError) -> Double? { try typed(key, "a number", \.numberValue) }
     func object(_ key: String) throws(AnswerError) -> [String: JSONValue] { try required(key, "an object", \.objectValue) }
     func array(_ key: String) throws(AnswerError) -> [JSONValue] { try required(key, "an array", \.arrayValue) }
+    func optionalArray(_ key: String) throws(AnswerError) -> [JSONValue]? { try typed(key, "an array", \.arrayValue) }
     func time(_ key: String) throws(AnswerError) -> Date { try required(key, "an ISO 8601 time") { $0.stringValue.flatMap(SocketTime.parse) } }
     /// (`Optional.none` spelled out: a bare `nil` next to a `JSONValue` is its `.null`.)
     func optionalObject(_ key: String) throws(AnswerError) -> JSONValue? {

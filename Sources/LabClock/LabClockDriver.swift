@@ -141,6 +141,10 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
         var requests = 0
         var steps = 0
         for i in 0..<world.deviceCount { fired[i] = [] }
+        // A controlled clock flows with the host's between two steps, so a timer due in the
+        // moment a step takes may run on its own; the device tells it in `firedBefore`. What ran
+        // before this advance began is not this advance's.
+        let began = labNow()
         while goal - labOffset > LabClockPlan.slack {
             let here = labNow()
             guard let outcome = try step(limit: here + (goal - labOffset)) else { break }
@@ -148,7 +152,12 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
             for (i, r) in outcome.devices {
                 switch r {
                 case .success(let answer):
+                    fired[i, default: []].append(contentsOf: answer.firedBefore.filter { $0.at.timeIntervalSince1970 >= began })
                     fired[i, default: []].append(contentsOf: answer.fired)
+                    // Lost ones are older than the oldest kept: they matter only if that one is this advance's.
+                    if answer.firedBeforeDropped > 0, answer.firedBefore.first.map({ $0.at.timeIntervalSince1970 >= began }) ?? true {
+                        problems[i] = "\(answer.firedBeforeDropped) timers that ran on their own between two steps were not kept by the device: fired is incomplete"
+                    }
                     requests += answer.requests
                 case .failure(let e):
                     problems[i] = e.description

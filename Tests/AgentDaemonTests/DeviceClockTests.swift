@@ -131,6 +131,31 @@ import Testing
         #expect(d.call("status")["state"] == "ready")
     }
 
+    @Test("H: a timer that comes due on its own, as device time flows between two advances, is told in the next one's firedBefore")
+    func aTimerThatRunsOnItsOwnIsToldInFiredBefore() throws {
+        let d = try Device()
+        #expect(d.waitForFlags())
+        let first = d.advance(1)
+        #expect(first["firedBefore"] == [] && first["firedBeforeDropped"] == 0, "\(first)")
+        let clock = d.call("clock")
+        guard let next = (clock["nextTimerAt"]?.stringValue).flatMap(SocketTime.parse), let offset = clock["offsetSeconds"]?.numberValue else {
+            Issue.record("no timer armed: \(clock)")
+            return
+        }
+        // Leave the timer half a second ahead, then let device time flow to it on its own.
+        let requests = d.flagRequests
+        _ = d.advance(next.timeIntervalSince(Date()) - offset - 0.5)
+        #expect(eventually { d.flagRequests == requests + 1 })
+        let after = d.advance(0.001)
+        let before = after["firedBefore"]?.arrayValue ?? []
+        #expect(before.map { $0["event"] } == ["refresh"] && before.first?["trigger"] == "periodic", "\(after)")
+        let at = (before.first?["at"]?.stringValue).flatMap(SocketTime.parse)
+        #expect(at.map { abs($0.timeIntervalSince(next)) < 1 } == true, "fired at \(String(describing: at)), due at \(next)")
+        #expect(after["fired"] == [] && after["requests"] == 0 && after["firedBeforeDropped"] == 0)
+        // Told once: the next advance starts afresh.
+        #expect(d.advance(0.001)["firedBefore"] == [])
+    }
+
     @Test("RF-6: a second refresh within 5 min is answered from the throttle window (sent: false); after 5 min it goes out")
     func theThrottleWindowInDeviceTime() throws {
         let d = try Device()

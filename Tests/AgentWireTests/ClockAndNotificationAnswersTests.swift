@@ -33,6 +33,15 @@ import Testing
         // A timer's device time is not a whole second: it is told to the millisecond, not cut to the second.
         #expect(FiredTimer(at: Self.t.addingTimeInterval(0.25), event: "refresh").json["at"] == "2026-11-30T00:53:20.250Z")
         #expect(try AdvanceClockAnswer(json: throughBytes(advance.json)) == advance)
+        let flowed = AdvanceClockAnswer(now: Self.t, offsetSeconds: 1, fired: [], requests: 0,
+                                        firedBefore: [FiredTimer(at: Self.t.addingTimeInterval(-0.5), event: "retry", trigger: .retry)],
+                                        firedBeforeDropped: 2)
+        #expect(flowed.json["firedBefore"] == [["at": "2026-11-30T00:53:19.500Z", "event": "retry", "trigger": "retry"]])
+        #expect(flowed.json["firedBeforeDropped"] == 2)
+        #expect(try AdvanceClockAnswer(json: throughBytes(flowed.json)) == flowed)
+        // An agent from before firedBefore (attached to a lab) told of none.
+        let older = try AdvanceClockAnswer(json: ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0, "fired": []])
+        #expect(older.firedBefore.isEmpty && older.firedBeforeDropped == 0)
     }
 
     @Test func malformedClockAnswersNameTheField() {
@@ -49,6 +58,8 @@ import Testing
         #expect(field { _ = try AdvanceClockAnswer(json: ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0, "fired": [5]]) }
             == "fired[0]")
         #expect(field { _ = try AdvanceClockAnswer(json: ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0]) } == "fired")
+        #expect(field { _ = try AdvanceClockAnswer(json: ["now": "2026-11-30T00:53:20Z", "offsetSeconds": 1, "requests": 0, "fired": [],
+                                                          "firedBefore": [["at": "soon", "event": "refresh"]]]) } == "firedBefore[0].at")
     }
 
     @Test func notificationsRoundTrip() throws {

@@ -6,7 +6,7 @@ import Testing
 
 // The lab clock's planner, and its driver against a simulated lab: devices whose timers send
 // a request stamped by the emulator's clock, a drop fault that times out in emulator time,
-// retries that back off. The same cases run in Python (clients/python/tests/test_lab_clock.py).
+// retries that back off.
 
 @Suite struct LabClockPlanTests {
     @Test func aStepEndsJustAfterTheEarliestTimer() throws {
@@ -53,6 +53,10 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
         var retryAt: Double?
         /// A broken device: it never runs its timers.
         var stuck = false
+        /// Timers that ran on their own (device time flowed) before the next `advanceClock`,
+        /// which tells them in `firedBefore`, and how many more it did not keep.
+        var ranOnTheirOwn: [Double] = []
+        var ranOnTheirOwnDropped = 0
     }
 
     struct Logged: Equatable {
@@ -118,8 +122,12 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
                 }
             }
             d.offset += seconds
+            let before = d.ranOnTheirOwn.map { FiredTimer(at: Date(timeIntervalSince1970: $0), event: "retry", trigger: .retry) }
+            let dropped = d.ranOnTheirOwnDropped
+            (d.ranOnTheirOwn, d.ranOnTheirOwnDropped) = ([], 0)
             s.devices[i] = d
-            return AdvanceClockAnswer(now: Date(timeIntervalSince1970: target), offsetSeconds: d.offset, fired: fired, requests: fired.count)
+            return AdvanceClockAnswer(now: Date(timeIntervalSince1970: target), offsetSeconds: d.offset, fired: fired, requests: fired.count,
+                                      firedBefore: before, firedBeforeDropped: dropped)
         }
     }
 }
@@ -176,6 +184,32 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
         #expect(abs(lab.log[0].at - (t0 + 30)) < 0.002)
         #expect(result.fired[0]?.map(\.event) == ["retry"])
         expectStampsEqualFiredTimes(lab, result)
+    }
+
+    @Test func aTimerThatRanOnItsOwnBetweenStepsIsInFiredAndOneFromBeforeTheAdvanceIsNot() throws {
+        // Device 0's retry ran on its own as the advance began (device time flows with the
+        // host's between steps); one from before the advance began is not this advance's.
+        var flowing = SimulatedLab.Device(timers: [t0 + 100])
+        flowing.ranOnTheirOwn = [t0 - 10, t0]
+        let lab = SimulatedLab([flowing, .init(timers: [])])
+        let result = try LabClockDriver(world: lab, labOffset: 0).advance(by: 200)
+        #expect(result.fired[0]?.map(\.at.timeIntervalSince1970) == [t0, t0 + 100])
+        #expect(result.fired[0]?.map(\.event) == ["retry", "refresh"])
+        #expect(result.problems.isEmpty)
+    }
+
+    @Test func timersLostByTheDeviceDuringTheAdvanceMakeAProblem() throws {
+        // The device kept only its most recent timers, and the oldest kept is this advance's:
+        // the ones it lost may be too, so fired is incomplete and the lab says so.
+        var lossy = SimulatedLab.Device(timers: [])
+        (lossy.ranOnTheirOwn, lossy.ranOnTheirOwnDropped) = ([t0], 3)
+        var quiet = SimulatedLab.Device(timers: [])
+        (quiet.ranOnTheirOwn, quiet.ranOnTheirOwnDropped) = ([t0 - 60, t0], 3)  // lost ones are older than t0 - 60
+        let lab = SimulatedLab([lossy, quiet])
+        let result = try LabClockDriver(world: lab, labOffset: 0).advance(by: 10)
+        #expect(result.problems[0]?.contains("3 timers that ran on their own") == true, "\(result.problems)")
+        #expect(result.problems[1] == nil)
+        #expect(result.fired[1]?.count == 1)
     }
 
     @Test func aDeviceThatDoesNotRunItsDueTimerStopsTheLab() {
