@@ -27,9 +27,9 @@ final class AgentOnLoop: AgentScheduler {
 
     /// Where the agent's events go (the daemon's handler); nil: nowhere.
     var onEvent: ((AgentEvent) -> Void)?
-    /// Called when the loop timer is about to run the agent's due timers (not when an
-    /// `advanceClock` runs them): a controlled clock tells these in `firedBefore`.
-    var onTimersDue: (() -> Void)?
+    /// Wraps the loop timer's run of the agent's due timers (not an `advanceClock`'s): a
+    /// controlled clock tells these, and the requests they sent, in `firedBefore`.
+    var aroundTimersDue: ((_ fire: () -> Void) -> Void)?
 
     /// Re-arms the loop timer when the agent's next deadline moved. Cheap when it did not.
     func schedule(at next: Seconds?) {
@@ -43,8 +43,11 @@ final class AgentOnLoop: AgentScheduler {
             guard let self else { return }
             self.timer = nil
             self.armedAt = nil
-            self.onTimersDue?()
-            self.agent.fireDueTimers()  // re-arms through `schedule(at:)`
+            if let around = self.aroundTimersDue {
+                around { self.agent.fireDueTimers() }
+            } else {
+                self.agent.fireDueTimers()
+            }  // re-arms through `schedule(at:)`
         }
     }
 }

@@ -52,18 +52,25 @@ final class DeviceClockController {
         self.log = log
         flowingSince = clock.monotonic
         transport.onIdle = { [weak self] in self?.scheduleStep() }
-        host.onTimersDue = { [weak self] in self?.timersDueOnTheirOwn() }
+        host.aroundTimersDue = { [weak self] fire in
+            guard let self else { return fire() }
+            self.timersDueOnTheirOwn(fire)
+        }
     }
 
-    /// The loop timer is about to run the agent's due timers (device time reached them on its
-    /// own): an advance in progress counts them as its own, else they wait for the next answer.
-    private func timersDueOnTheirOwn() {
-        let due = ClockAdvance.due(host.agent.timers, at: clock.monotonic, wall: clock.wall)
+    /// The loop timer runs the agent's due timers (device time reached them on its own): an
+    /// advance in progress counts them as its own, else they wait for the next answer, the
+    /// requests they sent on the last of them.
+    private func timersDueOnTheirOwn(_ fire: () -> Void) {
+        var due = ClockAdvance.due(host.agent.timers, at: clock.monotonic, wall: clock.wall)
+        let sent = transport.sent
+        fire()
         guard !due.isEmpty else { return }
         if !queue.isEmpty {
             queue[0].advance.noteFiredOnTheirOwn(due)
             return
         }
+        due[due.count - 1].requests = transport.sent - sent
         firedOnTheirOwn += due
         let excess = firedOnTheirOwn.count - Self.firedOnTheirOwnLimit
         if excess > 0 {

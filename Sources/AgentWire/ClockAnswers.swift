@@ -47,25 +47,30 @@ public struct FiredTimer: Sendable, Equatable {
     public var event: String
     /// What the refresh it started was for (`periodic`, `retry`), when it started one.
     public var trigger: RefreshTrigger?
+    /// In `firedBefore` only: the requests it sent (timers due at once: on the last of them).
+    public var requests: Int?
 
     public static let sessionEnd = "sessionEnd"
 
-    public init(at: Date, event: String, trigger: RefreshTrigger? = nil) {
+    public init(at: Date, event: String, trigger: RefreshTrigger? = nil, requests: Int? = nil) {
         self.at = at
         self.event = event
         self.trigger = trigger
+        self.requests = requests
     }
 
     public var json: JSONValue {
         // To the millisecond, as `nextTimerAt`: the lab compares it with the emulator's request log.
         var o: [String: JSONValue] = ["at": SocketTime.jsonMilliseconds(at), "event": .string(event)]
         if let trigger { o["trigger"] = .string(trigger.rawValue) }
+        if let requests { o["requests"] = .number(Double(requests)) }
         return .object(o)
     }
 
     init(json: JSONValue, path: String) throws(AnswerError) {
         let r = AnswerReader(json, path: path)
-        self.init(at: try r.time("at"), event: try r.string("event"), trigger: try r.optionalEnumeration("trigger"))
+        self.init(at: try r.time("at"), event: try r.string("event"), trigger: try r.optionalEnumeration("trigger"),
+                  requests: try r.optionalNumber("requests").map { Int($0) })
     }
 }
 

@@ -152,8 +152,10 @@ public final class LabClockDriver<World: LabClockWorld>: @unchecked Sendable {
             for (i, r) in outcome.devices {
                 switch r {
                 case .success(let answer):
-                    fired[i, default: []].append(contentsOf: answer.firedBefore.filter { $0.at.timeIntervalSince1970 >= began })
+                    let ranOnTheirOwn = answer.firedBefore.filter { $0.at.timeIntervalSince1970 >= began }
+                    fired[i, default: []].append(contentsOf: ranOnTheirOwn.map { FiredTimer(at: $0.at, event: $0.event, trigger: $0.trigger) })
                     fired[i, default: []].append(contentsOf: answer.fired)
+                    requests += ranOnTheirOwn.reduce(0) { $0 + ($1.requests ?? 0) }
                     // Lost ones are older than the oldest kept: they matter only if that one is this advance's.
                     if answer.firedBeforeDropped > 0, answer.firedBefore.first.map({ $0.at.timeIntervalSince1970 >= began }) ?? true {
                         problems[i] = "\(answer.firedBeforeDropped) timers that ran on their own between two steps were not kept by the device: fired is incomplete"

@@ -148,7 +148,7 @@ import Testing
         #expect(eventually { d.flagRequests == requests + 1 })
         let after = d.advance(0.001)
         let before = after["firedBefore"]?.arrayValue ?? []
-        #expect(before.map { $0["event"] } == ["refresh"] && before.first?["trigger"] == "periodic", "\(after)")
+        #expect(before.map { $0["event"] } == ["refresh"] && before.first?["trigger"] == "periodic" && before.first?["requests"] == 1, "\(after)")
         let at = (before.first?["at"]?.stringValue).flatMap(SocketTime.parse)
         #expect(at.map { abs($0.timeIntervalSince(next)) < 1 } == true, "fired at \(String(describing: at)), due at \(next)")
         #expect(after["fired"] == [] && after["requests"] == 0 && after["firedBeforeDropped"] == 0)

@@ -34,9 +34,9 @@ import Testing
         #expect(FiredTimer(at: Self.t.addingTimeInterval(0.25), event: "refresh").json["at"] == "2026-11-30T00:53:20.250Z")
         #expect(try AdvanceClockAnswer(json: throughBytes(advance.json)) == advance)
         let flowed = AdvanceClockAnswer(now: Self.t, offsetSeconds: 1, fired: [], requests: 0,
-                                        firedBefore: [FiredTimer(at: Self.t.addingTimeInterval(-0.5), event: "retry", trigger: .retry)],
+                                        firedBefore: [FiredTimer(at: Self.t.addingTimeInterval(-0.5), event: "retry", trigger: .retry, requests: 1)],
                                         firedBeforeDropped: 2)
-        #expect(flowed.json["firedBefore"] == [["at": "2026-11-30T00:53:19.500Z", "event": "retry", "trigger": "retry"]])
+        #expect(flowed.json["firedBefore"] == [["at": "2026-11-30T00:53:19.500Z", "event": "retry", "trigger": "retry", "requests": 1]])
         #expect(flowed.json["firedBeforeDropped"] == 2)
         #expect(try AdvanceClockAnswer(json: throughBytes(flowed.json)) == flowed)
         // An agent from before firedBefore (attached to a lab) told of none.

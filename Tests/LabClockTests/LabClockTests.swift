@@ -122,7 +122,7 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
                 }
             }
             d.offset += seconds
-            let before = d.ranOnTheirOwn.map { FiredTimer(at: Date(timeIntervalSince1970: $0), event: "retry", trigger: .retry) }
+            let before = d.ranOnTheirOwn.map { FiredTimer(at: Date(timeIntervalSince1970: $0), event: "retry", trigger: .retry, requests: 1) }
             let dropped = d.ranOnTheirOwnDropped
             (d.ranOnTheirOwn, d.ranOnTheirOwnDropped) = ([], 0)
             s.devices[i] = d
@@ -195,7 +195,8 @@ final class SimulatedLab: LabClockWorld, @unchecked Sendable {
         let result = try LabClockDriver(world: lab, labOffset: 0).advance(by: 200)
         #expect(result.fired[0]?.map(\.at.timeIntervalSince1970) == [t0, t0 + 100])
         #expect(result.fired[0]?.map(\.event) == ["retry", "refresh"])
-        #expect(result.problems.isEmpty)
+        #expect(result.fired[0]?.allSatisfy { $0.requests == nil } == true)  // counted in requests, not told per timer
+        #expect(result.requests == 2 && result.problems.isEmpty)
     }
 
     @Test func timersLostByTheDeviceDuringTheAdvanceMakeAProblem() throws {

@@ -47,8 +47,11 @@ def _check_outage(emulator: RunningEmulator, hwids: List[str], since: float, win
             assert len(logged) >= 3
             assert all(r["fault"] == "drop" and r["status"] is None for r in logged), logged
             assert all(float(r["unixTime"]) < window_end for r in logged)
+            # Backing off, not a storm (RF-10): the j-th wait is at least half of 60 s doubled j
+            # times (the jitter's lower half), never under a minute; a second for the network.
             times = [float(r["unixTime"]) for r in logged]
-            assert max(times) - min(times) > 1800, [r["time"] for r in logged]  # spread, not a storm
+            waits = [b - a for a, b in zip(times, times[1:])]
+            assert all(wait >= max(60, 30 * 2 ** j) - 1 for j, wait in enumerate(waits)), [r["time"] for r in logged]
         else:
             assert len(logged) >= 1  # the hourly refresh (its slot is within the hour plus 10 %)
             assert all(r["status"] == 200 and r["fault"] is None for r in logged), logged

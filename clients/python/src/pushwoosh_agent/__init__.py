@@ -20,7 +20,7 @@ from .client import PROPERTY_TYPES, STATES, AgentClient
 from .paths import DEFAULT_SOCKET_PATH, default_socket_path, instance_socket_path, resolve_socket_path
 from .emulator import EmulatorClient, RequestsTimeout
 from .fixtures import Fleet, Lab, RunningEmulator
-from .lab import ClockAdvance, LabClockError, advance_lab
+from .lab import ClockAdvance, LabAdvance, LabClient, LabClockError, LabSkipped, advance_lab
 from .events import EventStream, Subscription
 from .results import (
     ClockInfo,
@@ -80,6 +80,9 @@ __all__ = [
     "ClockAdvance",
     "FiredTimer",
     "LabClockError",
+    "LabClient",
+    "LabAdvance",
+    "LabSkipped",
     "advance_lab",
     "PushwooshError",
     "AgentNotRunning",

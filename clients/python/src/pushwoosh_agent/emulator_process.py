@@ -108,6 +108,8 @@ class EmulatorProcess:
             args.append("--verbose")
         if self.tls is not None:
             args += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
+        # The lab (docs/lab.md M): advance_clock moves the emulator and the agents through it.
+        args += ["--lab", os.path.join(self.directory, "emulator-lab")]
         args += self.extra_args
         mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:

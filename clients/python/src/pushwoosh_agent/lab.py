@@ -1,59 +1,40 @@
-"""The lab clock: the emulator's clock and every device's clock moved together.
+"""The lab: ``pushwoosh-emulator --lab DIR`` as one HTTP API (docs/lab.md M).
 
-A lab has two kinds of clock: the emulator's (it stamps the request log and times fault
-windows) and each device's (``Clock=controlled``: it times the device's timers). Moving one
-and then the others is wrong: moved two hours at once, the emulator's two-hour fault window
-has closed before any device's timer runs; moved in chunks, a device's retries pile up at one
-emulator instant. :func:`advance_lab` moves them as one, timer to timer, the same algorithm
-as the soak runner and ``pushwoosh-agentctl fleet advance-clock``:
+The lab is the emulator, the devices and their clocks. It starts devices, attaches running
+ones, relays their calls, and moves every clock together, timer to timer (the lab clock,
+docs/device-clock.md J): one implementation, in the lab; this module is a thin client of it.
 
-1. ask every device for its clock once it has no request in flight (an answer may arm a
-   timer: a retry), and take the earliest timer any device has armed (``nextTimerAt``);
-2. the step ends a millisecond after that timer (an overdue one: a millisecond from now), or
-   at the target if that comes first;
-3. move the emulator there, then every device at once, each to the same time (a device that
-   lagged catches up; one already ahead is left alone);
-4. repeat until the lab has moved the whole span.
+>>> lab = LabClient("http://127.0.0.1:8080")
+>>> lab.start(count=3, name="qa", config={"Agent": {"UserId": "user-{n}"}})
+>>> lab.advance_clock(until="nextRefresh")          # each device's next periodic refresh
+>>> lab.call("qa-0", "isEnabled", {"key": "new_checkout"})
 
-So a fault window that ends at time T covers exactly the requests the devices sent before T,
-and the request log's times equal the devices' ``fired`` times.
-
-:func:`plan_step` and :class:`LabClockDriver` are the algorithm, free of I/O (any
-:class:`LabWorld` will do); :func:`advance_lab` runs it on a real emulator and agents.
+:func:`advance_lab` moves an emulator and agents a test started itself: it attaches them to
+the emulator's lab (the plugin starts its emulators with ``--lab``) and asks the lab to move.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import threading
-import time
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypedDict
+import math
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict, Union
 
 from .client import AgentClient
 from .emulator import EmulatorClient
 from . import results
-from .errors import AgentNotRunning, AgentTimeout, ProtocolError, PushwooshError
+from .errors import EmulatorError, ProtocolError, PushwooshError
 from .results import FiredTimer
 
 __all__ = [
     "FiredTimer",
     "ClockAdvance",
-    "LabDeviceClock",
-    "LabClockStep",
-    "LabClockError",
-    "LabWorld",
-    "LabClockDriver",
     "LabAdvance",
-    "plan_step",
+    "LabSkipped",
+    "LabClient",
+    "LabClockError",
     "advance_lab",
     "parse_time",
 ]
-
-#: How far past a timer a step ends (the timer is then due on the device).
-PAST_TIMER = 0.001
-#: A device less than this behind the lab is not moved.
-SLACK = 0.0005
 
 
 class ClockAdvance(TypedDict):
@@ -66,9 +47,28 @@ class ClockAdvance(TypedDict):
     requests: int
 
 
+class LabSkipped(TypedDict):
+    """A device the lab could not move, and why (system clock, ahead of the lab, gone, ...)."""
+
+    name: str
+    reason: str
+
+
+class LabAdvance(TypedDict):
+    """``POST /lab/advance``'s answer: the lab's time, the steps taken, the timers that fired on
+    each device (by name), the requests sent, and every device that could not be moved."""
+
+    now: str
+    steps: int
+    fired: Dict[str, List[FiredTimer]]
+    requests: int
+    skipped: List[LabSkipped]
+
+
 class LabClockError(PushwooshError):
-    """A device could not follow the lab clock (it refused ``advanceClock``, or went away), or the
-    emulator's clock could not be moved. ``result`` holds what was done (None when nothing was)."""
+    """A device could not follow the lab clock (named, with the reason, in the message and in
+    ``result``), or the lab could not move at all. ``result`` holds what was done (None when
+    nothing was)."""
 
     def __init__(self, message: str, result: Optional[ClockAdvance] = None) -> None:
         super().__init__(message)
@@ -76,7 +76,7 @@ class LabClockError(PushwooshError):
 
 
 def parse_time(text: str) -> float:
-    """Unix seconds of an ISO 8601 UTC time as the agent and the emulator write it
+    """Unix seconds of an ISO 8601 UTC time as the agent and the lab write it
     (:func:`pushwoosh_agent.results.parse_time`; :class:`ProtocolError` when it is not one)."""
     moment = results.parse_time(text, "a lab time")
     if moment is None:
@@ -84,228 +84,120 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
-def _iso(seconds: float) -> str:
-    moment = _dt.datetime.fromtimestamp(seconds, tz=_dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _positive_seconds(seconds: object) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"advance_clock: seconds must be a positive number, not {seconds!r}")
+    return float(seconds)
 
 
-@dataclass(frozen=True)
-class LabDeviceClock:
-    """A device's clock between two steps: device time = host time + ``offset_seconds``;
-    ``next_timer_at``: Unix seconds (device time) of its earliest armed timer, or None."""
+class LabClient:
+    """The lab's API at ``url`` (``http://HOST:PORT`` of ``pushwoosh-emulator --lab DIR``).
+    ``token``: the emulator's ``--admin-token``. Errors are :class:`EmulatorError` with the
+    lab's status, message and the field at fault (``.path``)."""
 
-    offset_seconds: float
-    next_timer_at: Optional[float]
+    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 300.0,
+                 ca_file: Optional[str] = None) -> None:
+        #: The emulator behind the lab (its admin API: flags, faults, requests).
+        self.emulator = EmulatorClient(url, timeout=timeout, ca_file=ca_file, admin_token=token)
 
+    def __repr__(self) -> str:
+        return f"LabClient({self.emulator.base_url!r})"
 
-@dataclass(frozen=True)
-class LabClockStep:
-    """One step: the lab time it ends at, how far the emulator moves (``seconds``), and how far
-    each device moves (by index; devices already there are left out)."""
+    def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, str]] = None) -> Any:
+        return self.emulator._request(method, "/lab" + path, body, query)
 
-    target: float
-    seconds: float
-    device_seconds: Dict[int, float]
+    # -- devices --
 
+    def devices(self) -> List[Dict[str, Any]]:
+        """Every device of the lab, each with its times in its own time (docs/lab.md M.1)."""
+        return list(self._call("GET", "/devices")["devices"])
 
-def plan_step(here: float, limit: float, lab_offset: float,
-              devices: Mapping[int, LabDeviceClock]) -> Optional[LabClockStep]:
-    """The next step from lab time ``here`` (host time + ``lab_offset``) towards ``limit``;
-    None when ``limit`` is reached."""
-    target = limit
-    for clock in devices.values():
-        if clock.next_timer_at is not None:
-            target = min(target, max(here + PAST_TIMER, clock.next_timer_at + PAST_TIMER))
-    seconds = target - here
-    if seconds <= 0:
-        return None
-    moves: Dict[int, float] = {}
-    for index, clock in devices.items():
-        move = lab_offset + seconds - clock.offset_seconds
-        if move > SLACK:
-            moves[index] = move
-    return LabClockStep(target, seconds, moves)
+    def device(self, name: str) -> Dict[str, Any]:
+        return dict(self._call("GET", "/devices/" + name))
 
+    def start(self, count: Optional[int] = None, name: str = "device", clock: str = "controlled",
+              config: Optional[Mapping[str, Mapping[str, Any]]] = None) -> List[Dict[str, Any]]:
+        """Starts ``count`` devices named ``NAME-0``... (one named ``name`` without ``count``),
+        ready when this returns; ``config``: sections and keys, ``{n}`` the device's index."""
+        body: Dict[str, Any] = {"name": name, "clock": clock}
+        if count is not None:
+            body["count"] = count
+        if config is not None:
+            body["config"] = {section: dict(keys) for section, keys in config.items()}
+        return list(self._call("POST", "/devices", body)["devices"])
 
-class LabWorld(Protocol):
-    """What the lab clock moves (devices by index, 0 to ``device_count - 1``)."""
+    def attach(self, socket: str, name: str) -> Dict[str, Any]:
+        """A running device (a systemd instance, an agent a test started) joins the lab, not owned."""
+        return dict(self._call("POST", "/devices", {"attach": socket, "name": name})["devices"][0])
 
-    @property
-    def device_count(self) -> int: ...
+    def stop(self, name: str) -> Dict[str, Any]:
+        """Stops an owned device, or lets an attached one go."""
+        return dict(self._call("DELETE", "/devices/" + name))
 
-    def host_now(self) -> float: ...
+    def restart(self, name: str, signal: str = "TERM") -> Dict[str, Any]:
+        """Restarts an owned device on its state (``"KILL"`` for a crash)."""
+        return dict(self._call("POST", f"/devices/{name}/restart", {"signal": signal}))
 
-    def device_clock(self, device: int) -> Optional[Mapping[str, Any]]:
-        """The device's ``clock`` answer (``offsetSeconds``, ``nextTimerAt``, ``requestsInFlight``);
-        None when it is down."""
+    def call(self, name: str, method: str, params: Union[Mapping[str, Any], Sequence[Any], None] = None) -> Dict[str, Any]:
+        """One socket call relayed to the device; its JSON-RPC answer as it came."""
+        body: Dict[str, Any] = {"method": method}
+        if params is not None:
+            body["params"] = params if isinstance(params, Mapping) else list(params)
+        return dict(self._call("POST", f"/devices/{name}/call", body))
 
-    def advance_emulator(self, seconds: float) -> None: ...
+    def log(self, name: str, tail: int = 100) -> List[str]:
+        """The last ``tail`` lines of an owned device's log."""
+        return [str(line) for line in self._call("GET", f"/devices/{name}/log", query={"tail": str(tail)})["lines"]]
 
-    def advance_device(self, device: int, seconds: float) -> Mapping[str, Any]:
-        """``advanceClock`` on one device; called for all devices at once."""
+    def reset(self) -> Dict[str, Any]:
+        """Stops the owned devices, lets the attached ones go, resets the emulator."""
+        return dict(self._call("POST", "/reset"))
 
-    def pause(self, seconds: float) -> None: ...
+    # -- the clock --
 
-
-@dataclass
-class LabAdvance:
-    """What :meth:`LabClockDriver.advance` did, by device index."""
-
-    now: float
-    fired: Dict[int, List[FiredTimer]]
-    requests: int
-    steps: int
-    problems: Dict[int, str] = field(default_factory=dict)
-
-
-class LabClockDriver:
-    """The lab clock driven against a :class:`LabWorld`; ``lab_offset`` is the emulator's offset
-    ahead of the host's clock (the lab's time), moved with every step."""
-
-    def __init__(self, world: LabWorld, lab_offset: float, quiet_timeout: float = 30.0, stuck_steps: int = 5) -> None:
-        self.world = world
-        self.lab_offset = lab_offset
-        self.quiet_timeout = quiet_timeout
-        #: After this many steps in a row with the same timer of a device still due, the device is
-        #: not running it: the lab stops instead of stepping a millisecond at a time for ever.
-        self.stuck_steps = stuck_steps
-        self._overdue: Dict[int, Tuple[float, int]] = {}
-
-    def lab_now(self) -> float:
-        return self.world.host_now() + self.lab_offset
-
-    def quiet_clock(self, device: int) -> Optional[Mapping[str, Any]]:
-        """The device's clock once no request is in flight (or after ``quiet_timeout``)."""
-        give_up = self.world.host_now() + self.quiet_timeout
-        while True:
-            answer = self.world.device_clock(device)
-            if answer is None:
-                return None
-            if int(answer.get("requestsInFlight") or 0) > 0 and self.world.host_now() < give_up:
-                self.world.pause(0.002)
-                continue
-            return answer
-
-    def step(self, limit: float, fired: Dict[int, List[FiredTimer]], problems: Dict[int, str]) -> Optional[int]:
-        """One step towards ``limit`` (lab time); the requests it made, None when nothing was left."""
-        clocks: Dict[int, LabDeviceClock] = {}
-        for i in range(self.world.device_count):
-            answer = self.quiet_clock(i)
-            if answer is None:
-                problems[i] = "down: it did not answer clock"
-                continue
-            next_at = answer.get("nextTimerAt")
-            clocks[i] = LabDeviceClock(float(answer["offsetSeconds"]),
-                                       parse_time(next_at) if isinstance(next_at, str) else None)
-        here = self.lab_now()
-        for i, clock in clocks.items():
-            due = clock.next_timer_at
-            if due is None or due > here:
-                self._overdue.pop(i, None)
-                continue
-            seen = self._overdue.get(i)
-            steps = seen[1] + 1 if seen is not None and seen[0] == due else 1
-            self._overdue[i] = (due, steps)
-            if steps > self.stuck_steps:
-                raise LabClockError(f"device {i}: its timer due at {_iso(due)} is still due after {self.stuck_steps} "
-                                    f"steps (the device does not run it)")
-        step = plan_step(here, limit, self.lab_offset, clocks)
-        if step is None:
-            return None
-        self.world.advance_emulator(step.seconds)
-        self.lab_offset += step.seconds
-        # Every device at once, right after the emulator (one after another would let one's
-        # network time skew the next one's log).
-        answers: Dict[int, Any] = {}
-
-        def move(i: int, seconds: float) -> None:
-            try:
-                answers[i] = self.world.advance_device(i, seconds)
-            except Exception as error:  # noqa: BLE001 - reported per device
-                answers[i] = error
-
-        threads = [threading.Thread(target=move, args=(i, s), daemon=True) for i, s in step.device_seconds.items()]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        requests = 0
-        for i in sorted(answers):
-            answer = answers[i]
-            if isinstance(answer, BaseException):
-                problems[i] = str(answer)
-                continue
-            fired.setdefault(i, []).extend(answer.get("fired", []))
-            requests += int(answer.get("requests", 0))
-        return requests
-
-    def advance(self, seconds: float) -> LabAdvance:
-        """Moves the lab ``seconds`` forward (the emulator's offset and every device's grow by
-        that much), timer to timer."""
-        goal = self.lab_offset + seconds
-        fired: Dict[int, List[FiredTimer]] = {i: [] for i in range(self.world.device_count)}
-        problems: Dict[int, str] = {}
-        requests = 0
-        steps = 0
-        while goal - self.lab_offset > SLACK:
-            made = self.step(self.lab_now() + (goal - self.lab_offset), fired, problems)
-            if made is None:
-                break
-            requests += made
-            steps += 1
-        return LabAdvance(self.lab_now(), fired, requests, steps, problems)
-
-
-class _AgentsLab:
-    """A real lab: an emulator and agents, through their clients."""
-
-    def __init__(self, emulator: EmulatorClient, agents: Sequence[AgentClient], timeout: float) -> None:
-        self.emulator = emulator
-        self.agents = list(agents)
-        self.timeout = timeout
-
-    @property
-    def device_count(self) -> int:
-        return len(self.agents)
-
-    def host_now(self) -> float:
-        return time.time()
-
-    def device_clock(self, device: int) -> Optional[Mapping[str, Any]]:
-        try:
-            return self.agents[device].clock()
-        except (AgentNotRunning, AgentTimeout):
-            return None
-
-    def advance_emulator(self, seconds: float) -> None:
-        self.emulator.advance_clock(seconds)
-
-    def advance_device(self, device: int, seconds: float) -> Mapping[str, Any]:
-        return self.agents[device].advance_clock(seconds, timeout=self.timeout)
-
-    def pause(self, seconds: float) -> None:
-        time.sleep(seconds)
+    def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
+                      devices: Optional[Sequence[str]] = None) -> LabAdvance:
+        """Moves the lab: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (every device's next
+        periodic refresh), ``"nextTimer"`` or an ISO 8601 lab time; ``devices``: names (default
+        all). A device that could not be moved is in ``skipped``, with the reason."""
+        if (seconds is None) == (until is None):
+            raise ValueError("advance_clock: give seconds or until, not both or neither")
+        body: Dict[str, Any] = {"seconds": _positive_seconds(seconds)} if seconds is not None else {"until": until}
+        if devices is not None:
+            body["devices"] = list(devices)
+        answer: LabAdvance = self._call("POST", "/advance", body)
+        return answer
 
 
 def advance_lab(emulator: EmulatorClient, agents: Sequence[AgentClient], seconds: float,
-                timeout: float = 60.0) -> ClockAdvance:
+                timeout: float = 300.0) -> ClockAdvance:
     """Moves ``emulator``'s clock and every agent's (``Clock=controlled``) ``seconds`` forward
-    together (see the module's documentation); returns ``{"now", "fired": {HWID: [...]},
-    "requests"}``. Before anything moves, every agent must answer ``clock`` (an agent with
-    ``Clock=system`` raises its :class:`AgentError` -32004). Raises :class:`LabClockError`
-    when a device could not follow a step (the result so far in ``.result``). ``timeout``:
-    seconds one device's step may take."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0 \
-            or seconds != seconds or seconds == float("inf"):
-        raise ValueError(f"advance_clock: seconds must be a positive number, not {seconds!r}")
+    together, through the emulator's lab (started with ``--lab``): each agent is attached (by
+    its HWID) and the lab moves them. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``.
+    Before anything moves, every agent must answer ``clock`` (an agent with ``Clock=system``
+    raises its :class:`AgentError` -32004). Raises :class:`LabClockError` naming every device
+    that could not follow (the result in ``.result``)."""
+    span = _positive_seconds(seconds)
     hwids = [str(agent.status()["hwid"]) for agent in agents]
     for agent in agents:
         agent.clock()  # raises for an agent whose clock is not controlled: nothing has moved yet
-    driver = LabClockDriver(_AgentsLab(emulator, agents, timeout), float(emulator.clock()["offsetSeconds"]))
-    done = driver.advance(float(seconds))
-    result: ClockAdvance = {"now": _iso(done.now), "fired": {hwids[i]: done.fired.get(i, []) for i in range(len(hwids))},
-                            "requests": done.requests}
-    if done.problems:
-        why = "; ".join(f"{hwids[i]}: {problem}" for i, problem in sorted(done.problems.items()))
+    lab = LabClient(emulator.base_url, token=emulator.admin_token, timeout=timeout)
+    lab.emulator.ssl_context = emulator.ssl_context  # an https:// emulator's trust, as it is
+    attached = {str(device["name"]) for device in lab.devices()}
+    for hwid, agent in zip(hwids, agents):
+        if hwid not in attached:
+            try:
+                lab.attach(os.path.abspath(agent.socket_path), hwid)
+            except EmulatorError as error:
+                if error.status != 409:
+                    raise
+    if not hwids:
+        moved = lab.emulator.advance_clock(span)
+        return {"now": str(moved["now"]), "fired": {}, "requests": 0}
+    done = lab.advance_clock(span, devices=hwids)
+    result: ClockAdvance = {"now": done["now"], "fired": {hwid: done["fired"].get(hwid, []) for hwid in hwids},
+                            "requests": done["requests"]}
+    if done["skipped"]:
+        why = "; ".join(f"{s['name']}: {s['reason']}" for s in done["skipped"])
         raise LabClockError(f"advance_clock: some devices did not follow the lab clock ({why})", result)
     return result
