@@ -97,7 +97,7 @@ struct RefreshMachine: Sendable {
     /// the moment it ends. RF-6: never throttled.
     mutating func automatic(_ trigger: RefreshTrigger, _ world: RefreshWorld, _ random: inout some RandomNumberGenerator) -> [RefreshOutput] {
         if let until = retryAfterUntil, world.now.monotonic < until, inFlight == nil {
-            retryDeadline = max(retryDeadline ?? until, until)
+            armRetry(at: max(retryDeadline ?? until, until))
             return []
         }
         return request(trigger, world, &random)
@@ -180,11 +180,12 @@ struct RefreshMachine: Sendable {
         lastRequestAt = world.now.monotonic
         retryDeadline = nil
         // RF-2: a request of another trigger starts the slots afresh; the hourly one (and
-        // its retries) keeps them.
-        if trigger == .periodic || trigger == .retry {
-            schedulePeriodic(world, &random)
-        } else {
-            schedulePeriodic(world, &random, restart: true)
+        // its retries) keeps them. RF-10: a retry keeps the hourly deadline it was armed
+        // against (`armRetry`: a minute before it at least); a new jitter could move it closer.
+        switch trigger {
+        case .retry where periodicDeadline != nil: break
+        case .periodic, .retry: schedulePeriodic(world, &random)
+        default: schedulePeriodic(world, &random, restart: true)
         }
         // A.1: the N-th automatic retry after N failures says so in `X-Retry-Count`.
         return [.send(generation: generation, retryCount: trigger == .retry ? consecutiveFailures : 0)]
@@ -230,6 +231,8 @@ struct RefreshMachine: Sendable {
             consecutiveFailures += 1
             lastRefreshError = failed
             var retryIn: Seconds?
+            // RF-10: the server's Retry-After holds every automatic trigger, the hourly one too.
+            retryAfterUntil = failure.retryAfter.map { now.monotonic + $0 }
             if failure.isFatal {
                 fatal = true  // RF-11
                 periodicDeadline = nil
@@ -238,11 +241,8 @@ struct RefreshMachine: Sendable {
                 // RF-10: retry automatic refreshes with capped backoff and jitter.
                 let delay = retryPolicy.delay(failures: consecutiveFailures, retryAfter: failure.retryAfter,
                                               unit: Double.random(in: 0..<1, using: &random))
-                retryDeadline = now.monotonic + delay
-                retryIn = delay
+                retryIn = armRetry(at: now.monotonic + delay) - now.monotonic
             }
-            // RF-10: the server's Retry-After holds every automatic trigger, the hourly one too.
-            retryAfterUntil = failure.retryAfter.map { now.monotonic + $0 }
             out = [.notify(.refreshFailed(trigger: finished.trigger, error: failed, retryIn: retryIn))]
         }
         return out + finished.waiters.map { .complete($0, error) }
@@ -264,6 +264,22 @@ struct RefreshMachine: Sendable {
         // A slot that passed while the app was away is due at once (fireDueTimers then skips
         // to the first slot ahead).
         periodicDeadline = max(now, slots.anchor + Double(slots.next) * interval + world.deviceOffset + jitter)
+        if let retry = retryDeadline { armRetry(at: retry) }
+    }
+
+    /// RF-10: arms the retry at `deadline`, unless the hourly refresh (RF-2) comes less than the
+    /// floor after it: retries run until the next scheduled trigger, which then takes the retry's
+    /// place, so that the two never go out less than a minute apart (a backoff grown to near
+    /// the hour, counted from a failure, lands next to the slot). Returns when the next
+    /// automatic request is due.
+    @discardableResult
+    private mutating func armRetry(at deadline: Seconds) -> Seconds {
+        if let hour = periodicDeadline, hour - retryPolicy.floor < deadline, deadline <= hour {
+            retryDeadline = nil
+            return max(hour, retryAfterUntil ?? hour)
+        }
+        retryDeadline = deadline
+        return deadline
     }
 
     /// RF-12: the jitter around each slot, as a share of the period (either way).

@@ -36,7 +36,9 @@ struct RefreshThrottle: Sendable {
 struct RetryPolicy: Sendable {
     /// Never more often than this (a minute, or the refresh period when that is shorter).
     var floor: Seconds
-    /// At most this: the next scheduled trigger comes by then anyway.
+    /// At most this: the next scheduled trigger comes by then anyway. Counted from a failure,
+    /// not from the slot, so a delay near the cap can land just before the hourly refresh;
+    /// `RefreshMachine.armRetry` leaves such a retry to it.
     var cap: Seconds
 
     init(refreshInterval: Seconds) {
