@@ -13,6 +13,8 @@ final class ControlServer {
     let host: AgentOnLoop
     /// `clock` and `advanceClock` (docs/device-clock.md H); nil with `Clock=system`.
     var clockController: DeviceClockController?
+    /// `status`'s `httpAddress`: where the HTTP interface listens, when the agent bound it.
+    var httpAddress: String?
     /// `host.agent` (attached once, before this server exists), held as a `let`: a read
     /// through `host`'s `var` retained and released the agent for every answer, on the slow
     /// path of an object that weak references have given a side table.

@@ -87,6 +87,7 @@ public final class Daemon {
         let httpFD = inherited.first { $0.name == "http" }?.fd
         if configuration.http.listen != nil || httpFD != nil {
             http = try makeHTTPService(inheritedFD: httpFD)
+            if httpFD == nil { server.httpAddress = http?.address }
             if let warning = http?.tokenWarning { log(.warning, "HTTP token file readable by others", ["detail": warning]) }
         }
 

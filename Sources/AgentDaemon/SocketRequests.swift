@@ -160,7 +160,7 @@ extension ControlServer {
         case .presentPushPrimer(let configuration):
             try done(.success(saving(call) { agent.presentPushPrimer(configuration).json }))
         case .status:
-            done(.success(StatusAnswer(version: StatusReport.version, status: agent.status()).json))
+            done(.success(StatusAnswer(version: StatusReport.version, status: agent.status(), httpAddress: httpAddress).json))
         case .clock:
             guard let controller = clockController else { throw .clockNotControlled(method: call.method.rawValue) }
             done(.success(controller.clockResult()))

@@ -139,10 +139,14 @@ public struct RegistrationAnswer: Sendable, Equatable {
 public struct StatusAnswer: Sendable, Equatable {
     public var version: String
     public var status: AgentStatus
+    /// Where the HTTP interface listens (`127.0.0.1:43117`, a socket path), when the agent
+    /// bound it itself; the key is left out without one.
+    public var httpAddress: String?
 
-    public init(version: String, status: AgentStatus) {
+    public init(version: String, status: AgentStatus, httpAddress: String? = nil) {
         self.version = version
         self.status = status
+        self.httpAddress = httpAddress
     }
 
     /// The fields in docs/socket-api.md B.2's order (the order the CLI prints them in).
@@ -150,10 +154,16 @@ public struct StatusAnswer: Sendable, Equatable {
         "state", "version", "applicationCode", "hwid", "userId", "appState", "sessionStartedAt", "pushRegistered",
         "pushToken", "notificationAuthorization", "flagsCount", "flagsSource", "flagsAgeSeconds", "flagsExpireAt",
         "flagsPartial", "lastRefreshAt", "lastRefreshTrigger", "lastRefreshError", "consecutiveFailures", "nextRefreshAt",
-        "storageError", "now",
+        "storageError", "now", "httpAddress",
     ]
 
     public var json: JSONValue {
+        guard let httpAddress, case .object(var o) = fields else { return fields }
+        o["httpAddress"] = .string(httpAddress)
+        return .object(o)
+    }
+
+    private var fields: JSONValue {
         let s = status
         return [
             "state": .string(s.state.rawValue), "version": .string(version),
@@ -174,6 +184,7 @@ public struct StatusAnswer: Sendable, Equatable {
     public init(json: JSONValue) throws(AnswerError) {
         let r = AnswerReader(json)
         version = try r.string("version")
+        httpAddress = try r.optionalString("httpAddress")
         let error = try r.optionalObject("lastRefreshError").map { (e) throws(AnswerError) in
             try RefreshError(json: e, path: "lastRefreshError.")
         }

@@ -17,6 +17,10 @@ public enum LabCommand: Sendable, Equatable {
     case stop(String)
     /// `POST /lab/devices/NAME/restart {"signal": "TERM"|"KILL"}`.
     case restart(String, signal: LabSignal)
+    /// `POST /lab/devices/NAME/signal {"signal": "HUP"}`: one signal to an owned device.
+    case signal(String, signal: String)
+    /// `GET /lab/devices/NAME/notifications?after=N`: what the device told its `NOTIFY_SOCKET`.
+    case notifications(String, after: Int)
     /// `POST /lab/devices/NAME/call {"method", "params"}`.
     case call(String, method: String, params: JSONValue?)
     /// `GET /lab/devices/NAME/log?tail=N`.
@@ -31,39 +35,10 @@ public enum LabSignal: String, Sendable, Equatable {
     case term = "TERM", kill = "KILL"
 }
 
-/// Devices to start: `count` of them (named `NAME-0`…) or one (named `NAME`), each a
-/// `pushwoosh-agentd` child of the lab with `config` (`{n}` in a value is the index).
-public struct LabStart: Sendable, Equatable {
-    public var name: String
-    public var count: Int?
-    public var controlledClock: Bool
-    /// `[section: [key: value]]`, values as the configuration file has them.
-    public var config: [String: [String: String]]
-
-    public init(name: String, count: Int?, controlledClock: Bool, config: [String: [String: String]]) {
-        self.name = name
-        self.count = count
-        self.controlledClock = controlledClock
-        self.config = config
-    }
-
-    /// The names of the devices it starts.
-    public var names: [String] {
-        guard let count else { return [name] }
-        return (0..<count).map { "\(name)-\($0)" }
-    }
-
-    /// Device `index`'s configuration lines (sections and keys sorted; `{n}` replaced).
-    public func configurationText(index: Int) -> String {
-        var text = ""
-        for section in config.keys.sorted() {
-            text += "[\(section)]\n"
-            for key in config[section]!.keys.sorted() {
-                text += "\(key)=\(config[section]![key]!.replacingOccurrences(of: "{n}", with: String(index)))\n"
-            }
-        }
-        return text
-    }
+extension LabCommand {
+    /// The signals `POST /lab/devices/NAME/signal` sends (Linux numbers): a reload, a stop, a
+    /// crash, an interrupt.
+    public static let signals: [String: Int32] = ["HUP": 1, "INT": 2, "KILL": 9, "TERM": 15, "USR1": 10, "USR2": 12]
 }
 
 /// How far `POST /lab/advance` moves the lab, and which devices.
@@ -104,9 +79,9 @@ public struct LabRefusal: Error, Sendable, Equatable {
 extension LabCommand {
     /// The most devices one `POST /lab/devices` starts.
     public static let maximumCount = 64
-    /// Keys the lab sets itself: a device's server, socket, state and clock are the lab's.
+    /// Keys the lab sets itself: a device's socket, state and clock are the lab's (its server
+    /// too, unless `config.Agent.ServerURL` points it elsewhere).
     static let labKeys: [String: String] = [
-        "Agent.ServerURL": "the lab points every device at its emulator",
         "Agent.Socket": "the lab places each device's socket (DIR/devices/NAME/agent.sock)",
         "Agent.StateDirectory": "the lab places each device's state (DIR/devices/NAME/state)",
         "Device.Clock": "use \"clock\": \"controlled\" or \"system\"",
@@ -178,6 +153,23 @@ extension LabCommand {
                     throw LabRefusal(400, "expected an object or an array", path: "params")
                 }
                 return .call(name, method: method, params: params)
+            case "signal":
+                try only("POST")
+                try noQuery()
+                let body = try object(request.body)
+                try allowed(body, ["signal"])
+                guard let text = try string(body, "signal"), LabCommand.signals[text] != nil else {
+                    throw LabRefusal(400, "expected one of \(LabCommand.signals.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", "))", path: "signal")
+                }
+                return .signal(name, signal: text)
+            case "notifications":
+                try only("GET")
+                try noQuery(except: ["after"])
+                guard let text = request.query["after"] else { return .notifications(name, after: 0) }
+                guard let after = Int(text), after >= 0 else {
+                    throw LabRefusal(400, "expected the number of notifications already read (0 or more), found \"\(text)\"", path: "after")
+                }
+                return .notifications(name, after: after)
             case "log":
                 try only("GET")
                 try noQuery(except: ["tail"])
@@ -194,56 +186,6 @@ extension LabCommand {
     }
 
     // MARK: - Bodies
-
-    private static func devicesBody(_ body: [String: JSONValue]) throws(LabRefusal) -> LabCommand {
-        if body["attach"] != nil {
-            try allowed(body, ["attach", "name"])
-            guard let socket = try string(body, "attach"), socket.hasPrefix("/") else {
-                throw LabRefusal(400, "expected the absolute path of a running device's socket", path: "attach")
-            }
-            guard let name = try string(body, "name") else { throw LabRefusal(400, "a name for the attached device is required", path: "name") }
-            return .attach(name: try deviceName(name, path: "name"), socket: socket)
-        }
-        try allowed(body, ["count", "name", "clock", "config"])
-        var count: Int?
-        if let value = body["count"] {
-            guard let n = value.numberValue, n == n.rounded(), n >= 1, n <= Double(maximumCount) else {
-                throw LabRefusal(400, "expected a whole number of devices 1-\(maximumCount)", path: "count")
-            }
-            count = Int(n)
-        }
-        let name = try deviceName(try string(body, "name") ?? "device", path: "name")
-        let clock = try string(body, "clock") ?? "controlled"
-        guard clock == "controlled" || clock == "system" else {
-            throw LabRefusal(400, "expected \"controlled\" or \"system\", found \"\(clock)\"", path: "clock")
-        }
-        var config: [String: [String: String]] = [:]
-        if let value = body["config"] {
-            guard let sections = value.objectValue else { throw LabRefusal(400, "expected an object of sections", path: "config") }
-            for (section, keys) in sections {
-                let at = "config.\(section)"
-                guard isIdentifier(section) else { throw LabRefusal(400, "expected a section name of letters", path: at) }
-                guard let keys = keys.objectValue else { throw LabRefusal(400, "expected an object of keys", path: at) }
-                for (key, value) in keys {
-                    let keyPath = "\(at).\(key)"
-                    guard isIdentifier(key) else { throw LabRefusal(400, "expected a key name of letters", path: keyPath) }
-                    if let why = labKeys["\(section).\(key)"] { throw LabRefusal(400, "set by the lab: \(why)", path: keyPath) }
-                    let text: String
-                    switch value {
-                    case .string(let s): text = s
-                    case .bool(let b): text = b ? "yes" : "no"
-                    case .number(let n): text = n == n.rounded() && abs(n) < 1e15 ? String(Int(n)) : String(n)
-                    default: throw LabRefusal(400, "expected a string, number or boolean", path: keyPath)
-                    }
-                    guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-                        throw LabRefusal(400, "a control character (a line break?) in the value", path: keyPath)
-                    }
-                    config[section, default: [:]][key] = text
-                }
-            }
-        }
-        return .start(LabStart(name: name, count: count, controlledClock: clock == "controlled", config: config))
-    }
 
     private static func advance(_ body: [String: JSONValue]) throws(LabRefusal) -> LabAdvance {
         try allowed(body, ["seconds", "until", "devices"])
@@ -281,7 +223,7 @@ extension LabCommand {
 
     // MARK: - Pieces
 
-    private static func object(_ body: [UInt8]) throws(LabRefusal) -> [String: JSONValue] {
+    static func object(_ body: [UInt8]) throws(LabRefusal) -> [String: JSONValue] {
         if body.isEmpty { return [:] }
         let value: JSONValue
         do { value = try StrictJSONParser.parse(body) } catch { throw LabRefusal(400, "the body is not JSON: \(error)", path: "") }
@@ -289,13 +231,13 @@ extension LabCommand {
         return object
     }
 
-    private static func allowed(_ body: [String: JSONValue], _ keys: Set<String>) throws(LabRefusal) {
+    static func allowed(_ body: [String: JSONValue], _ keys: Set<String>) throws(LabRefusal) {
         if let extra = body.keys.sorted().first(where: { !keys.contains($0) }) {
             throw LabRefusal(400, "unknown field (expected \(keys.sorted().joined(separator: ", ")))", path: extra)
         }
     }
 
-    private static func string(_ body: [String: JSONValue], _ key: String) throws(LabRefusal) -> String? {
+    static func string(_ body: [String: JSONValue], _ key: String) throws(LabRefusal) -> String? {
         guard let value = body[key] else { return nil }
         guard let text = value.stringValue else { throw LabRefusal(400, "expected a string", path: key) }
         return text
@@ -310,7 +252,7 @@ extension LabCommand {
         return text
     }
 
-    private static func isIdentifier(_ text: String) -> Bool {
+    static func isIdentifier(_ text: String) -> Bool {
         !text.isEmpty && text.count <= 64 && text.unicodeScalars.allSatisfy { $0.isASCII && CharacterSet.letters.contains($0) }
     }
 }

@@ -33,9 +33,19 @@ final class LabDevice {
     private(set) var pid: pid_t?
     /// How its process ended, when the lab saw it end.
     private(set) var exit: String?
-    /// Its `NOTIFY_SOCKET`, kept open while it runs (its STATUS= lines are drained, so that
-    /// the device never finds the socket gone or full).
-    private var notifications: NotifyReceiver?
+    /// Its wait status then (`exitCode`, `exitSignal` in DEVICE).
+    private var exitStatus: Int32?
+    /// Its `NOTIFY_SOCKET`, kept open while it runs and read often (so that the device never
+    /// finds the socket gone or full).
+    private var receiver: NotifyReceiver?
+    /// What it told its `NOTIFY_SOCKET` (READY=1, STATUS=…, RELOADING=1, STOPPING=1), oldest
+    /// first, across its restarts: the most recent `notifiedLimit`, after `notifiedDropped` older.
+    private(set) var notified: [String] = []
+    private(set) var notifiedDropped = 0
+    static let notifiedLimit = 1_000
+    /// The daemon it runs and what its environment adds (kept for a restart).
+    var agentd = ""
+    var environment: [String: String] = [:]
 
     init(attached name: String, socket: String) {
         self.name = name
@@ -63,16 +73,16 @@ final class LabDevice {
     /// The child runs under `setpriv --pdeathsig KILL` (util-linux): it ends when the thread
     /// that started it does, and the lab starts every device from its one thread, which
     /// lives as long as the lab: so a lab killed with SIGKILL leaves no device behind.
-    func launch(agentd: String, readyTimeout: Double = 15) throws(LabRefusal) {
+    func launch(readyTimeout: Double = 15) throws(LabRefusal) {
         guard let directory, let configPath, let logPath else { return }
         let notifyPath = directory + "/notify.sock"
-        notifications = nil  // the last run's (its release unlinks the path)
-        unlink(notifyPath)
-        let receiver: NotifyReceiver
-        do { receiver = try NotifyReceiver(path: notifyPath) } catch {
-            throw LabRefusal(500, "\(name): cannot make its notify socket \(notifyPath): \(error)")
+        if receiver == nil {
+            do { receiver = try NotifyReceiver(path: notifyPath) } catch {
+                throw LabRefusal(500, "\(name): cannot make its notify socket \(notifyPath): \(error)")
+            }
         }
-        notifications = receiver
+        collectNotifications()
+        let mark = notifiedDropped + notified.count
         let setpriv = "/usr/bin/setpriv"
         var path = agentd
         var arguments = ["--config", configPath]
@@ -80,16 +90,18 @@ final class LabDevice {
             path = setpriv
             arguments = ["--pdeathsig", "KILL", "--", agentd] + arguments
         }
-        let environment = ["NOTIFY_SOCKET": notifyPath, "PATH": "/usr/bin:/bin"]
+        var environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(self.environment) { $1 }
+        environment["NOTIFY_SOCKET"] = notifyPath
         switch ChildProcess.spawn(path: path, arguments: arguments, environment: environment, output: .appendBoth(logPath),
                                   newProcessGroup: true) {
         case .success(let started):
             pid = started
             exit = nil
+            exitStatus = nil
         case .failure(let error):
             throw LabRefusal(500, "\(name): cannot start \(agentd): \(error.message)")
         }
-        guard receiver.wait(for: "READY=1", timeout: readyTimeout, alive: { [self] in reap() == nil }) != nil else {
+        guard waitForNotification("READY=1", after: mark, timeout: readyTimeout) else {
             let why = reap().map { "it exited (\($0))" } ?? "no READY=1 within \(Int(readyTimeout)) s"
             stop(signal: SIGKILL)
             throw LabRefusal(502, "\(name) did not start: \(why); its log ends: \(tail(5).joined(separator: " | "))")
@@ -101,19 +113,54 @@ final class LabDevice {
         }
     }
 
-    /// Drops what the device told its notify socket (STATUS= lines; the lab reads its status).
-    func drainNotifications() { notifications?.drain() }
+    /// Reads what the device told its notify socket since the last look.
+    func collectNotifications() {
+        guard let receiver else { return }
+        while let message = receiver.receive(timeout: 0) { notified.append(message) }
+        if notified.count > Self.notifiedLimit {
+            notifiedDropped += notified.count - Self.notifiedLimit
+            notified.removeFirst(notified.count - Self.notifiedLimit)
+        }
+    }
+
+    /// Waits up to `timeout` for a notification at index `after` or later with a line equal to
+    /// `line`; false once the process has ended without one.
+    func waitForNotification(_ line: String, after: Int, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            collectNotifications()
+            let from = max(0, after - notifiedDropped)
+            if notified.dropFirst(from).contains(where: { $0.split(separator: "\n").contains { $0 == line } }) { return true }
+            if Date() >= deadline { return false }
+            if pid == nil || reap() != nil {
+                collectNotifications()  // what it sent just before it ended
+                return notified.dropFirst(from).contains { $0.split(separator: "\n").contains { $0 == line } }
+            }
+            _ = receiver?.receive(timeout: 0.02).map { notified.append($0) }
+        }
+    }
 
     /// How the process ended, if it has (reaping it); nil while it runs.
     @discardableResult
     func reap() -> String? {
-        drainNotifications()
+        collectNotifications()
         guard let pid else { return exit }
         var status: Int32 = 0
         guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-        self.pid = nil
-        exit = status & 0x7f == 0 ? "exit code \((status >> 8) & 0xff)" : "killed by signal \(status & 0x7f)"
+        ended(status)
         return exit
+    }
+
+    private func ended(_ status: Int32) {
+        pid = nil
+        exitStatus = status
+        exit = status & 0x7f == 0 ? "exit code \((status >> 8) & 0xff)" : "killed by signal \(status & 0x7f)"
+    }
+
+    /// Sends `signal` to the running process; false when it is not running.
+    func send(signal: Int32) -> Bool {
+        guard reap() == nil, let pid else { return false }
+        return kill(pid, signal) == 0
     }
 
     /// Stops an owned device: `signal` (TERM waits up to 5 s for it, then KILL).
@@ -126,9 +173,15 @@ final class LabDevice {
             kill(still, SIGKILL)
             var status: Int32 = 0
             waitpid(still, &status, 0)
-            self.pid = nil
-            exit = "killed by signal \(SIGKILL)"
+            ended(status)
         }
+    }
+
+    /// Stops it and closes its notify socket: it leaves the lab.
+    func release() {
+        if owned { stop() }
+        collectNotifications()
+        receiver = nil
     }
 
     /// The last `lines` lines of its log (at most the last MiB of it).
@@ -166,10 +219,13 @@ final class LabDevice {
     /// As `GET /lab/devices` shows it: every age and time in the device's own time.
     func json() -> JSONValue {
         var o: [String: JSONValue] = ["name": .string(name), "socket": .string(socket), "owned": .bool(owned),
-                                      "pid": pid.map { .number(Double($0)) } ?? .null]
+                                      "pid": pid.map { .number(Double($0)) } ?? .null, "directory": directory.map(JSONValue.string) ?? .null,
+                                      "log": logPath.map(JSONValue.string) ?? .null, "config": configPath.map(JSONValue.string) ?? .null]
         if owned, reap() != nil, pid == nil {
             o["state"] = .string("exited")
             o["exit"] = exit.map(JSONValue.string) ?? .null
+            o["exitCode"] = exitStatus.flatMap { $0 & 0x7f == 0 ? .number(Double(($0 >> 8) & 0xff)) : nil } ?? .null
+            o["exitSignal"] = exitStatus.flatMap { $0 & 0x7f != 0 ? .number(Double($0 & 0x7f)) : nil } ?? .null
             return .object(o)
         }
         var clockAnswer = call(.clock, timeout: 3)
@@ -190,6 +246,7 @@ final class LabDevice {
             o["lastRefreshAgeSeconds"] = deviceNow.flatMap { now in last.map { .number((now.timeIntervalSince($0) * 1000).rounded() / 1000) } } ?? .null
             o["nextRefreshAt"] = status["nextRefreshAt"] ?? .null
             o["flagsCount"] = status["flagsCount"] ?? .null
+            o["http"] = status["httpAddress"] ?? .null
         case (.failure(let why), _), (_, .failure(let why)):
             o["state"] = .string("down")
             o["error"] = .string(why.description)

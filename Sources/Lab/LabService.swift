@@ -66,7 +66,7 @@ public final class LabService: Sendable {
     /// Stops every owned device (SIGTERM, then SIGKILL), and waits for them: the emulator's stop.
     public func shutdown() {
         worker.sync { [self] in
-            for device in state.devices.values where device.owned { device.stop() }
+            for device in state.devices.values { device.release() }
             state.devices.removeAll()
         }
     }
@@ -90,15 +90,33 @@ public final class LabService: Sendable {
             return .json(200, try device(name).json())
         case .stop(let name):
             let d = try device(name)
-            if d.owned { d.stop() }
+            d.release()
             state.devices[name] = nil
-            return .json(200, .object(["name": .string(name), "stopped": .bool(d.owned), "released": .bool(!d.owned)]))
+            var answer = d.json().objectValue ?? [:]
+            answer["stopped"] = .bool(d.owned)
+            answer["released"] = .bool(!d.owned)
+            return .json(200, .object(answer))
         case .restart(let name, let signal):
             let d = try device(name)
             guard d.owned else { throw LabRefusal(409, "\(name) is attached, not the lab's: restart it where it runs (systemctl restart)") }
             d.stop(signal: signal == .kill ? SIGKILL : SIGTERM)
-            try d.launch(agentd: agentd)
+            try d.launch()
             return .json(200, d.json())
+        case .signal(let name, let signal):
+            let d = try device(name)
+            guard d.owned else { throw LabRefusal(409, "\(name) is attached, not the lab's: signal it where it runs (systemctl kill)") }
+            guard d.send(signal: LabCommand.signals[signal] ?? SIGTERM) else {
+                throw LabRefusal(409, "\(name) is not running (\(d.exit ?? "stopped"))")
+            }
+            return .json(200, .object(["name": .string(name), "signal": .string(signal)]))
+        case .notifications(let name, let after):
+            let d = try device(name)
+            guard d.owned else { throw LabRefusal(409, "\(name) is attached: its notifications go to its service manager") }
+            d.collectNotifications()
+            let from = max(0, after - d.notifiedDropped)
+            return .json(200, .object(["name": .string(name), "notifications": .array(d.notified.dropFirst(from).map(JSONValue.string)),
+                                       "next": .number(Double(d.notifiedDropped + d.notified.count)),
+                                       "dropped": .number(Double(max(0, d.notifiedDropped - after)))]))
         case .call(let name, let method, let params):
             let d = try device(name)
             var request: [String: JSONValue] = ["jsonrpc": "2.0", "id": 1, "method": .string(method)]
@@ -118,7 +136,7 @@ public final class LabService: Sendable {
         case .reset:
             let owned = state.devices.values.filter(\.owned).count
             let attached = state.devices.count - owned
-            for device in state.devices.values where device.owned { device.stop() }
+            for device in state.devices.values { device.release() }
             state.devices.removeAll()
             let reset = emulator.admin("POST", "/admin/reset", nil)
             guard reset.status == 200 else { throw LabRefusal(500, "the emulator's reset failed: \(JSONWriter.string(reset.body))") }
@@ -150,29 +168,38 @@ public final class LabService: Sendable {
             }
             config["Agent", default: [:]]["ApplicationCode"] = apps[0]
         }
+        // A device pointed elsewhere (config.Agent.ServerURL) keeps that server.
+        let server = config["Agent"]?["ServerURL"] == nil ? "ServerURL=\(emulator.serverURL)\n" : ""
         var started: [LabDevice] = []
         for (index, name) in names.enumerated() {
-            let dir = directory + "/devices/" + name
+            let dir = start.directory ?? directory + "/devices/" + name
             guard (dir + "/agent.sock").utf8.count < 108 else {
                 throw LabRefusal(400, "the lab's directory is too long for a socket path (\(dir)/agent.sock is over 107 bytes)", path: "name")
             }
             do {
-                try? FileManager.default.removeItem(atPath: dir)
+                // The lab's own directory for a device is made afresh; a test's (`directory`) is
+                // kept as found: a second start there continues on its state.
+                if start.directory == nil { try? FileManager.default.removeItem(atPath: dir) }
                 try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true,
                                                         attributes: [.posixPermissions: 0o700])
                 chmod(dir, 0o700)
-                let text = LabStart(name: name, count: nil, controlledClock: start.controlledClock, config: config).configurationText(index: index)
-                    + "[Agent]\nServerURL=\(emulator.serverURL)\nSocket=\(dir)/agent.sock\nStateDirectory=\(dir)/state\n"
+                var own = start
+                own.config = config
+                let text = own.configurationText(index: index)
+                    + "[Agent]\n\(server)Socket=\(dir)/agent.sock\nStateDirectory=\(dir)/state\n"
                     + "[Device]\nClock=\(start.controlledClock ? "controlled" : "system")\n"
                 try text.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
             } catch {
                 throw LabRefusal(500, "cannot prepare \(dir): \(error)")
             }
             let device = LabDevice(owned: name, directory: dir)
+            device.agentd = start.agentd ?? agentd
+            device.environment = start.environment
             do throws(LabRefusal) {
-                try device.launch(agentd: agentd)
+                try device.launch()
             } catch {
-                for d in started { d.stop() }
+                device.release()
+                for d in started { d.release() }
                 started.forEach { state.devices[$0.name] = nil }
                 throw error
             }

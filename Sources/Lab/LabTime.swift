@@ -107,7 +107,7 @@ struct LabWorld: LabClockWorld, @unchecked Sendable {
     func pause(seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
 
     func deviceClock(_ i: Int) -> ClockAnswer? {
-        devices[i].drainNotifications()
+        devices[i].collectNotifications()
         guard case .success(let json) = devices[i].call(.clock, timeout: 5) else { return nil }
         return try? ClockAnswer(json: json)
     }

@@ -24,6 +24,9 @@ import Testing
                 == .call("qa-0", method: "get", params: .object(["key": "k"])))
         #expect(try parse("GET", "/lab/devices/qa-0/log", query: ["tail": "5"]).get() == .log("qa-0", tail: 5))
         #expect(try parse("POST", "/lab/reset").get() == .reset)
+        #expect(try parse("POST", "/lab/devices/qa-0/signal", #"{"signal":"HUP"}"#).get() == .signal("qa-0", signal: "HUP"))
+        #expect(try parse("GET", "/lab/devices/qa-0/notifications").get() == .notifications("qa-0", after: 0))
+        #expect(try parse("GET", "/lab/devices/qa-0/notifications", query: ["after": "3"]).get() == .notifications("qa-0", after: 3))
         #expect(try parse("POST", "/lab/advance", #"{"until":"nextRefresh","devices":["a"]}"#).get()
                 == .advance(LabAdvance(until: .nextRefresh, devices: ["a"])))
         #expect(try parse("POST", "/lab/advance", #"{"seconds":3600}"#).get() == .advance(LabAdvance(until: .seconds(3600), devices: nil)))
@@ -41,6 +44,12 @@ import Testing
         #expect(start.configurationText(index: 1) == "[Agent]\nUserId=user-1\n[FeatureFlags]\nDisableThrottle=yes\nRefreshInterval=60\n")
         guard case .start(let one) = try parse("POST", "/lab/devices", "{}").get() else { Issue.record("not a start"); return }
         #expect(one.names == ["device"] && one.controlledClock)
+        // A test's own directory, environment, daemon and text; a device pointed at another server.
+        let own = try parse("POST", "/lab/devices", #"{"name":"t","directory":"/tmp/t","environment":{"SSL_CERT_FILE":"/ca.pem"},"#
+                            + ##""agentd":"/opt/agentd","extraConfig":"# the end","config":{"Agent":{"ServerURL":"http://127.0.0.1:9/"}}}"##).get()
+        guard case .start(let t) = own else { Issue.record("not a start: \(own)"); return }
+        #expect(t.directory == "/tmp/t" && t.environment == ["SSL_CERT_FILE": "/ca.pem"] && t.agentd == "/opt/agentd")
+        #expect(t.configurationText(index: 0) == "[Agent]\nServerURL=http://127.0.0.1:9/\n# the end\n")
     }
 
     @Test func badInputNamesTheField() {
@@ -54,7 +63,25 @@ import Testing
             ("POST", "/lab/devices", #"{"colour":1}"#, 400, "colour"),
             ("POST", "/lab/devices", #"{"config":[]}"#, 400, "config"),
             ("POST", "/lab/devices", #"{"config":{"Agent":{"Socket":"/x"}}}"#, 400, "config.Agent.Socket"),
-            ("POST", "/lab/devices", #"{"config":{"Agent":{"ServerURL":"http://x"}}}"#, 400, "config.Agent.ServerURL"),
+            ("POST", "/lab/devices", #"{"config":{"Agent":{"StateDirectory":"/x"}}}"#, 400, "config.Agent.StateDirectory"),
+            ("POST", "/lab/devices", #"{"directory":"relative"}"#, 400, "directory"),
+            ("POST", "/lab/devices", #"{"directory":"/"# + String(repeating: "d", count: 100) + #""}"#, 400, "directory"),
+            ("POST", "/lab/devices", #"{"directory":"/x","count":2}"#, 400, "directory"),
+            ("POST", "/lab/devices", #"{"directory":5}"#, 400, "directory"),
+            ("POST", "/lab/devices", #"{"agentd":"pushwoosh-agentd"}"#, 400, "agentd"),
+            ("POST", "/lab/devices", #"{"environment":[]}"#, 400, "environment"),
+            ("POST", "/lab/devices", #"{"environment":{"NOTIFY_SOCKET":"/x"}}"#, 400, "environment.NOTIFY_SOCKET"),
+            ("POST", "/lab/devices", #"{"environment":{"A B":"x"}}"#, 400, "environment.A B"),
+            ("POST", "/lab/devices", #"{"environment":{"1A":"x"}}"#, 400, "environment.1A"),
+            ("POST", "/lab/devices", #"{"environment":{"A":1}}"#, 400, "environment.A"),
+            ("POST", "/lab/devices", #"{"extraConfig":"a\u0000b"}"#, 400, "extraConfig"),
+            ("POST", "/lab/devices", #"{"extraConfig":7}"#, 400, "extraConfig"),
+            ("POST", "/lab/devices/a/signal", #"{"signal":"STOP"}"#, 400, "signal"),
+            ("POST", "/lab/devices/a/signal", "{}", 400, "signal"),
+            ("POST", "/lab/devices/a/signal", #"{"signal":"HUP","x":1}"#, 400, "x"),
+            ("GET", "/lab/devices/a/signal", "", 405, nil),
+            ("GET", "/lab/devices/a/notifications", "", 400, "after"),
+            ("POST", "/lab/devices/a/notifications", "", 405, nil),
             ("POST", "/lab/devices", #"{"config":{"Device":{"Clock":"system"}}}"#, 400, "config.Device.Clock"),
             ("POST", "/lab/devices", #"{"config":{"Agent":{"UserId":"a\nb"}}}"#, 400, "config.Agent.UserId"),
             ("POST", "/lab/devices", #"{"config":{"Agent":{"UserId":null}}}"#, 400, "config.Agent.UserId"),
@@ -83,7 +110,9 @@ import Testing
             ("GET", "/lab/devices/a/b/c", "", 404, nil),
         ]
         for (method, path, body, status, field) in cases {
-            let query: [String: String] = path.hasSuffix("/log") ? ["tail": "0"] : (path == "/lab/devices" && method == "GET" ? ["x": "1"] : [:])
+            let query: [String: String] = path.hasSuffix("/log") ? ["tail": "0"]
+                : path.hasSuffix("/notifications") && method == "GET" ? ["after": "-1"]
+                : (path == "/lab/devices" && method == "GET" ? ["x": "1"] : [:])
             let r = refusal(method, path, body, query: query)
             #expect(r?.status == status, "\(method) \(path) \(body): \(String(describing: r))")
             #expect(r?.path == field, "\(method) \(path) \(body): \(String(describing: r))")

@@ -112,6 +112,51 @@ import Testing
         #expect(!pids.contains(where: { ProcStats.isAlive($0) }))
     }
 
+    // M.1: a device in a test's own directory (kept: a second start continues on its state),
+    // with variables of its own, its HTTP address, a signal, its notifications, how it ended.
+    @Test func aDeviceInATestsDirectorySignalledAndStartedAgain() throws {
+        let lab = try Lab()
+        let own = lab.dir.path + "/mine"
+        let body = #"{"name":"t","clock":"system","directory":"\#(own)","environment":{"PUSHWOOSH_LAB_MARK":"seen"},"#
+            + ##""config":{"HTTP":{"Listen":"127.0.0.1:0"}},"extraConfig":"# the end"}"##
+        let started = lab.call("POST", "/lab/devices", body)
+        #expect(started.status == 201, "\(started.json)")
+        let device = started.json["devices"]?.arrayValue?.first ?? .null
+        #expect(device["directory"]?.stringValue == own && device["socket"]?.stringValue == own + "/agent.sock")
+        #expect(device["http"]?.stringValue?.hasPrefix("127.0.0.1:") == true, "\(device)")
+        let pid = Int(device["pid"]?.numberValue ?? 0)
+        let environ = (try? String(contentsOfFile: "/proc/\(pid)/environ", encoding: .utf8)) ?? ""
+        #expect(environ.split(separator: "\0").contains("PUSHWOOSH_LAB_MARK=seen"))
+        #expect((try? String(contentsOfFile: own + "/agent.conf", encoding: .utf8))?.contains("# the end\n") == true)
+        let seen = lab.call("GET", "/lab/devices/t/notifications")
+        #expect(seen.json["notifications"]?.arrayValue?.contains { $0.stringValue?.contains("READY=1") == true } == true, "\(seen.json)")
+        let next = Int(seen.json["next"]?.numberValue ?? 0)
+        #expect(lab.call("POST", "/lab/devices/t/signal", #"{"signal":"HUP"}"#).status == 200)
+        var reloaded = false
+        for _ in 0..<200 where !reloaded {
+            let later = lab.call("GET", "/lab/devices/t/notifications?after=\(next)").json["notifications"]?.arrayValue ?? []
+            reloaded = later.contains { $0.stringValue?.contains("RELOADING=1") == true }
+            if !reloaded { usleep(10_000) }
+        }
+        #expect(reloaded, "no RELOADING=1 after SIGHUP")
+        let hwid = device["hwid"]
+        let stopped = lab.call("DELETE", "/lab/devices/t")
+        #expect(stopped.json["stopped"] == true && stopped.json["exitCode"] == 0 && stopped.json["exitSignal"] == .null, "\(stopped.json)")
+        #expect(FileManager.default.fileExists(atPath: own + "/state"))
+        let again = lab.call("POST", "/lab/devices", body)
+        #expect(again.status == 201 && again.json["devices"]?.arrayValue?.first?["hwid"] == hwid, "the same state, the same device")
+        #expect(lab.call("POST", "/lab/devices/t/signal", #"{"signal":"KILL"}"#).status == 200)
+        usleep(200_000)
+        let killed = lab.call("GET", "/lab/devices/t").json
+        #expect(killed["state"] == "exited" && killed["exitSignal"] == 9 && killed["exitCode"] == .null, "\(killed)")
+        #expect(lab.call("POST", "/lab/devices/t/signal", #"{"signal":"HUP"}"#).status == 409)
+        // A device pointed at another server keeps it.
+        let elsewhere = lab.call("POST", "/lab/devices", #"{"name":"e","clock":"system","config":{"Agent":{"ServerURL":"http://127.0.0.1:9/json/1.3/"}}}"#)
+        #expect(elsewhere.status == 201)
+        let conf = (try? String(contentsOfFile: lab.dir.path + "/lab/devices/e/agent.conf", encoding: .utf8)) ?? ""
+        #expect(conf.contains("ServerURL=http://127.0.0.1:9/json/1.3/\n") && !conf.contains("ServerURL=http://127.0.0.1:\(lab.emulator.port)"), "\(conf)")
+    }
+
     // M: the lab's API is locked by --admin-token; the lab off is a 404 saying so.
     @Test func tokenAndLabOff() throws {
         let dir = TempDir(files: ["token": "lab-secret\n"])
