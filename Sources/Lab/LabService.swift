@@ -95,6 +95,7 @@ public final class LabService: Sendable {
             var answer = d.json().objectValue ?? [:]
             answer["stopped"] = .bool(d.owned)
             answer["released"] = .bool(!d.owned)
+            if d.owned { answer["notifications"] = .array(d.notified.map(JSONValue.string)) }
             return .json(200, .object(answer))
         case .restart(let name, let signal):
             let d = try device(name)
@@ -179,10 +180,13 @@ public final class LabService: Sendable {
             do {
                 // The lab's own directory for a device is made afresh; a test's (`directory`) is
                 // kept as found: a second start there continues on its state.
-                if start.directory == nil { try? FileManager.default.removeItem(atPath: dir) }
+                if start.directory == nil {
+                    try? FileManager.default.removeItem(atPath: dir)
+                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                    chmod(dir, 0o700)
+                }
                 try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true,
                                                         attributes: [.posixPermissions: 0o700])
-                chmod(dir, 0o700)
                 var own = start
                 own.config = config
                 let text = own.configurationText(index: index)

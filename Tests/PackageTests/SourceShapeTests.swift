@@ -89,7 +89,8 @@ import Testing
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
         "Sources/EmulatorCore/RequestLog.swift \"status\"",  // a logged request's HTTP status
         "Sources/EmulatorCore/HAR.swift \"status\"",  // a HAR entry's HTTP status
-        "Sources/EmulatorCore/LabCommand.swift \"clock\"",  // the lab's "clock": "controlled" | "system"
+        "Sources/EmulatorCore/LabStart.swift \"clock\"",  // the lab's "clock": "controlled" | "system"
+        "Sources/EmulatorCore/LabCommand.swift \"clock\"",  // in the start command's comment
         "Sources/Lab/LabDevice.swift \"clock\"",  // a lab device's clock kind
         "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
         "Sources/Soak/SoakRunner+Report.swift \"status\"",  // a checker's name in the report

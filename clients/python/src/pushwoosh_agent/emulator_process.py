@@ -10,6 +10,7 @@ import time
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .emulator import EmulatorClient
+from .lab import LabClient
 
 from ._process_support import EXAMPLE_APP_PATH, StartError, _terminate, find_binary, tail
 
@@ -33,7 +34,8 @@ class EmulatorProcess:
                  verbose: bool = True, start_timeout: float = 15.0,
                  state: Union[str, Mapping[str, Any], None] = None,
                  tls: Optional[Tuple[str, str]] = None, ca_file: Optional[str] = None,
-                 extra_args: Sequence[str] = (), admin_token: Optional[str] = None) -> None:
+                 extra_args: Sequence[str] = (), admin_token: Optional[str] = None,
+                 agentd: Optional[str] = None) -> None:
         if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
                                         or any(c.isspace() for c in admin_token)):
             raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
@@ -46,6 +48,8 @@ class EmulatorProcess:
         #: Further command-line arguments (``--upstream URL``, ``--record FILE``, ...).
         self.extra_args = list(extra_args)
         self.binary = binary or find_binary("pushwoosh-emulator")
+        #: The daemon its lab starts (``--agentd``); by default the one beside :attr:`binary`.
+        self.agentd = agentd
         self.apps = apps
         self.state = state
         self.require_token = require_token
@@ -72,6 +76,12 @@ class EmulatorProcess:
         if self._client is None:
             self._client = EmulatorClient(self.base_url, ca_file=self.ca_file, admin_token=self.admin_token)
         return self._client
+
+    @property
+    def lab(self) -> LabClient:
+        """A :class:`~pushwoosh_agent.lab.LabClient` of this emulator's lab (docs/lab.md M): the
+        devices it starts (:class:`~pushwoosh_agent.processes.AgentProcess`) and its clock."""
+        return LabClient.of(self.client)
 
     @property
     def running(self) -> bool:
@@ -110,6 +120,8 @@ class EmulatorProcess:
             args += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         # The lab (docs/lab.md M): advance_clock moves the emulator and the agents through it.
         args += ["--lab", os.path.join(self.directory, "emulator-lab")]
+        if self.agentd is not None:
+            args += ["--agentd", self.agentd]
         args += self.extra_args
         mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:

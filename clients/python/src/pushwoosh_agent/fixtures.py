@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from .client import AgentClient
 from .emulator import EmulatorClient
@@ -55,13 +55,14 @@ class Fleet(List[AgentProcess]):
         self.user_ids = user_ids
         self.emulator = emulator
 
-    def advance_clock(self, seconds: float) -> ClockAdvance:
-        """Moves the emulator's clock and every running agent's device clock ``seconds``
-        forward together, timer to timer (:func:`pushwoosh_agent.lab.advance_lab`); the agents
+    def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None) -> ClockAdvance:
+        """Moves the emulator's clock and every running agent's device clock together, timer to
+        timer, through the emulator's lab (:func:`pushwoosh_agent.lab.advance_lab`): ``seconds``
+        forward, or ``until`` ``"nextRefresh"``, ``"nextTimer"`` or an ISO 8601 time; the agents
         need ``clock="controlled"``. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``."""
         if self.emulator is None:
             raise ValueError("advance_clock: this fleet has no emulator (Fleet(..., emulator=...))")
-        return advance_lab(self.emulator, [agent.client for agent in self if agent.running], seconds)
+        return advance_lab(self.emulator, [agent.client for agent in self if agent.running], seconds, until=until)
 
     @property
     def clients(self) -> List[AgentClient]:
@@ -85,7 +86,12 @@ class Lab:
         """The agents the test started (``pushwoosh_agent``, ``pushwoosh_fleet``), in order."""
         return list(self._started)
 
-    def advance_clock(self, seconds: float) -> ClockAdvance:
-        """Moves the emulator's clock and every running agent's device clock ``seconds`` forward
-        together; ``{"now", "fired": {HWID: [...]}, "requests"}`` (see :mod:`pushwoosh_agent.lab`)."""
-        return advance_lab(self.emulator, [agent.client for agent in self._started if agent.running], seconds)
+    def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
+                      devices: Optional[Sequence[AgentProcess]] = None) -> ClockAdvance:
+        """Moves the emulator's clock and the agents' device clocks together, through the
+        emulator's lab: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (each agent's next
+        periodic refresh, whatever its phase in the hour), ``"nextTimer"`` or an ISO 8601 time;
+        ``devices``: some of :attr:`agents` (default all that run). Returns ``{"now", "fired":
+        {HWID: [...]}, "requests"}`` (see :mod:`pushwoosh_agent.lab`)."""
+        chosen = self._started if devices is None else list(devices)
+        return advance_lab(self.emulator, [agent.client for agent in chosen if agent.running], seconds, until=until)

@@ -100,6 +100,13 @@ class LabClient:
         #: The emulator behind the lab (its admin API: flags, faults, requests).
         self.emulator = EmulatorClient(url, timeout=timeout, ca_file=ca_file, admin_token=token)
 
+    @classmethod
+    def of(cls, emulator: EmulatorClient, timeout: Optional[float] = None) -> "LabClient":
+        """The lab of the emulator ``emulator`` talks to, with its token and its trust."""
+        lab = cls(emulator.base_url, token=emulator.admin_token, timeout=emulator.timeout if timeout is None else timeout)
+        lab.emulator.ssl_context = emulator.ssl_context
+        return lab
+
     def __repr__(self) -> str:
         return f"LabClient({self.emulator.base_url!r})"
 
@@ -116,15 +123,37 @@ class LabClient:
         return dict(self._call("GET", "/devices/" + name))
 
     def start(self, count: Optional[int] = None, name: str = "device", clock: str = "controlled",
-              config: Optional[Mapping[str, Mapping[str, Any]]] = None) -> List[Dict[str, Any]]:
+              config: Optional[Mapping[str, Mapping[str, Any]]] = None, *, directory: Optional[str] = None,
+              environment: Optional[Mapping[str, str]] = None, agentd: Optional[str] = None,
+              extra_config: str = "") -> List[Dict[str, Any]]:
         """Starts ``count`` devices named ``NAME-0``... (one named ``name`` without ``count``),
-        ready when this returns; ``config``: sections and keys, ``{n}`` the device's index."""
+        ready when this returns; ``config``: sections and keys, ``{n}`` the device's index.
+        For one device: ``directory`` (the test's own, kept as found: a second start there
+        continues on its state), ``environment`` (variables added), ``agentd`` (the daemon to run),
+        ``extra_config`` (text appended to its configuration file)."""
         body: Dict[str, Any] = {"name": name, "clock": clock}
         if count is not None:
             body["count"] = count
         if config is not None:
             body["config"] = {section: dict(keys) for section, keys in config.items()}
+        if directory is not None:
+            body["directory"] = os.path.abspath(directory)
+        if environment:
+            body["environment"] = dict(environment)
+        if agentd is not None:
+            body["agentd"] = os.path.abspath(agentd)
+        if extra_config:
+            body["extraConfig"] = extra_config
         return list(self._call("POST", "/devices", body)["devices"])
+
+    def signal(self, name: str, signal: str) -> Dict[str, Any]:
+        """Sends ``signal`` (``"HUP"``, ``"TERM"``, ``"KILL"``, ``"INT"``, ``"USR1"``, ``"USR2"``) to an owned device."""
+        return dict(self._call("POST", f"/devices/{name}/signal", {"signal": signal}))
+
+    def notifications(self, name: str, after: int = 0) -> Dict[str, Any]:
+        """What an owned device told its ``NOTIFY_SOCKET`` from the ``after``-th on:
+        ``{"notifications": [...], "next": N, "dropped": n}``."""
+        return dict(self._call("GET", f"/devices/{name}/notifications", query={"after": str(after)}))
 
     def attach(self, socket: str, name: str) -> Dict[str, Any]:
         """A running device (a systemd instance, an agent a test started) joins the lab, not owned."""
@@ -169,20 +198,22 @@ class LabClient:
         return answer
 
 
-def advance_lab(emulator: EmulatorClient, agents: Sequence[AgentClient], seconds: float,
-                timeout: float = 300.0) -> ClockAdvance:
-    """Moves ``emulator``'s clock and every agent's (``Clock=controlled``) ``seconds`` forward
-    together, through the emulator's lab (started with ``--lab``): each agent is attached (by
-    its HWID) and the lab moves them. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``.
-    Before anything moves, every agent must answer ``clock`` (an agent with ``Clock=system``
-    raises its :class:`AgentError` -32004). Raises :class:`LabClockError` naming every device
-    that could not follow (the result in ``.result``)."""
-    span = _positive_seconds(seconds)
+def advance_lab(emulator: EmulatorClient, agents: Sequence[AgentClient], seconds: Optional[float] = None, *,
+                until: Optional[str] = None, timeout: float = 300.0) -> ClockAdvance:
+    """Moves ``emulator``'s clock and every agent's (``Clock=controlled``) together, through the
+    emulator's lab (started with ``--lab``): ``seconds`` forward, or ``until`` ``"nextRefresh"``
+    (every agent's next periodic refresh), ``"nextTimer"`` or an ISO 8601 lab time. Each agent is
+    attached (by its HWID) and the lab moves them. Returns ``{"now", "fired": {HWID: [...]},
+    "requests"}``. Before anything moves, every agent must answer ``clock`` (an agent with
+    ``Clock=system`` raises its :class:`AgentError` -32004). Raises :class:`LabClockError` naming
+    every device that could not follow (the result in ``.result``)."""
+    if (seconds is None) == (until is None):
+        raise ValueError("advance_clock: give seconds or until, not both or neither")
+    span = _positive_seconds(seconds) if seconds is not None else None
     hwids = [str(agent.status()["hwid"]) for agent in agents]
     for agent in agents:
         agent.clock()  # raises for an agent whose clock is not controlled: nothing has moved yet
-    lab = LabClient(emulator.base_url, token=emulator.admin_token, timeout=timeout)
-    lab.emulator.ssl_context = emulator.ssl_context  # an https:// emulator's trust, as it is
+    lab = LabClient.of(emulator, timeout=timeout)
     attached = {str(device["name"]) for device in lab.devices()}
     for hwid, agent in zip(hwids, agents):
         if hwid not in attached:
@@ -192,9 +223,11 @@ def advance_lab(emulator: EmulatorClient, agents: Sequence[AgentClient], seconds
                 if error.status != 409:
                     raise
     if not hwids:
+        if span is None:
+            raise ValueError(f"advance_clock: until={until!r} needs devices to move")
         moved = lab.emulator.advance_clock(span)
         return {"now": str(moved["now"]), "fired": {}, "requests": 0}
-    done = lab.advance_clock(span, devices=hwids)
+    done = lab.advance_clock(span, until=until, devices=hwids)
     result: ClockAdvance = {"now": done["now"], "fired": {hwid: done["fired"].get(hwid, []) for hwid in hwids},
                             "requests": done["requests"]}
     if done["skipped"]:

@@ -85,10 +85,11 @@ import pytest
 from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
+from .lab import LabClient
 from .tls import TestCA
 from ._process_support import _BY_KEY, tail, unknown_name
 from .processes import AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
-    short_temp_dir
+    launcher_lab, short_temp_dir, stop_launcher_labs
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
 
@@ -209,6 +210,21 @@ def _pushwoosh_shared_emulator() -> Iterator[List[EmulatorProcess]]:
         shutil.rmtree(process.directory, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def _pushwoosh_launcher(pushwoosh_bin: Optional[str]) -> Iterator[Optional[str]]:
+    """The session's launcher lab (:func:`~pushwoosh_agent.processes.launcher_lab`), stopped with
+    the session (its agents with it)."""
+    yield pushwoosh_bin
+    stop_launcher_labs()
+
+
+def _launcher(pushwoosh_bin: Optional[str]) -> LabClient:
+    try:
+        return launcher_lab(pushwoosh_bin)
+    except StartError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
 @pytest.fixture
 def _pushwoosh_started() -> List[AgentProcess]:
     """Every agent the test started (pushwoosh_agent_process, pushwoosh_fleet), for pushwoosh_lab."""
@@ -284,7 +300,8 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
 @pytest.fixture
 def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                             pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                            _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
+                            _pushwoosh_started: List[AgentProcess],
+                            _pushwoosh_launcher: Optional[str]) -> Iterator[AgentProcess]:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
     options = _agent_options(request)
     if pushwoosh_emulator.ca_file is not None:
@@ -294,9 +311,9 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
     wait_for_flags = bool(options.pop("wait_for_flags", True))
     strict = _strict(request, options, "@pytest.mark.pushwoosh_agent")
     try:
-        binary = find_binary("pushwoosh-agentd", pushwoosh_bin)
         agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url, settings=options,
-                             extra_config=extra, binary=binary, client_timeout=client_timeout, strict=strict)
+                             extra_config=extra, client_timeout=client_timeout, strict=strict,
+                             lab=_launcher(pushwoosh_bin))
     except (StartError, ValueError) as error:
         pytest.fail(str(error), pytrace=False)
     _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
@@ -338,7 +355,8 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 @pytest.fixture
 def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                     pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                    _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
+                    _pushwoosh_started: List[AgentProcess],
+                    _pushwoosh_launcher: Optional[str]) -> Iterator[Callable[..., Fleet]]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
     agents against the test's emulator (see the module's documentation)."""
     started: List[AgentProcess] = []
@@ -354,10 +372,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         client_timeout = float(options.pop("client_timeout", 10.0))
         options.pop("wait_for_flags", None)
         strict = _strict(request, options, "pushwoosh_fleet(...)")
-        try:
-            binary = find_binary("pushwoosh-agentd", pushwoosh_bin)
-        except StartError as error:
-            pytest.fail(str(error), pytrace=False)
+        lab = _launcher(pushwoosh_bin)
         agents: List[AgentProcess] = []
         users: List[str] = []
         first = len(started)
@@ -366,8 +381,8 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
             directory = os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}")
             os.makedirs(directory, exist_ok=True)
             agent = AgentProcess(directory, server_url=pushwoosh_emulator.server_url,
-                                 settings={**options, "user_id": user}, extra_config=extra, binary=binary,
-                                 client_timeout=client_timeout, strict=strict)
+                                 settings={**options, "user_id": user}, extra_config=extra,
+                                 client_timeout=client_timeout, strict=strict, lab=lab)
             _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
             started.append(agent)
             _pushwoosh_started.append(agent)

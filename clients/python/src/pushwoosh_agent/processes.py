@@ -1,7 +1,9 @@
-"""Running the real ``pushwoosh-emulator`` and ``pushwoosh-agentd`` for tests.
+"""The real ``pushwoosh-emulator`` and ``pushwoosh-agentd`` for tests.
 
-The pytest plugin (:mod:`pushwoosh_agent.plugin`) is built on these two
-classes; they work without pytest too::
+:class:`EmulatorProcess` runs an emulator (and its lab). :class:`AgentProcess` is a device the
+lab starts and owns (docs/lab.md M.1): this package launches no agent of its own. The pytest
+plugin (:mod:`pushwoosh_agent.plugin`) is built on these two classes; they work without pytest
+too::
 
     with EmulatorProcess(directory) as emulator, \\
          AgentProcess(directory, server_url=emulator.server_url) as agent:
@@ -10,15 +12,18 @@ classes; they work without pytest too::
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
-import signal
-import socket
-import subprocess
-import threading
+import re
+import shutil
+import signal as signals
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .client import AgentClient
+from .errors import EmulatorError
+from .lab import LabClient
 
 __all__ = [
     "EXAMPLE_APP_PATH",
@@ -30,6 +35,8 @@ __all__ = [
     "short_temp_dir",
     "EmulatorProcess",
     "AgentProcess",
+    "launcher_lab",
+    "stop_launcher_labs",
 ]
 
 from ._process_support import (  # the names of __all__, and what older imports from here still find
@@ -38,164 +45,184 @@ from ._process_support import (  # the names of __all__, and what older imports 
 )
 from .emulator_process import EmulatorProcess
 
-class AgentProcess:
-    """``pushwoosh-agentd`` in ``directory``: its own configuration file, socket, state
-    directory, log (``agent.log``) and ``NOTIFY_SOCKET`` receiver.
+#: The launcher labs of this process, by the directory of their binaries ("" for PATH).
+_LAUNCHERS: Dict[str, EmulatorProcess] = {}
 
-    ``settings`` as :func:`agent_config`; ``Socket``, ``StateDirectory`` and
-    (from ``server_url``) ``ServerURL`` are set here unless given.
-    :meth:`start` returns once the agent sent ``READY=1``.
+
+def launcher_lab(bin_dir: Optional[str] = None) -> LabClient:
+    """The lab that starts agents for this Python process when no other is named: an emulator
+    with no application (``pushwoosh-emulator --lab``, the binaries from ``bin_dir`` or
+    ``PATH``), started on first use; its agents end with it (:func:`stop_launcher_labs`, or the
+    interpreter's exit). It outlives the emulators a test starts and stops."""
+    key = os.path.abspath(bin_dir) if bin_dir else ""
+    process = _LAUNCHERS.get(key)
+    if process is None:
+        process = EmulatorProcess(short_temp_dir("pwl-"), apps=None, binary=find_binary("pushwoosh-emulator", bin_dir),
+                                  agentd=find_binary("pushwoosh-agentd", bin_dir))
+        _LAUNCHERS[key] = process
+    if not process.running:
+        process.start()
+    return process.lab
+
+
+def stop_launcher_labs() -> None:
+    """Stops every launcher lab of this process, and with them the agents they started."""
+    while _LAUNCHERS:
+        _, process = _LAUNCHERS.popitem()
+        process.stop()
+        shutil.rmtree(process.directory, ignore_errors=True)
+
+
+atexit.register(stop_launcher_labs)
+
+class AgentProcess:
+    """A ``pushwoosh-agentd`` device that ``lab`` starts and owns (docs/lab.md M.1), living in
+    ``directory``: its configuration file (``agent.conf``), socket, state directory and log
+    (``agent.log``). ``lab``: a :class:`~pushwoosh_agent.lab.LabClient` (``EmulatorProcess.lab``);
+    by default :func:`launcher_lab`, which outlives the emulators a test stops. The lab runs the
+    agent under a parent-death signal, keeps what it tells its ``NOTIFY_SOCKET`` and stops it
+    when the lab ends.
+
+    ``settings`` as :func:`agent_config`; ``server_url`` (or the setting) points the agent at a
+    server (else the lab's own emulator); ``Socket`` and ``StateDirectory`` are the lab's (in
+    ``directory``). ``clock`` is ``system`` unless set. ``binary``: the daemon to run (else the
+    lab's). :meth:`start` returns once the agent sent ``READY=1`` (``ready_timeout``: how long
+    it waits for the lab's answer, beyond the lab's own 15 s for READY=1).
     """
+
+    _names = itertools.count()
 
     def __init__(self, directory: str, server_url: Optional[str] = None,
                  settings: Optional[Mapping[str, Any]] = None, extra_config: str = "",
                  binary: Optional[str] = None, client_timeout: float = 10.0,
                  ready_timeout: float = 15.0, environment: Optional[Mapping[str, str]] = None,
-                 strict: bool = False) -> None:
-        self.directory = directory
-        self.binary = binary or find_binary("pushwoosh-agentd")
-        self.socket_path = os.path.join(directory, "agent.sock")
-        self.state_dir = os.path.join(directory, "state")
-        self.config_path = os.path.join(directory, "agent.conf")
-        self.log_path = os.path.join(directory, "agent.log")
-        self.notify_path = os.path.join(directory, "notify.sock")
+                 strict: bool = False, *, lab: Optional[LabClient] = None, name: Optional[str] = None) -> None:
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be True or False, not {strict!r}")
+        #: The lab that starts it (by default this process's :func:`launcher_lab`, its binaries beside ``binary``).
+        self.lab = lab if lab is not None else launcher_lab(os.path.dirname(binary) if binary else None)
+        self.directory = os.path.abspath(directory)
+        self.binary = binary
+        self.socket_path = os.path.join(self.directory, "agent.sock")
+        self.state_dir = os.path.join(self.directory, "state")
+        self.config_path = os.path.join(self.directory, "agent.conf")
+        self.log_path = os.path.join(self.directory, "agent.log")
         merged: Dict[str, Any] = {"application_code": EXAMPLE_APP_CODE}
         if server_url is not None:
             merged["server_url"] = server_url
         merged.update(settings or {})
-        merged.setdefault("socket", self.socket_path)
-        merged.setdefault("state_directory", self.state_dir)
-        self.socket_path = str(merged.get("socket") or merged.get("Socket") or self.socket_path)
+        for own in ("socket", "Socket", "state_directory", "StateDirectory"):
+            if merged.get(own) is not None:
+                raise ValueError(f"agent setting {own!r}: the lab places the socket and the state in the device's "
+                                 f"directory ({self.socket_path}, {self.state_dir})")
+        _lab_config(merged)  # unknown names fail here, before the lab is asked
         self.settings = merged
         self.extra_config = extra_config
         self.client_timeout = client_timeout
-        if not isinstance(strict, bool):
-            raise TypeError(f"strict must be True or False, not {strict!r}")
         #: Whether :attr:`client` raises FallbackError on a read answered with the caller's default.
         self.strict = strict
         self.ready_timeout = ready_timeout
         self.environment = dict(environment or {})
-        self.process: Optional[subprocess.Popen[bytes]] = None
-        #: Every datagram received on NOTIFY_SOCKET (READY=1, STATUS=…, STOPPING=1), oldest first.
-        self.notifications: List[str] = []
-        self._notify_cond = threading.Condition()
-        self._notify_sock: Optional[socket.socket] = None
-        self._notify_thread: Optional[threading.Thread] = None
-        self._notify_stop = threading.Event()
+        #: The device's name in the lab.
+        self.name = name or _device_name(self.directory, next(self._names))
         self._client: Optional[AgentClient] = None
+        #: How each run ended, as subprocess gives it: the exit code, or minus the signal.
         self.exit_statuses: List[Optional[int]] = []
-        self._log_mark = 0
-        self._http_address: Optional[str] = None
+        self._device: Optional[Dict[str, Any]] = None
+        self._in_lab = False
+        self._last_notifications: List[str] = []
 
-    # -- NOTIFY_SOCKET --
+    # -- NOTIFY_SOCKET (the lab keeps what the device told it) --
 
-    def _open_notify(self) -> None:
-        if self._notify_sock is not None:
-            return
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(self.notify_path)
-        sock.settimeout(0.2)
-        self._notify_sock = sock
-        self._notify_thread = threading.Thread(target=self._notify_loop, name="pushwoosh-agent notify",
-                                               daemon=True)
-        self._notify_thread.start()
+    @property
+    def notifications(self) -> List[str]:
+        """Every datagram the agent sent to its ``NOTIFY_SOCKET`` (READY=1, STATUS=…, STOPPING=1), oldest first."""
+        return [str(n) for n in self._notified(0)["notifications"]]
 
-    def _notify_loop(self) -> None:
-        sock = self._notify_sock
-        assert sock is not None
-        while not self._notify_stop.is_set():
-            try:
-                data = sock.recv(1 << 16)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            with self._notify_cond:
-                self.notifications.append(data.decode("utf-8", "replace"))
-                self._notify_cond.notify_all()
+    def _notified(self, after: int) -> Dict[str, Any]:
+        if not self._in_lab:  # stopped: what the lab handed over when it let the device go
+            return {"notifications": self._last_notifications[after:]}
+        return self.lab.notifications(self.name, after)
 
     def wait_for_notification(self, needle: str, after: int = 0, timeout: float = 10.0) -> Optional[str]:
         """The first datagram at index ``after`` or later that contains ``needle``, waiting up to ``timeout``."""
         deadline = time.monotonic() + timeout
-        with self._notify_cond:
-            while True:
-                for message in self.notifications[after:]:
-                    if needle in message:
-                        return message
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._notify_cond.wait(min(left, 0.05))
-                if self.process is not None and self.process.poll() is not None and needle == "READY=1":
-                    # It died; a datagram sent just before may still be in the list.
-                    for message in self.notifications[after:]:
-                        if needle in message:
-                            return message
-                    return None
+        while True:
+            for message in self._notified(after)["notifications"]:
+                if needle in str(message):
+                    return str(message)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
 
     # -- lifecycle --
 
     def write_config(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
+        """Writes the configuration file from :attr:`settings`, as the lab wrote it at the start
+        (for a reload: then :meth:`signal` ``SIGHUP``)."""
+        config, clock = _lab_config(self.settings)
+        if "ServerURL" not in config.get("Agent", {}):
+            config.setdefault("Agent", {})["ServerURL"] = self._started_server()
+        text = "".join(f"[{section}]\n" + "".join(f"{k}={v}\n" for k, v in sorted(keys.items()))
+                       for section, keys in sorted(config.items()))
+        if self.extra_config:
+            text += self.extra_config.rstrip("\n") + "\n"
+        text += f"[Agent]\nSocket={self.socket_path}\nStateDirectory={self.state_dir}\n[Device]\nClock={clock}\n"
         with open(self.config_path, "w", encoding="utf-8") as f:
-            f.write(agent_config(self.settings, self.extra_config))
+            f.write(text)
+
+    def _started_server(self) -> str:
+        with open(self.config_path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("ServerURL="):
+                    return line[len("ServerURL="):].strip()
+        raise StartError(f"{self.config_path} names no ServerURL= (start the agent first)")
 
     def start(self) -> "AgentProcess":
-        """Writes the configuration, starts the agent and waits for ``READY=1``."""
-        if self.process is not None and self.process.poll() is None:
+        """Asks the lab to start the agent in :attr:`directory` (on the state it has) and waits for ``READY=1``."""
+        if self.running:
             raise RuntimeError("the agent is already running")
-        self.write_config()
-        self._open_notify()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-               "NOTIFY_SOCKET": self.notify_path}
-        env.update(self.environment)
-        with self._notify_cond:
-            mark = len(self.notifications)
-        self._log_mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
-        self._http_address = None
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen([self.binary, "--config", self.config_path], stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=log, env=env, start_new_session=True)
-        if self.wait_for_notification("READY=1", after=mark, timeout=self.ready_timeout) is None:
-            status = self.process.poll()
-            if status is None:
-                self.kill()
-                what = f"did not send READY=1 within {self.ready_timeout:g} s"
-            else:
-                what = f"exited with status {status} before READY=1"
-            raise StartError(f"pushwoosh-agentd {what}:\n{tail(self.log_path)}")
+        config, clock = _lab_config(self.settings)
+        lab = LabClient.of(self.lab.emulator, timeout=self.ready_timeout + 30)
+        try:
+            self._device = lab.start(name=self.name, clock=clock, config=config, directory=self.directory,
+                                     environment=self.environment, agentd=self.binary, extra_config=self.extra_config)[0]
+        except EmulatorError as error:
+            raise StartError(f"pushwoosh-agentd did not start in the lab ({error.status}): {error.message}"
+                             f"{_field(error)}:\n{tail(self.log_path)}") from None
+        self._in_lab = True
         return self
+
+    def _look(self) -> Optional[Dict[str, Any]]:
+        if not self._in_lab:
+            return None
+        try:
+            self._device = self.lab.device(self.name)
+        except EmulatorError as error:
+            if error.status == 404:
+                self._in_lab = False
+                return None
+            raise
+        return self._device
 
     @property
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        device = self._look()
+        return device is not None and device.get("state") != "exited" and device.get("pid") is not None
 
     def http_address(self, timeout: float = 5.0) -> Optional[str]:
         """The address the agent's HTTP interface (``[HTTP] Listen=``) is bound to, e.g.
-        ``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``, or a socket path; None when it has none.
-
-        Read from the ``http=`` field of the agent's ``ready`` log line of its latest start
-        (``status`` does not carry it). ``READY=1`` is sent just before that line is
-        written, so this waits up to ``timeout`` seconds for it.
-        """
-        if self._http_address is not None:
-            return self._http_address
+        ``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``, or a socket path; None when it has none
+        (``status``'s ``httpAddress``, as the lab reads it)."""
         deadline = time.monotonic() + timeout
         while True:
-            with open(self.log_path, "rb") as f:
-                f.seek(self._log_mark)
-                for raw in f:
-                    line = raw.decode("utf-8", "replace")
-                    if "]: ready " not in line:
-                        continue
-                    for word in line.split():
-                        if word.startswith("http="):
-                            self._http_address = word[len("http="):].strip('"')
-                            return self._http_address
-                    return None  # ready, without an HTTP interface
-            if time.monotonic() >= deadline or not self.running:
+            device = self._look()
+            if device is not None and device.get("http") is not None:
+                return str(device["http"])
+            if device is None or device.get("state") in ("exited", "ready", "stale", "error", "fatal", "notReady") \
+                    or time.monotonic() >= deadline:
                 return None
-            time.sleep(0.01)
+            time.sleep(0.02)
 
     @property
     def http_url(self) -> Optional[str]:
@@ -207,7 +234,8 @@ class AgentProcess:
 
     @property
     def pid(self) -> Optional[int]:
-        return self.process.pid if self.process else None
+        pid = (self._device or {}).get("pid")
+        return int(pid) if pid is not None else None
 
     @property
     def client(self) -> AgentClient:
@@ -217,25 +245,34 @@ class AgentProcess:
         return self._client
 
     def signal(self, sig: int) -> None:
-        """Sends ``sig`` to the agent (e.g. ``signal.SIGHUP`` to reload its configuration)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
+        """Sends ``sig`` to the agent through the lab (e.g. ``signal.SIGHUP`` to reload its configuration)."""
+        if self.running:
+            self.lab.signal(self.name, signals.Signals(sig).name[len("SIG"):])
 
     def stop(self, timeout: float = 5.0) -> Optional[int]:
-        """SIGTERM, then SIGKILL after ``timeout``; the exit status."""
-        if self.process is None:
+        """The lab stops the agent (SIGTERM, then SIGKILL after 5 s) and lets it go; the exit status."""
+        if not self._in_lab:
             return None
-        status = _terminate(self.process, signal.SIGTERM, timeout)
+        self._in_lab = False
+        try:
+            ended = self.lab.stop(self.name)
+        except EmulatorError as error:
+            if error.status == 404:  # the lab (or its emulator) went away, and the device with it
+                return None
+            raise
+        self._last_notifications = [str(n) for n in ended.get("notifications", [])]
+        status = _exit_status(ended)
         self.exit_statuses.append(status)
         return status
 
     def kill(self) -> Optional[int]:
-        """SIGKILL (a crash, as far as the agent can tell); the exit status."""
-        if self.process is None:
-            return None
-        status = _terminate(self.process, signal.SIGKILL, 5)
-        self.exit_statuses.append(status)
-        return status
+        """SIGKILL (a crash, as far as the agent can tell), through the lab; the exit status."""
+        if self.running:
+            self.lab.signal(self.name, "KILL")
+            deadline = time.monotonic() + 5
+            while self.running and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return self.stop()
 
     def restart(self, kill: bool = True) -> AgentClient:
         """Kills the agent (``kill``: SIGKILL, else SIGTERM) and starts it again on the same
@@ -252,24 +289,48 @@ class AgentProcess:
         return tail(self.log_path, 1 << 30)
 
     def close(self) -> None:
-        """Closes the client, stops the agent, closes the notify socket."""
+        """Closes the client and stops the agent."""
         if self._client is not None:
             self._client.close()
         self.stop()
-        if self._notify_sock is not None:
-            self._notify_stop.set()
-            try:  # wakes the receiver at once
-                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as waker:
-                    waker.sendto(b"", self.notify_path)
-            except OSError:
-                pass
-            if self._notify_thread is not None:
-                self._notify_thread.join(2)
-            self._notify_sock.close()
-            self._notify_sock = None
 
     def __enter__(self) -> "AgentProcess":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _device_name(directory: str, index: int) -> str:
+    """A name the lab accepts (1-40 of letters, digits, _ - .), unique in this process."""
+    base = re.sub(r"[^A-Za-z0-9_-]", "-", os.path.basename(directory.rstrip("/")))[:16].strip("-") or "agent"
+    return f"{base}-{os.getpid()}-{index}"
+
+
+def _lab_config(settings: Mapping[str, Any]) -> Tuple[Dict[str, Dict[str, str]], str]:
+    """``settings`` (:data:`AGENT_SETTINGS` names or keys) as the lab's ``config`` sections, and the clock."""
+    config: Dict[str, Dict[str, str]] = {}
+    clock = "system"
+    for name, value in settings.items():
+        where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
+        if where is None:
+            raise ValueError(unknown_name("agent setting", name, list(AGENT_SETTINGS) + list(_BY_KEY)))
+        if value is None:
+            continue
+        if where == ("Device", "Clock"):
+            clock = _value(value)
+            continue
+        config.setdefault(where[0], {})[where[1]] = _value(value)
+    return config, clock
+
+
+def _exit_status(device: Mapping[str, Any]) -> Optional[int]:
+    if device.get("exitCode") is not None:
+        return int(device["exitCode"])
+    if device.get("exitSignal") is not None:
+        return -int(device["exitSignal"])
+    return None
+
+
+def _field(error: EmulatorError) -> str:
+    return f" (field {error.path})" if error.path else ""
