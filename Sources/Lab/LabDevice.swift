@@ -75,7 +75,7 @@ final class LabDevice {
     /// lives as long as the lab: so a lab killed with SIGKILL leaves no device behind.
     func launch(readyTimeout: Double = 15) throws(LabRefusal) {
         guard let directory, let configPath, let logPath else { return }
-        let notifyPath = directory + "/notify.sock"
+        let notifyPath = directory + "/notify"  // not *.sock: `fleet --socket-dir` takes those for devices
         if receiver == nil {
             do { receiver = try NotifyReceiver(path: notifyPath) } catch {
                 throw LabRefusal(500, "\(name): cannot make its notify socket \(notifyPath): \(error)")

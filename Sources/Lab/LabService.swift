@@ -161,7 +161,9 @@ public final class LabService: Sendable {
             throw LabRefusal(409, "a device named \(taken) is in the lab already")
         }
         var config = start.config
-        if config["Agent"]?["ApplicationCode"] == nil {
+        // The application, unless `config` or `extraConfig` names it (as a shipped agent.conf does).
+        let named = start.extraConfig.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("ApplicationCode=") }
+        if config["Agent"]?["ApplicationCode"] == nil, !named {
             let apps = emulator.admin("GET", "/admin/apps", nil).body["apps"]?.arrayValue?.compactMap { $0["code"]?.stringValue } ?? []
             guard apps.count == 1 else {
                 throw LabRefusal(400, "the emulator has \(apps.count) applications: name one (\(apps.joined(separator: ", ")))",
