@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -35,7 +36,7 @@ class EmulatorProcess:
                  state: Union[str, Mapping[str, Any], None] = None,
                  tls: Optional[Tuple[str, str]] = None, ca_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), admin_token: Optional[str] = None,
-                 agentd: Optional[str] = None) -> None:
+                 agentd: Optional[str] = None, die_with_parent: bool = False) -> None:
         if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
                                         or any(c.isspace() for c in admin_token)):
             raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
@@ -50,6 +51,10 @@ class EmulatorProcess:
         self.binary = binary or find_binary("pushwoosh-emulator")
         #: The daemon its lab starts (``--agentd``); by default the one beside :attr:`binary`.
         self.agentd = agentd
+        #: Run under a parent-death signal (``setpriv --pdeathsig TERM``, when util-linux has it):
+        #: the emulator, and its lab's devices with it, end when the thread that started it does,
+        #: even if this process is killed with SIGKILL.
+        self.die_with_parent = die_with_parent
         self.apps = apps
         self.state = state
         self.require_token = require_token
@@ -123,6 +128,9 @@ class EmulatorProcess:
         if self.agentd is not None:
             args += ["--agentd", self.agentd]
         args += self.extra_args
+        setpriv = shutil.which("setpriv") if self.die_with_parent else None
+        if setpriv is not None:
+            args = [setpriv, "--pdeathsig", "TERM", "--"] + args
         mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -52,13 +52,14 @@ _LAUNCHERS: Dict[str, EmulatorProcess] = {}
 def launcher_lab(bin_dir: Optional[str] = None) -> LabClient:
     """The lab that starts agents for this Python process when no other is named: an emulator
     with no application (``pushwoosh-emulator --lab``, the binaries from ``bin_dir`` or
-    ``PATH``), started on first use; its agents end with it (:func:`stop_launcher_labs`, or the
-    interpreter's exit). It outlives the emulators a test starts and stops."""
+    ``PATH``), started on first use; its agents end with it (:func:`stop_launcher_labs`, the
+    interpreter's exit, or, under a parent-death signal, the end of the thread that started it,
+    SIGKILL included). It outlives the emulators a test starts and stops."""
     key = os.path.abspath(bin_dir) if bin_dir else ""
     process = _LAUNCHERS.get(key)
     if process is None:
         process = EmulatorProcess(short_temp_dir("pwl-"), apps=None, binary=find_binary("pushwoosh-emulator", bin_dir),
-                                  agentd=find_binary("pushwoosh-agentd", bin_dir))
+                                  agentd=find_binary("pushwoosh-agentd", bin_dir), die_with_parent=True)
         _LAUNCHERS[key] = process
     if not process.running:
         process.start()
