@@ -49,9 +49,45 @@ struct FleetLab: LabClockWorld {
     }
 }
 
+/// `fleet advance-clock`'s arguments.
+public struct FleetAdvance: Sendable, Equatable {
+    public var seconds: Double
+    public var emulator: String
+    public var adminTokenFile: String?
+
+    public init(seconds: Double, emulator: String, adminTokenFile: String? = nil) {
+        self.seconds = seconds
+        self.emulator = emulator
+        self.adminTokenFile = adminTokenFile
+    }
+}
+
 public enum FleetAdvanceClock {
+    static let form = FleetForm(
+        synopsis: "advance-clock SPAN --emulator URL [--admin-token FILE]",
+        help: """
+            moves the emulator's clock and every instance's device clock
+            (Clock=controlled) SPAN forward together, timer to timer: each
+            step ends just after the earliest timer any instance has armed,
+            the emulator first, then every instance, once no request is in
+            flight; prints the time reached, each instance's fired timers
+            and the number of requests sent; --admin-token FILE: the
+            token of an emulator started with --admin-token. Every
+            instance it cannot move (down, missing, a clock that is not
+            controlled, or one that did not follow a step) is named with
+            the reason, and the exit status is 3
+            """,
+        valued: ["--emulator", "--admin-token"],
+        build: { p throws(UsageError) in
+            FleetCommand(p.definition, .advanceClock, advance: try advance(p.positionals, emulator: p.values["--emulator"],
+                                                                            adminTokenFile: p.values["--admin-token"]))
+        },
+        run: { command, targets, invocation, output in
+            run(targets, command.advance!, invocation: invocation, output: output)
+        })
+
     /// `advance-clock`'s arguments after the command's name.
-    static func command(_ arguments: [String], emulator: String?, adminTokenFile: String?) throws(UsageError) -> FleetCommand {
+    static func advance(_ arguments: [String], emulator: String?, adminTokenFile: String?) throws(UsageError) -> FleetAdvance {
         guard let span = arguments.first else { throw UsageError("'fleet advance-clock' needs SPAN (e.g. 2h, 30min)", command: "fleet") }
         guard arguments.count == 1 else { throw UsageError("unexpected argument \"\(arguments[1])\" for 'fleet advance-clock'", command: "fleet") }
         guard let seconds = TimeSpan.parse(span), seconds > 0 else {
@@ -61,7 +97,7 @@ public enum FleetAdvanceClock {
         guard server(emulator) != nil else {
             throw UsageError("--emulator: \"\(emulator)\" is not an http://IPV4:PORT URL of the emulator (e.g. http://127.0.0.1:8080)", command: "fleet")
         }
-        return .advanceClock(seconds: seconds, emulator: emulator, adminTokenFile: adminTokenFile)
+        return FleetAdvance(seconds: seconds, emulator: emulator, adminTokenFile: adminTokenFile)
     }
 
     /// The emulator's admin server at `url` (`localhost` is 127.0.0.1).
@@ -72,8 +108,8 @@ public enum FleetAdvanceClock {
         return server
     }
 
-    static func run(_ targets: [FleetTarget], seconds: Double, emulator: String, adminTokenFile: String?,
-                    invocation: FleetInvocation, output: some ControlOutput) -> ExitCode {
+    static func run(_ targets: [FleetTarget], _ advance: FleetAdvance, invocation: FleetInvocation, output: some ControlOutput) -> ExitCode {
+        let (seconds, emulator, adminTokenFile) = (advance.seconds, advance.emulator, advance.adminTokenFile)
         func fail(_ exit: ExitCode, _ message: String) -> ExitCode {
             output.err("pushwoosh-agentctl: fleet advance-clock: " + message)
             return exit

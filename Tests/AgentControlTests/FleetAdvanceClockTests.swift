@@ -24,9 +24,9 @@ import HarnessSupport
 
     @Test func arguments() throws {
         let a = try invocation(["fleet", "--socket-dir", "/tmp/x", "advance-clock", "2h30min", "--emulator", "http://127.0.0.1:8080"])
-        #expect(a.command == .advanceClock(seconds: 9_000, emulator: "http://127.0.0.1:8080", adminTokenFile: nil))
-        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s", "--admin-token", "/etc/t"]).command
-            == .advanceClock(seconds: 90, emulator: "http://localhost:9/", adminTokenFile: "/etc/t"))
+        #expect(a.command.advance == FleetAdvance(seconds: 9_000, emulator: "http://127.0.0.1:8080"))
+        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s", "--admin-token", "/etc/t"]).command.advance
+            == FleetAdvance(seconds: 90, emulator: "http://localhost:9/", adminTokenFile: "/etc/t"))
     }
 
     @Test func badInputNamesTheField() {
