@@ -52,11 +52,11 @@ extension CommandDefinition {
             fleet: FleetAdvanceClock.form),
     ]
 
-    /// The commands that stay: fleet (parsed by FleetArguments from the fleet forms of this
-    /// table) and watch (subscribe).
+    /// fleet (FleetArguments parses the rest of its line against the fleet forms of this table;
+    /// `fleet --help` is its help) and watch (subscribe: a connection that stays).
     static let streamCommands: [CommandDefinition] = [
         CommandDefinition(
-            name: "fleet", synopsis: "fleet status|metrics|call METHOD [PARAMS-JSON]|advance-clock SPAN --emulator URL",
+            name: "fleet", synopsis: "fleet FORM [ARGS] (the forms: 'fleet --help')",
             summary: "ask every instance of the fleet at once ('fleet --help')",
             parseRest: { arguments, json, timeout, table throws(UsageError) in
                 try FleetArguments.parse(arguments, json: json, timeout: timeout, table: table).map(ControlRequest.fleet)
@@ -87,8 +87,8 @@ extension CommandDefinition {
                         if !events.contains(event) { events.append(event) }
                     }
                 }
+                // Answers `subscribe` with `{"subscribed": true}` (printed as JSON); the notifications print line by line.
                 return d.command(.typed(.subscribe(events: Set(events))), watch: WatchOptions(events: events, reconnect: s.flags.contains("--reconnect")))
             }),
-            // Answers `subscribe` with `{"subscribed": true}` (printed as JSON); the notifications print line by line.
     ]
 }
