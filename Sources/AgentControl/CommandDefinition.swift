@@ -1,28 +1,20 @@
 import AgentCore
 import AgentWire
 
-// The commands of pushwoosh-agentctl, one value each (CommandDefinition+*.swift): name, synopsis, help
-// text, options, how the parsed command line becomes the command, the typed call it makes and
-// how its answer prints. The table, `--help`, the parser and the printer read them.
-
-/// agentctl's commands: one name per method, the one the Python client uses too (the socket
-/// method spelled the CLI's way: `register-for-push` is `register_for_push()` and
-/// `registerForPushNotifications`); a definition's `aliases` are its other spellings.
-enum CommandName: String, CaseIterable, Sendable {
-    case get, isEnabled = "is-enabled", property, refresh, logImpression = "log-impression", setUser = "set-user-id"
-    case setAppState = "set-app-state", registerPush = "register-for-push", unregisterPush = "unregister-for-push"
-    case setAuthorization = "set-notification-authorization", primer = "present-push-primer", status, metrics, clock
-    case advanceClock = "advance-clock", fleet, watch
-}
+// The commands of pushwoosh-agentctl, one value each, in one table: name, aliases, synopsis,
+// help text, options, how the parsed command line becomes the call it makes, how its answer
+// prints, and (`fleet`) its form over every instance. `--help`, the parser, the nearest-name
+// suggestions, the printer and `fleet`'s parser all read the table; nothing else lists commands.
+// A command is added by appending one `CommandDefinition` to one of the lists below.
 
 /// What a command sends: a typed call, encoded by AgentWire (`SocketCall.params`), or, where
 /// the agent is the one to check a value (`primer`'s settings, an `advance-clock --to` that does
 /// not read as a time), the params as given so its refusal is the agent's.
-enum CommandCall: Sendable, Equatable {
+public enum CommandCall: Sendable, Equatable {
     case typed(SocketCall)
     case unchecked(SocketMethod, [String: JSONValue])
 
-    var request: (method: SocketMethod, params: [String: JSONValue]) {
+    public var request: (method: SocketMethod, params: [String: JSONValue]) {
         switch self {
         case .typed(let call): (call.method, call.params)
         case .unchecked(let method, let params): (method, params)
@@ -32,7 +24,9 @@ enum CommandCall: Sendable, Equatable {
 
 /// One command of the CLI, defined once.
 struct CommandDefinition: Sendable {
-    var name: CommandName
+    /// The command's name: the Python client's method name spelled the CLI's way
+    /// (`register-for-push` is `register_for_push()` and `registerForPushNotifications`).
+    var name: String
     /// Other names the command answers to (its names before the CLI and the Python client
     /// agreed on one), listed in `--help`.
     var aliases: [String] = []
@@ -43,15 +37,19 @@ struct CommandDefinition: Sendable {
     var valued: Set<String> = []
     /// Options without a value.
     var flags: Set<String> = []
-    /// The parsed command line (its positionals and options) as the command.
-    var build: @Sendable (ControlArguments.Scanned, CommandDefinition) throws(UsageError) -> ControlCommand
-    /// The call the command makes.
-    var call: @Sendable (ControlCommand) -> CommandCall
+    /// The parsed command line (its positionals and options) as the command; nil for a command
+    /// that is not one call to one agent (`fleet`, parsed by `parseRest`; `call`, fleet's only).
+    var build: (@Sendable (ControlArguments.Scanned, CommandDefinition) throws(UsageError) -> ControlCommand)?
     /// The answer for people (`--json` prints it raw); an answer of another shape is an error.
-    var print: @Sendable (ControlCommand, JSONValue) throws(AnswerError) -> String
+    var print: @Sendable (ControlCommand, JSONValue) throws(AnswerError) -> String = { _, r in JSONWriter.string(r) }
     /// The standard-error line for an answer that is not what was asked for (a read answered
     /// with the caller's default, a refresh not sent); nil when it is.
     var warning: @Sendable (ControlCommand, JSONValue) -> String? = { _, _ in nil }
+    /// A command that parses the rest of the line itself (`fleet`): the arguments after its
+    /// name, `--json` and `--timeout` given before it, and the table.
+    var parseRest: (@Sendable ([String], Bool, Double?, [CommandDefinition]) throws(UsageError) -> ControlRequest)?
+    /// The command over every instance of a fleet (`fleet NAME`); nil: not a fleet command.
+    var fleet: FleetForm?
 
     /// `--help` for this command.
     var help: String {
@@ -62,58 +60,42 @@ struct CommandDefinition: Sendable {
     }
 
     /// Every name the command answers to: its name, then its aliases.
-    var names: [String] { [name.rawValue] + aliases }
+    var names: [String] { [name] + aliases }
+
+    /// Whether `pushwoosh-agentctl NAME` runs it (and `--help` lists it).
+    var isTopLevel: Bool { build != nil || parseRest != nil }
+
+    /// The command this definition builds, making `call`.
+    func command(_ call: CommandCall, watch: WatchOptions? = nil) -> ControlCommand {
+        ControlCommand(definition: self, call: call, watch: watch)
+    }
 
     /// A command the definition did not build reached it: a programming error.
-    static func mismatch(_ command: ControlCommand, _ name: CommandName) -> Never {
-        preconditionFailure("\(command) is not '\(name.rawValue)'")
+    static func mismatch(_ command: ControlCommand) -> Never {
+        preconditionFailure("\(command.call) is not what '\(command.name)' builds")
     }
 }
 
-/// Every command, in the order `--help` lists them.
-let commandTable: [CommandDefinition] = [
-    .get, .isEnabled, .property, .refresh, .logImpression, .setUser, .setAppState, .registerPush, .unregisterPush,
-    .setAuthorization, .primer, .status, .metrics, .clock, .advanceClock, .fleet, .watch,
-]
+/// Every command, in the order `--help` lists them (`fleet --help` lists the fleet forms in
+/// the same order).
+let commandTable: [CommandDefinition] = CommandDefinition.flagCommands + CommandDefinition.deviceCommands
+    + CommandDefinition.primerCommands + CommandDefinition.stateCommands + CommandDefinition.clockCommands + CommandDefinition.streamCommands
 
 extension CommandDefinition {
-    /// The command `name` names (its name or an alias); nil when none does.
-    static func named(_ name: String) -> CommandDefinition? {
-        commandTable.first { $0.names.contains(name) }
+    /// The command `name` names in `table` (its name or an alias); nil when none does.
+    static func named(_ name: String, in table: [CommandDefinition] = commandTable) -> CommandDefinition? {
+        table.first { $0.isTopLevel && $0.names.contains(name) }
     }
 
-    /// "unknown command 'X'", with the nearest name when one is near.
-    static func unknown(_ name: String) -> UsageError {
-        UsageError("unknown command '\(name)'" + Nearest.suggestion(name, among: commandTable.flatMap(\.names)))
-    }
-}
-
-extension ControlCommand {
-    /// The definition that built this command.
-    var definition: CommandDefinition {
-        let name: CommandName = switch self {
-        case .get: .get
-        case .isEnabled: .isEnabled
-        case .property: .property
-        case .refresh: .refresh
-        case .logImpression: .logImpression
-        case .setUser: .setUser
-        case .setAppState: .setAppState
-        case .registerPush: .registerPush
-        case .unregisterPush: .unregisterPush
-        case .setAuthorization: .setAuthorization
-        case .primer: .primer
-        case .status: .status
-        case .metrics: .metrics
-        case .watch: .watch
-        case .clock: .clock
-        case .advanceClock: .advanceClock
-        }
-        return commandTable.first { $0.name == name }!
+    /// "unknown command 'X'", with the nearest name of `table` when one is near.
+    static func unknown(_ name: String, in table: [CommandDefinition] = commandTable) -> UsageError {
+        UsageError("unknown command '\(name)'" + Nearest.suggestion(name, among: suggestions(table)))
     }
 
-    /// The socket method and params this command sends.
-    public var request: (method: SocketMethod, params: [String: JSONValue]) { definition.call(self).request }
+    /// The names a misspelt command is compared with, in the table's order.
+    static func suggestions(_ table: [CommandDefinition] = commandTable) -> [String] {
+        table.filter(\.isTopLevel).flatMap(\.names)
+    }
 }
 
 /// What the read commands say about a fallback.

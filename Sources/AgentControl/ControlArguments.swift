@@ -34,11 +34,15 @@ public enum ControlArguments {
     }
 
 
-    public static var usage: String {
-        let width = commandTable.map(\.name.rawValue.count).max()! + 2
-        let list = commandTable.map { "  " + $0.name.rawValue.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
-        let aliases = commandTable.flatMap { d in
-            d.aliases.map { "  " + $0.padding(toLength: width, withPad: " ", startingAt: 0) + "the same as " + d.name.rawValue }
+    public static var usage: String { usage(commandTable) }
+
+    /// `--help`: every top-level command of `table`, its name and summary, then the aliases.
+    static func usage(_ table: [CommandDefinition]) -> String {
+        let commands = table.filter(\.isTopLevel)
+        let width = commands.map(\.name.count).max()! + 2
+        let list = commands.map { "  " + $0.name.padding(toLength: width, withPad: " ", startingAt: 0) + $0.summary }
+        let aliases = commands.flatMap { d in
+            d.aliases.map { "  " + $0.padding(toLength: width, withPad: " ", startingAt: 0) + "the same as " + d.name }
         }
         return """
             Usage: pushwoosh-agentctl [--socket PATH | --instance NAME] [--json] [--timeout SECONDS] COMMAND [ARGS]
@@ -71,6 +75,12 @@ public enum ControlArguments {
 
     /// Parses the arguments (without the program name).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> ControlRequest {
+        try parse(arguments, environment: environment, table: commandTable)
+    }
+
+    /// Parses the arguments against the commands of `table`.
+    static func parse(_ arguments: [String], environment: [String: String],
+                      table: [CommandDefinition]) throws(UsageError) -> ControlRequest {
         var socketPath: String?
         var instance: String?
         var json = false
@@ -81,7 +91,7 @@ public enum ControlArguments {
         var commandName: String?
         while i < arguments.count {
             let (name, inline) = split(arguments[i])
-            if name == "-h" || name == "--help" { return .help(usage) }
+            if name == "-h" || name == "--help" { return .help(usage(table)) }
             if name == "--version" { return .help(PackageVersion.line("pushwoosh-agentctl")) }
             if name == "--json" { json = true; i += 1; continue }
             if globalValued.contains(name) {
@@ -99,22 +109,21 @@ public enum ControlArguments {
             break
         }
         guard let commandName else { throw UsageError("no command given") }
-        if commandName == CommandName.fleet.rawValue {
-            return try FleetArguments.parse(Array(arguments[i...]), json: json,
-                                            timeout: arguments[..<i].contains { $0.hasPrefix("--timeout") } ? timeout : nil)
-                .map(ControlRequest.fleet) ?? .help(FleetArguments.usage)
+        guard let info = CommandDefinition.named(commandName, in: table) else { throw CommandDefinition.unknown(commandName, in: table) }
+        if let parseRest = info.parseRest {
+            return try parseRest(Array(arguments[i...]), json, arguments[..<i].contains { $0.hasPrefix("--timeout") } ? timeout : nil, table)
         }
-        guard let info = CommandDefinition.named(commandName) else { throw CommandDefinition.unknown(commandName) }
+        guard let build = info.build else { preconditionFailure("'\(info.name)' is listed but neither builds nor parses") }
 
         let scanned = try scan(arguments[i...], info: info)
         if scanned.flags.contains("--help") || scanned.flags.contains("-h") { return .help(info.help) }
         if scanned.flags.contains("--json") { json = true }
-        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name.rawValue) } }
+        for name in globalValued { if let v = scanned.values[name] { try applyGlobal(name, v, &socketPath, &instance, &timeout, command: info.name) } }
         if socketPath != nil && instance != nil {
-            throw UsageError("--socket and --instance name the socket twice; give one", command: info.name.rawValue)
+            throw UsageError("--socket and --instance name the socket twice; give one", command: info.name)
         }
 
-        let command = try info.build(scanned, info)
+        let command = try build(scanned, info)
         let socket = socketPath ?? instance.map { instanceSocketPath($0) } ?? defaultSocketPath(environment: environment)
         return .run(ControlInvocation(socketPath: socket, json: json, timeout: timeout, command: command,
                                       strict: scanned.flags.contains("--strict")))
@@ -176,14 +185,14 @@ public enum ControlArguments {
             } else {
                 let (name, inline) = split(argument)
                 if info.valued.contains(name) || globalValued.contains(name) {
-                    result.values[name] = try takeValue(name, inline, args, &i, command: info.name.rawValue)
+                    result.values[name] = try takeValue(name, inline, args, &i, command: info.name)
                 } else if info.flags.contains(name) || globalFlags.contains(name) {
-                    if inline != nil { throw UsageError("option \(name) takes no value", command: info.name.rawValue) }
+                    if inline != nil { throw UsageError("option \(name) takes no value", command: info.name) }
                     result.flags.insert(name)
                 } else {
                     let known = info.valued.union(info.flags).union(globalValued).union(globalFlags).sorted()
-                    throw UsageError("unknown option \(name) for '\(info.name.rawValue)'" + Nearest.suggestion(name, among: known),
-                                     command: info.name.rawValue)
+                    throw UsageError("unknown option \(name) for '\(info.name)'" + Nearest.suggestion(name, among: known),
+                                     command: info.name)
                 }
             }
             i += 1
@@ -194,13 +203,13 @@ public enum ControlArguments {
     static func positionals(_ scanned: Scanned, _ names: [String], _ info: CommandDefinition) throws(UsageError) -> [String] {
         let p = scanned.positionals
         if p.count < names.count {
-            throw UsageError("'\(info.name.rawValue)' needs \(names[p.count])", command: info.name.rawValue)
+            throw UsageError("'\(info.name)' needs \(names[p.count])", command: info.name)
         }
         if p.count > names.count {
-            throw UsageError("unexpected argument \"\(p[names.count])\" for '\(info.name.rawValue)'", command: info.name.rawValue)
+            throw UsageError("unexpected argument \"\(p[names.count])\" for '\(info.name)'", command: info.name)
         }
         for (value, name) in zip(p, names) where value.isEmpty {
-            throw UsageError("\(name) must not be empty", command: info.name.rawValue)
+            throw UsageError("\(name) must not be empty", command: info.name)
         }
         return p
     }
@@ -211,28 +220,28 @@ public enum ControlArguments {
     {
         guard let e = E(rawValue: value) else {
             throw UsageError("\(what) must be one of \(E.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(value)\"",
-                             command: info.name.rawValue)
+                             command: info.name)
         }
         return e
     }
 
     /// A command without arguments.
-    static func none(_ scanned: Scanned, _ info: CommandDefinition, _ command: ControlCommand) throws(UsageError) -> ControlCommand {
+    static func none(_ scanned: Scanned, _ info: CommandDefinition, _ call: CommandCall) throws(UsageError) -> ControlCommand {
         _ = try positionals(scanned, [], info)
-        return command
+        return info.command(call)
     }
 
     static func boolean(_ value: String, _ what: String, _ info: CommandDefinition) throws(UsageError) -> Bool {
         switch value.lowercased() {
         case "true", "yes", "1", "on": return true
         case "false", "no", "0", "off": return false
-        default: throw UsageError("\(what) must be true or false, got \"\(value)\"", command: info.name.rawValue)
+        default: throw UsageError("\(what) must be true or false, got \"\(value)\"", command: info.name)
         }
     }
 
     static func number(_ value: String, _ what: String, _ info: CommandDefinition) throws(UsageError) -> Double {
         guard let n = Double(value), n.isFinite else {
-            throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name.rawValue)
+            throw UsageError("\(what) must be a number, got \"\(value)\"", command: info.name)
         }
         return n
     }

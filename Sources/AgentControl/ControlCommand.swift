@@ -5,28 +5,46 @@ import Foundation
 // `pushwoosh-agentctl [--socket PATH] [--json] [--timeout SECONDS] COMMAND [ARGS]`:
 // one command per socket method (docs/socket-api.md B.1, B.2). Parsing is a pure function.
 
-/// One command of the CLI.
-public enum ControlCommand: Sendable, Equatable {
-    case get(key: String)
-    case isEnabled(key: String, default: Bool)
-    case property(key: String, property: String, type: PropertyType, default: JSONValue?)
-    case refresh
-    case logImpression(key: String)
-    case setUser(userId: String)
-    case setAppState(AppState)
-    case registerPush
-    case unregisterPush
-    case setAuthorization(NotificationAuthorization)
-    /// `presentPushPrimer`'s params, already in the socket API's names.
-    case primer([String: JSONValue])
-    case status
-    case metrics
-    /// `subscribe` to `events`; `reconnect`: keep watching across restarts of the agent.
-    case watch(events: [SubscriptionEvent], reconnect: Bool)
-    /// docs/device-clock.md H.
-    case clock
-    /// `seconds` or an ISO 8601 time (`to`).
-    case advanceClock(seconds: Double?, to: String?)
+/// One parsed command of the CLI: the definition that built it and the call it makes.
+public struct ControlCommand: Sendable, Equatable {
+    let definition: CommandDefinition
+    /// What it sends.
+    public var call: CommandCall
+    /// `watch`: what it streams.
+    public var watch: WatchOptions?
+
+    init(definition: CommandDefinition, call: CommandCall, watch: WatchOptions? = nil) {
+        self.definition = definition
+        self.call = call
+        self.watch = watch
+    }
+
+    /// The command of the table named `name` making `call`.
+    public init(_ name: String, _ call: CommandCall, watch: WatchOptions? = nil) {
+        guard let definition = CommandDefinition.named(name) else { preconditionFailure("no command named '\(name)'") }
+        self.init(definition: definition, call: call, watch: watch)
+    }
+
+    /// The definition's name.
+    public var name: String { definition.name }
+
+    /// The socket method and params this command sends.
+    public var request: (method: SocketMethod, params: [String: JSONValue]) { call.request }
+
+    public static func == (a: ControlCommand, b: ControlCommand) -> Bool {
+        a.name == b.name && a.call == b.call && a.watch == b.watch
+    }
+}
+
+/// `watch`: the events in the order given (the `subscribe` call holds them as a set) and
+/// `--reconnect` (keep watching across restarts of the agent).
+public struct WatchOptions: Sendable, Equatable {
+    public var events: [SubscriptionEvent]
+    public var reconnect: Bool
+    public init(events: [SubscriptionEvent], reconnect: Bool) {
+        self.events = events
+        self.reconnect = reconnect
+    }
 }
 
 /// A parsed command line.

@@ -63,14 +63,14 @@ public enum ControlTool {
 
     static func execute(_ invocation: ControlInvocation, output: some ControlOutput, now: () -> Date,
                         timeZone: TimeZone) throws(ClientError) -> ExitCode {
-        if case .watch(let events, let reconnect) = invocation.command {
-            return try watch(invocation, events: events, reconnect: reconnect, output: output, now: now, timeZone: timeZone)
+        if let watching = invocation.command.watch {
+            return try watch(invocation, events: watching.events, reconnect: watching.reconnect, output: output, now: now, timeZone: timeZone)
         }
         let client = try SocketClient(path: invocation.socketPath, timeout: invocation.timeout)
         // `refresh` says what it changed: the updates heard on this connection while it is
         // waited for (the agent sends them before its answer).
         var changed: [String]?
-        if case .refresh = invocation.command, !invocation.json,
+        if case .typed(.refresh) = invocation.command.call, !invocation.json,
            case .success = try client.call(method: .subscribe, params: [:]).outcome {
             changed = []
         }
@@ -89,13 +89,13 @@ public enum ControlTool {
             result = value
         }
         var (text, exit) = OutputFormatter.format(invocation.command, result: result, json: invocation.json)
-        if case .refresh = invocation.command, !invocation.json, exit == .success, let answer = try? RefreshAnswer(json: result) {
+        if case .typed(.refresh) = invocation.command.call, !invocation.json, exit == .success, let answer = try? RefreshAnswer(json: result) {
             text = OutputFormatter.refresh(answer, changed: changed?.sorted())
         }
         output.out(text)
         // A fallback is never silent: the value as asked, and on standard error what it is.
         if let warning = OutputFormatter.warning(invocation.command, result: result) {
-            if case .refresh = invocation.command, !invocation.json {
+            if case .typed(.refresh) = invocation.command.call, !invocation.json {
                 // "refresh: not sent (…)" on standard output says it already.
             } else {
                 output.err(warning)

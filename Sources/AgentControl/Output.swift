@@ -25,7 +25,7 @@ public enum OutputFormatter {
     public static func format(_ command: ControlCommand, result: JSONValue, json: Bool) -> (text: String, exit: ExitCode) {
         do throws(AnswerError) {
             var exit = ExitCode.success
-            if case .refresh = command, try RefreshAnswer(json: result).error != nil { exit = .agentError }
+            if case .typed(.refresh) = command.call, try RefreshAnswer(json: result).error != nil { exit = .agentError }
             if json { return (JSONWriter.string(result), exit) }
             return (try human(command, result), exit)
         } catch {

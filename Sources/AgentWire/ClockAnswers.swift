@@ -67,6 +67,9 @@ public struct FiredTimer: Sendable, Equatable {
         return .object(o)
     }
 
+    /// One fired timer as `json` writes it (the lab's `fired` lists them so).
+    public init(json: JSONValue) throws(AnswerError) { try self.init(json: json, path: "") }
+
     init(json: JSONValue, path: String) throws(AnswerError) {
         let r = AnswerReader(json, path: path)
         self.init(at: try r.time("at"), event: try r.string("event"), trigger: try r.optionalEnumeration("trigger"),

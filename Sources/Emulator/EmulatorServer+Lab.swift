@@ -29,8 +29,13 @@ extension EmulatorServer {
 
     private func startLab(absolute directory: String, agentd: String) {
         let admin: @Sendable (String, String, JSONValue?) -> (status: Int, body: JSONValue) = { [self] method, path, body in
-            let request = EmulatorRequest(method: method, path: path, body: body.map { JSONWriter.encode($0) } ?? [])
-            let outcome = state.withLock { $0.handle(PreparedRequest(request), now: clock.now()) }
+            let outcome = state.withLock { state in
+                // The lab's own call, in-process: it carries the admin token the `/lab/*` request
+                // it serves was let in with (an emulator started with --admin-token locks both).
+                let token = state.configuration.adminToken.map { [HTTPHeader("Authorization", "Bearer " + $0)] } ?? []
+                let request = EmulatorRequest(method: method, path: path, headers: token, body: body.map { JSONWriter.encode($0) } ?? [])
+                return state.handle(PreparedRequest(request), now: clock.now())
+            }
             guard let response = outcome.render() else { return (0, .null) }
             return (response.status, response.jsonBody ?? .null)
         }

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentWire
 import Foundation
 import Testing
 @testable import AgentControl
@@ -24,9 +25,9 @@ import HarnessSupport
 
     @Test func arguments() throws {
         let a = try invocation(["fleet", "--socket-dir", "/tmp/x", "advance-clock", "2h30min", "--emulator", "http://127.0.0.1:8080"])
-        #expect(a.command == .advanceClock(seconds: 9_000, emulator: "http://127.0.0.1:8080", adminTokenFile: nil))
-        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s", "--admin-token", "/etc/t"]).command
-            == .advanceClock(seconds: 90, emulator: "http://localhost:9/", adminTokenFile: "/etc/t"))
+        #expect(a.command.advance == FleetAdvance(seconds: 9_000, emulator: "http://127.0.0.1:8080"))
+        #expect(try invocation(["fleet", "--emulator=http://localhost:9/", "advance-clock", "90s", "--admin-token", "/etc/t"]).command.advance
+            == FleetAdvance(seconds: 90, emulator: "http://localhost:9/", adminTokenFile: "/etc/t"))
     }
 
     @Test func badInputNamesTheField() {
@@ -44,6 +45,43 @@ import HarnessSupport
         #expect(usageMessage(["fleet", "status"] + emulator)?.contains("--emulator is for 'fleet advance-clock'") == true)
         #expect(usageMessage(["fleet", "status", "--admin-token", "/t"])?.contains("--admin-token is for 'fleet advance-clock'") == true)
         #expect(usageMessage(["fleet", "advance-clock", "1h"] + emulator + ["--admin-token"])?.contains("needs a value") == true)
+        // --until names itself: a value it does not read, one given with SPAN, none at all, another command's.
+        #expect(usageMessage(["fleet", "advance-clock", "--until", "soon"] + emulator)
+            == "--until: \"soon\" is not nextRefresh, nextTimer or an ISO 8601 time (e.g. 2026-12-06T09:00:00Z)")
+        #expect(usageMessage(["fleet", "advance-clock", "1h", "--until", "nextTimer"] + emulator)?.contains("SPAN or --until, not both") == true)
+        #expect(usageMessage(["fleet", "advance-clock"] + emulator + ["--until"])?.contains("option --until needs a value") == true)
+        #expect(usageMessage(["fleet", "advance-clock", "--until", ""] + emulator)?.contains("option --until needs a value") == true)
+        #expect(usageMessage(["fleet", "status", "--until", "nextTimer"]) == "--until is for 'fleet advance-clock'")
+        #expect(usageMessage(["fleet", "advance-clock", "--until", "nextTimer"])?.contains("needs --emulator URL") == true)
+    }
+
+    @Test func untilArguments() throws {
+        let emulator = ["--emulator", "http://127.0.0.1:8080"]
+        #expect(try invocation(["fleet", "advance-clock", "--until", "nextRefresh"] + emulator).command.advance?.until == .nextRefresh)
+        #expect(try invocation(["fleet", "advance-clock", "--until=nextTimer"] + emulator).command.advance?.until == .nextTimer)
+        #expect(try invocation(["fleet", "advance-clock", "--until", "2026-12-06T09:00:00Z"] + emulator).command.advance?.until
+            == .time(Date(timeIntervalSince1970: 1_796_547_600)))
+    }
+
+    /// The lab's answer read as the in-process driver's: by name, `skipped` as what did not follow.
+    @Test func theLabsAnswerIsRead() throws {
+        let answer = try JSONReader.parse(Array(#"""
+            {"now": "2026-12-05T12:00:00.000Z", "steps": 3, "requests": 2,
+             "fired": {"a": [{"at": "2026-12-05T11:00:00.000Z", "event": "refresh", "trigger": "periodic"}], "b": []},
+             "skipped": [{"name": "c", "reason": "does not answer: x"}]}
+            """#.utf8))
+        let r = try FleetLabClient.result(answer)
+        #expect(r.steps == 3 && r.requests == 2 && r.fired["a"]?.first?.trigger == .periodic && r.fired["b"] == [])
+        #expect(r.problems.map(\.name) == ["c"] && r.problems.map(\.reason) == ["does not answer: x"])
+        let targets = ["a", "b", "c"].map { FleetTarget(name: $0, socketPath: "/s/\($0).sock") }
+        #expect(FleetAdvanceClock.text(r, targets) == """
+            now: 2026-12-05T12:00:00Z
+            a  2026-12-05T11:00:00Z  refresh (periodic)
+            b  -                     nothing fired
+            c  -                     nothing fired
+            1 timer fired, 2 requests sent, 3 steps
+            """)
+        #expect(throws: AnswerError.self) { try FleetLabClient.result(["now": "soon"]) }
     }
 
     @Test func noInstancesIsAnErrorAndNothingMoves() throws {

@@ -4,6 +4,12 @@ import Foundation
 import Testing
 @testable import AgentControl
 
+/// The command a command line parses to (the commands are the table's, built by parsing).
+private func cmd(_ args: String...) -> ControlCommand {
+    guard case .run(let invocation)? = try? ControlArguments.parse(args, environment: [:]) else { preconditionFailure("\(args)") }
+    return invocation.command
+}
+
 @Suite struct OutputFormatterTests {
     let flagResult: JSONValue = [
         "flag": ["key": "new_checkout", "isEnabled": true, "ruleId": "r_1a2b3c4d",
@@ -12,7 +18,7 @@ import Testing
     ]
 
     @Test func get() {
-        let (text, exit) = OutputFormatter.format(.get(key: "new_checkout"), result: flagResult, json: false)
+        let (text, exit) = OutputFormatter.format(cmd("get", "new_checkout"), result: flagResult, json: false)
         #expect(exit == .success)
         #expect(text == """
             key:             new_checkout
@@ -29,7 +35,7 @@ import Testing
 
     @Test func getMissingFlag() {
         let r: JSONValue = ["flag": nil, "reason": "ERROR", "errorCode": "PROVIDER_NOT_READY", "source": "none", "ageSeconds": nil]
-        #expect(OutputFormatter.format(.get(key: "x"), result: r, json: false).text == """
+        #expect(OutputFormatter.format(cmd("get", "x"), result: r, json: false).text == """
             key:     x
             flag:    none
             reason:  ERROR (PROVIDER_NOT_READY)
@@ -40,23 +46,23 @@ import Testing
     @Test func killedFlag() {
         let r: JSONValue = ["flag": ["key": "k", "isEnabled": false, "ruleId": "", "properties": [:]],
                             "reason": "DISABLED", "source": "cache", "ageSeconds": 7200]
-        let text = OutputFormatter.format(.get(key: "k"), result: r, json: false).text
+        let text = OutputFormatter.format(cmd("get", "k"), result: r, json: false).text
         #expect(text.contains("rule:        (killed)"))
         #expect(text.contains("properties:  none"))
         #expect(text.contains("source:      cache, 2 h old"))
     }
 
     @Test func jsonPrintsTheRawResult() {
-        let (text, _) = OutputFormatter.format(.get(key: "new_checkout"), result: flagResult, json: true)
+        let (text, _) = OutputFormatter.format(cmd("get", "new_checkout"), result: flagResult, json: true)
         #expect(text == JSONWriter.string(flagResult))
-        #expect(OutputFormatter.format(.isEnabled(key: "k", default: false), result: ["enabled": true, "reason": "DEFAULT"], json: true).text
+        #expect(OutputFormatter.format(cmd("is-enabled", "k"), result: ["enabled": true, "reason": "DEFAULT"], json: true).text
             == #"{"enabled":true,"reason":"DEFAULT"}"#)
     }
 
     @Test func scalarCommands() {
-        #expect(OutputFormatter.format(.isEnabled(key: "k", default: false), result: ["enabled": true], json: false) == ("true", .success))
-        #expect(OutputFormatter.format(.isEnabled(key: "k", default: false), result: ["enabled": false], json: false) == ("false", .success))
-        let prop = ControlCommand.property(key: "k", property: "p", type: .string, default: "")
+        #expect(OutputFormatter.format(cmd("is-enabled", "k"), result: ["enabled": true], json: false) == ("true", .success))
+        #expect(OutputFormatter.format(cmd("is-enabled", "k"), result: ["enabled": false], json: false) == ("false", .success))
+        let prop = cmd("property", "k", "p", "--type", "string")
         #expect(OutputFormatter.format(prop, result: ["value": "green"], json: false).text == "green")
         #expect(OutputFormatter.format(prop, result: ["value": 5], json: false).text == "5")
         #expect(OutputFormatter.format(prop, result: ["value": ["a": [1]]], json: false).text == #"{"a":[1]}"#)
@@ -64,20 +70,20 @@ import Testing
     }
 
     @Test func refresh() {
-        #expect(OutputFormatter.format(.refresh, result: ["error": nil, "sent": true, "throttledUntil": nil], json: false)
+        #expect(OutputFormatter.format(cmd("refresh"), result: ["error": nil, "sent": true, "throttledUntil": nil], json: false)
             == ("refresh: sent", .success))
         let failed: JSONValue = ["error": ["domain": "PWFeatureFlagsErrorDomain", "code": 503, "message": "HTTP 503"], "sent": true]
-        #expect(OutputFormatter.format(.refresh, result: failed, json: false)
+        #expect(OutputFormatter.format(cmd("refresh"), result: failed, json: false)
             == ("refresh failed: HTTP 503 (PWFeatureFlagsErrorDomain code 503)", .agentError))
-        #expect(OutputFormatter.format(.refresh, result: failed, json: true).exit == .agentError)
+        #expect(OutputFormatter.format(cmd("refresh"), result: failed, json: true).exit == .agentError)
         // RF-6: answered from the stored flags, and until when; never "ok".
         let throttled: JSONValue = ["error": nil, "sent": false, "throttledUntil": "2026-12-02T10:05:00Z"]
-        #expect(OutputFormatter.format(.refresh, result: throttled, json: false)
+        #expect(OutputFormatter.format(cmd("refresh"), result: throttled, json: false)
             == ("refresh: not sent (throttle window until 2026-12-02T10:05:00Z; the stored flags are in use)", .success))
-        #expect(OutputFormatter.warning(.refresh, result: throttled)
+        #expect(OutputFormatter.warning(cmd("refresh"), result: throttled)
             == "warning: refresh not sent: answered from the stored flags inside the throttle window (until 2026-12-02T10:05:00Z)")
-        #expect(OutputFormatter.warning(.refresh, result: ["error": nil, "sent": true, "throttledUntil": nil]) == nil)
-        #expect(OutputFormatter.warning(.refresh, result: failed) == nil)
+        #expect(OutputFormatter.warning(cmd("refresh"), result: ["error": nil, "sent": true, "throttledUntil": nil]) == nil)
+        #expect(OutputFormatter.warning(cmd("refresh"), result: failed) == nil)
         let sent = RefreshAnswer(error: nil, sent: true)
         #expect(OutputFormatter.refresh(sent, changed: ["a", "b"]) == "refresh: sent; changed a, b")
         #expect(OutputFormatter.refresh(sent, changed: []) == "refresh: sent; no flags changed")
@@ -85,53 +91,53 @@ import Testing
         #expect(OutputFormatter.refresh(RefreshAnswer(error: RefreshError(code: 0, message: "no flags URL"), sent: false), changed: nil)
             == "refresh failed: no flags URL (PWFeatureFlagsErrorDomain code 0) (not sent)")
         // A sent refresh that names a throttle window is not a refresh answer.
-        #expect(OutputFormatter.format(.refresh, result: ["error": nil, "sent": true, "throttledUntil": "2026-12-02T10:05:00Z"], json: false).exit
+        #expect(OutputFormatter.format(cmd("refresh"), result: ["error": nil, "sent": true, "throttledUntil": "2026-12-02T10:05:00Z"], json: false).exit
             == .agentError)
     }
 
     @Test func fallbackWarningsNameTheCodeAndTheKey() {
-        #expect(OutputFormatter.warning(.isEnabled(key: "nosuchflag", default: false),
+        #expect(OutputFormatter.warning(cmd("is-enabled", "nosuchflag"),
                                         result: ["enabled": false, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND", "source": "network"])
             == #"warning: FLAG_NOT_FOUND: no flag "nosuchflag" in the served flags; printed the default"#)
-        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .string, default: ""),
+        #expect(OutputFormatter.warning(cmd("property", "k", "n", "--type", "string"),
                                         result: ["value": "", "reason": "ERROR", "errorCode": "TYPE_MISMATCH"])
             == #"warning: TYPE_MISMATCH: flag "k" has no string property "n" (missing or of another type); printed the default"#)
-        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .jsonObject, default: nil),
+        #expect(OutputFormatter.warning(cmd("property", "k", "n", "--type", "jsonObject"),
                                         result: ["value": nil, "reason": "ERROR", "errorCode": "TYPE_MISMATCH"])
             == #"warning: TYPE_MISMATCH: flag "k" has no jsonObject property "n" (missing or of another type); printed null"#)
-        #expect(OutputFormatter.warning(.isEnabled(key: "k", default: true), result: ["enabled": true, "reason": "ERROR", "errorCode": "PROVIDER_NOT_READY"])
+        #expect(OutputFormatter.warning(cmd("is-enabled", "k", "--default", "true"), result: ["enabled": true, "reason": "ERROR", "errorCode": "PROVIDER_NOT_READY"])
             == "warning: PROVIDER_NOT_READY: no valid flags are served (none received yet, or past their lifetime); printed the default")
-        #expect(OutputFormatter.warning(.get(key: "zz"), result: ["flag": nil, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND"])
+        #expect(OutputFormatter.warning(cmd("get", "zz"), result: ["flag": nil, "reason": "ERROR", "errorCode": "FLAG_NOT_FOUND"])
             == #"warning: FLAG_NOT_FOUND: no flag "zz" in the served flags; no flag printed"#)
         // The agent's own words when it sends them: a missing property and one of another type told apart.
-        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .number, default: 7),
+        #expect(OutputFormatter.warning(cmd("property", "k", "n", "--type", "number", "--default", "7"),
                                         result: ["value": 7, "reason": "ERROR", "errorCode": "TYPE_MISMATCH",
                                                  "errorMessage": #"flag "k" has no property "n""#])
             == #"warning: TYPE_MISMATCH: flag "k" has no property "n"; printed the default"#)
-        #expect(OutputFormatter.warning(.property(key: "k", property: "n", type: .number, default: 7),
+        #expect(OutputFormatter.warning(cmd("property", "k", "n", "--type", "number", "--default", "7"),
                                         result: ["value": 7, "reason": "ERROR", "errorCode": "TYPE_MISMATCH",
                                                  "errorMessage": #"property "n" of flag "k" is a string, not a number"#])
             == #"warning: TYPE_MISMATCH: property "n" of flag "k" is a string, not a number; printed the default"#)
         // A value the agent served: no warning, whatever it is.
-        #expect(OutputFormatter.warning(.isEnabled(key: "k", default: false), result: ["enabled": false, "reason": "DISABLED", "source": "cache"]) == nil)
-        #expect(OutputFormatter.warning(.status, result: ["errorCode": "FLAG_NOT_FOUND"]) == nil)
+        #expect(OutputFormatter.warning(cmd("is-enabled", "k"), result: ["enabled": false, "reason": "DISABLED", "source": "cache"]) == nil)
+        #expect(OutputFormatter.warning(cmd("status"), result: ["errorCode": "FLAG_NOT_FOUND"]) == nil)
     }
 
     @Test func deviceCommands() {
-        #expect(OutputFormatter.format(.logImpression(key: "k"), result: ["logged": true], json: false).text == "impression of k logged")
-        #expect(OutputFormatter.format(.logImpression(key: "k"), result: ["logged": false], json: false).text.hasPrefix("no impression logged"))
-        #expect(OutputFormatter.format(.setUser(userId: "bob"), result: [:], json: false).text == "User ID set to bob")
-        #expect(OutputFormatter.format(.setAppState(.active), result: ["sessionStarted": true], json: false).text
+        #expect(OutputFormatter.format(cmd("log-impression", "k"), result: ["logged": true], json: false).text == "impression of k logged")
+        #expect(OutputFormatter.format(cmd("log-impression", "k"), result: ["logged": false], json: false).text.hasPrefix("no impression logged"))
+        #expect(OutputFormatter.format(cmd("set-user-id", "bob"), result: [:], json: false).text == "User ID set to bob")
+        #expect(OutputFormatter.format(cmd("set-app-state", "active"), result: ["sessionStarted": true], json: false).text
             == "app state: active (a new session started)")
-        #expect(OutputFormatter.format(.setAppState(.background), result: ["sessionStarted": false], json: false).text == "app state: background")
-        #expect(OutputFormatter.format(.registerPush, result: ["granted": true, "pushToken": "ab12"], json: false).text
+        #expect(OutputFormatter.format(cmd("set-app-state", "background"), result: ["sessionStarted": false], json: false).text == "app state: background")
+        #expect(OutputFormatter.format(cmd("register-for-push"), result: ["granted": true, "pushToken": "ab12"], json: false).text
             == "push registration: granted, token ab12")
-        #expect(OutputFormatter.format(.registerPush, result: ["granted": false, "pushToken": nil], json: false).text
+        #expect(OutputFormatter.format(cmd("register-for-push"), result: ["granted": false, "pushToken": nil], json: false).text
             == "push registration: not granted")
-        #expect(OutputFormatter.format(.setAuthorization(.denied), result: [:], json: false).text == "notification authorization: denied")
-        #expect(OutputFormatter.format(.primer([:]), result: ["outcome": "suppressed", "presentation": nil], json: false).text
+        #expect(OutputFormatter.format(cmd("set-notification-authorization", "denied"), result: [:], json: false).text == "notification authorization: denied")
+        #expect(OutputFormatter.format(ControlCommand("present-push-primer", .unchecked(.presentPushPrimer, [:])), result: ["outcome": "suppressed", "presentation": nil], json: false).text
             == "outcome:       suppressed\npresentation:  none")
-        #expect(OutputFormatter.format(.primer([:]), result: ["outcome": "accepted", "presentation": ["style": "sheet", "position": "bottom"]],
+        #expect(OutputFormatter.format(ControlCommand("present-push-primer", .unchecked(.presentPushPrimer, [:])), result: ["outcome": "accepted", "presentation": ["style": "sheet", "position": "bottom"]],
                                        json: false).text == "outcome:     accepted\n  position:  bottom\n  style:     sheet")
     }
 
@@ -145,7 +151,7 @@ import Testing
             "consecutiveFailures": 2, "nextRefreshAt": "2025-05-01T10:06:00Z", "flagsPartial": false, "storageError": nil,
             "extra": true,
         ]
-        #expect(OutputFormatter.format(.status, result: r, json: false).text == """
+        #expect(OutputFormatter.format(cmd("status"), result: r, json: false).text == """
             state:                      stale
             version:                    0.1.0
             applicationCode:            ABCDE-12345
@@ -175,15 +181,15 @@ import Testing
     @Test func answersOfAnotherShapeNameTheField() {
         let flag: JSONValue = ["flag": ["key": "new_checkout", "enabled": true, "ruleId": "r", "properties": [:]],
                                "reason": "TARGETING_MATCH", "source": "network", "ageSeconds": 150]
-        let get = OutputFormatter.format(.get(key: "new_checkout"), result: flag, json: false)
+        let get = OutputFormatter.format(cmd("get", "new_checkout"), result: flag, json: false)
         #expect(get.exit == .agentError)
         #expect(get.text.hasPrefix("pushwoosh-agentctl: the agent's answer to get is not understood (flag.isEnabled: missing): {"))
-        let refresh = OutputFormatter.format(.refresh, result: ["error": ["domain": "NSURLErrorDomain", "code": 1, "message": "x"], "sent": true],
+        let refresh = OutputFormatter.format(cmd("refresh"), result: ["error": ["domain": "NSURLErrorDomain", "code": 1, "message": "x"], "sent": true],
                                              json: false)
         #expect(refresh.exit == .agentError)
         #expect(refresh.text.contains("(error.domain: expected PWFeatureFlagsErrorDomain, found NSURLErrorDomain)"))
-        #expect(OutputFormatter.format(.refresh, result: ["error": nil], json: true).text.contains("(sent: missing)"))
-        let status = OutputFormatter.format(.status, result: ["state": "ready"], json: false)
+        #expect(OutputFormatter.format(cmd("refresh"), result: ["error": nil], json: true).text.contains("(sent: missing)"))
+        let status = OutputFormatter.format(cmd("status"), result: ["state": "ready"], json: false)
         #expect(status.exit == .agentError)
         #expect(status.text.contains("(version: missing)"))
     }
@@ -191,7 +197,7 @@ import Testing
     @Test func clockAndAdvanceClock() {
         let clock: JSONValue = ["now": "2026-12-01T00:53:20Z", "offsetSeconds": 3600.5, "controlled": true,
                                 "nextTimerAt": "2026-12-01T01:00:00.250Z", "requestsInFlight": 0]
-        #expect(OutputFormatter.format(.clock, result: clock, json: false) == ("""
+        #expect(OutputFormatter.format(cmd("clock"), result: clock, json: false) == ("""
             now:                2026-12-01T00:53:20Z
             ahead of the host:  3600.5 s
             controlled:         true
@@ -200,14 +206,14 @@ import Testing
             ["at": "2026-12-01T01:23:20Z", "event": "sessionEnd"],
             ["at": "2026-12-01T01:53:20Z", "event": "refresh", "trigger": "periodic"],
         ]]
-        #expect(OutputFormatter.format(.advanceClock(seconds: 3600, to: nil), result: advance, json: false).text == """
+        #expect(OutputFormatter.format(cmd("advance-clock", "3600s"), result: advance, json: false).text == """
             now:                     2026-12-01T02:00:00Z
             requests:                1
             fired:                   2 timer(s)
               2026-12-01T01:23:20Z:  sessionEnd
               2026-12-01T01:53:20Z:  refresh (periodic)
             """)
-        let bad = OutputFormatter.format(.clock, result: ["now": "2026-12-01T00:53:20Z"], json: false)
+        let bad = OutputFormatter.format(cmd("clock"), result: ["now": "2026-12-01T00:53:20Z"], json: false)
         #expect(bad.exit == .agentError && bad.text.contains("(offsetSeconds: missing)"), "\(bad.text)")
     }
 

@@ -81,11 +81,12 @@ import Testing
     /// The literals below that happen to equal a method's name are other things' names.
     static let otherMeanings: Set<String> = [
         "Sources/AgentCore/Environment/PersistentState+JSON.swift \"isEnabled\"",  // a flag's field in the state file
-        "Sources/AgentControl/CommandDefinition+Device.swift \"status\"",  // synopses of agentctl's commands
-        "Sources/AgentControl/CommandDefinition+Device.swift \"metrics\"",
+        "Sources/AgentControl/CommandDefinition+Device.swift \"status\"",  // agentctl's command names and synopses
+        "Sources/AgentControl/CommandDefinition+Device.swift \"metrics\"",  // (`status`, `fleet metrics`)
         "Sources/AgentControl/CommandDefinition+Clock.swift \"clock\"",
-        "Sources/AgentControl/FleetCommand.swift \"status\"",  // `fleet status`, agentctl's word
-        "Sources/AgentControl/FleetCommand.swift \"metrics\"",  // `fleet metrics`
+        "Sources/AgentControl/CommandDefinition+Flags.swift \"get\"",
+        "Sources/AgentControl/CommandDefinition+Flags.swift \"property\"",
+        "Sources/AgentControl/CommandDefinition+Flags.swift \"refresh\"",
         "Sources/AgentDaemon/HTTP/HTTPInterface.swift \"status\"",  // /healthz's {"status": "ok"}
         "Sources/EmulatorCore/RequestLog.swift \"status\"",  // a logged request's HTTP status
         "Sources/EmulatorCore/HAR.swift \"status\"",  // a HAR entry's HTTP status

@@ -1,0 +1,145 @@
+import AgentCore
+import AgentPosix
+import AgentWire
+import Foundation
+
+// `fleet advance-clock` against an emulator that serves a lab (`pushwoosh-emulator --lab DIR`,
+// docs/lab.md M): each instance is attached under its name (not owned: the lab never stops it),
+// the lab moves the emulator and those devices together (`POST /lab/advance`), and the ones
+// attached here are let go again. A device the lab skipped is reported as one that did not follow.
+
+/// The emulator's lab, as agentctl uses it.
+struct FleetLabClient {
+    var http: LoopbackHTTP
+    /// The emulator's URL as given (for messages).
+    var url: String
+    /// How long `POST /lab/advance` may take: it answers once the whole span has been stepped.
+    static let advanceTimeout = 3600.0
+
+    enum Probe {
+        /// The emulator serves a lab.
+        case lab(FleetLabClient)
+        /// `/lab/*` is a 404: no `--lab`.
+        case none
+        case failed(FleetAdvanceFailure)
+    }
+
+    /// Whether the emulator serves a lab (`GET /lab/devices`).
+    func probe() -> Probe {
+        do {
+            let r = try http.call("GET", "/lab/devices")
+            switch r.status {
+            case 200: return .lab(self)
+            case 404: return .none
+            default: return .failed(refusal(r, "GET /lab/devices"))
+            }
+        } catch {
+            return .failed(FleetAdvanceFailure(.notRunning, "the emulator at \(url) does not answer: \(error); nothing was moved"))
+        }
+    }
+
+    /// Attaches every instance (under its name), advances them with the emulator, and lets the
+    /// ones attached here go.
+    func advance(_ targets: [FleetTarget], _ until: FleetAdvance.Until) -> Result<FleetAdvanced, FleetAdvanceFailure> {
+        var attached: [String] = []
+        defer { release(attached) }
+        for target in targets {
+            switch attach(target) {
+            case .attached: attached.append(target.name)
+            case .held: break
+            case .failed(let failure): return .failure(failure)
+            }
+        }
+        var body: [String: JSONValue] = ["devices": .array(targets.map { .string($0.name) })]
+        switch until {
+        case .seconds(let seconds): body["seconds"] = .number(seconds)
+        case .time(let time): body["until"] = .string(SocketTime.string(time))
+        case .nextTimer: body["until"] = "nextTimer"
+        case .nextRefresh: body["until"] = "nextRefresh"
+        }
+        var long = http
+        long.timeout = Self.advanceTimeout
+        let r: LoopbackHTTP.Response
+        do {
+            r = try long.call("POST", "/lab/advance", json: .object(body))
+        } catch {
+            return .failure(FleetAdvanceFailure(.notRunning, "the lab at \(url) did not answer POST /lab/advance: \(error)"))
+        }
+        guard r.status == 200, let answer = r.json else { return .failure(refusal(r, "POST /lab/advance")) }
+        do throws(AnswerError) {
+            return .success(try Self.result(answer))
+        } catch {
+            return .failure(FleetAdvanceFailure(.agentError, "the lab's answer is not understood (\(error)): \(String(decoding: r.body.prefix(300), as: UTF8.self))"))
+        }
+    }
+
+    enum Attach {
+        case attached
+        /// The lab holds it already under that name (409, the same socket): not ours to let go.
+        case held
+        case failed(FleetAdvanceFailure)
+    }
+
+    /// Attaches `target` as a device named as the instance.
+    private func attach(_ target: FleetTarget) -> Attach {
+        let socket = Self.absolute(target.socketPath)
+        do {
+            let r = try http.call("POST", "/lab/devices", json: ["attach": .string(socket), "name": .string(target.name)])
+            if (200..<300).contains(r.status) { return .attached }
+            guard r.status == 409 else { return .failed(refusal(r, "attaching \(target.name)")) }
+            let held = try http.call("GET", "/lab/devices/\(target.name)")
+            guard held.status == 200, let device = held.json, device["socket"]?.stringValue == socket else {
+                let other = held.json?["socket"]?.stringValue.map { " (socket \($0))" } ?? ""
+                return .failed(FleetAdvanceFailure(.agentError, "the lab at \(url) has another device named \(target.name)\(other); nothing was moved"))
+            }
+            return .held
+        } catch {
+            return .failed(FleetAdvanceFailure(.notRunning, "the lab at \(url) did not answer: \(error); nothing was moved"))
+        }
+    }
+
+    private func release(_ names: [String]) {
+        for name in names { _ = try? http.call("DELETE", "/lab/devices/\(name)") }
+    }
+
+    /// A refusal of the lab's: its `error` (and `path`), 400 a usage error, 401 and 403 not
+    /// allowed, anything else the lab's failure.
+    private func refusal(_ r: LoopbackHTTP.Response, _ what: String) -> FleetAdvanceFailure {
+        let error = r.json?["error"]?.stringValue ?? String(decoding: r.body.prefix(300), as: UTF8.self)
+        let path = r.json?["path"]?.stringValue.flatMap { $0.isEmpty ? nil : " (\($0))" } ?? ""
+        let exit: ExitCode = switch r.status {
+        case 400: .usage
+        case 401, 403: .permissionDenied
+        case 502, 503: .notRunning
+        default: .agentError
+        }
+        return FleetAdvanceFailure(exit, "the lab at \(url) refused \(what): HTTP \(r.status): \(error)\(path)")
+    }
+
+    /// `POST /lab/advance`'s answer: `{"now", "steps", "fired": {NAME: [...]}, "requests",
+    /// "skipped": [{"name", "reason"}]}`.
+    static func result(_ answer: JSONValue) throws(AnswerError) -> FleetAdvanced {
+        guard let nowText = answer["now"]?.stringValue, let now = SocketTime.parse(nowText) else { throw AnswerError("now", "not a time") }
+        guard let steps = answer["steps"]?.numberValue else { throw AnswerError("steps", "not a number") }
+        guard let requests = answer["requests"]?.numberValue else { throw AnswerError("requests", "not a number") }
+        guard let firedObject = answer["fired"]?.objectValue else { throw AnswerError("fired", "not an object") }
+        var fired: [String: [FiredTimer]] = [:]
+        for (name, list) in firedObject {
+            guard let items = list.arrayValue else { throw AnswerError("fired.\(name)", "not an array") }
+            var timers: [FiredTimer] = []
+            for item in items { timers.append(try FiredTimer(json: item)) }
+            fired[name] = timers
+        }
+        var problems: [(name: String, reason: String)] = []
+        for item in answer["skipped"]?.arrayValue ?? [] {
+            guard let name = item["name"]?.stringValue, let reason = item["reason"]?.stringValue else { throw AnswerError("skipped", "not [{name, reason}]") }
+            problems.append((name, reason))
+        }
+        return FleetAdvanced(now: now, fired: fired, requests: Int(requests), steps: Int(steps), problems: problems)
+    }
+
+    /// `path` from the root (the lab runs in its own directory).
+    static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+}

@@ -1,0 +1,142 @@
+import AgentCore
+import AgentPosix
+import AgentWire
+import Foundation
+import Glibc
+import HarnessSupport
+import Testing
+@testable import AgentControl
+
+/// `fleet advance-clock` against real agents (Clock=controlled) and a real emulator: one
+/// started with `--lab DIR` moves them itself (each instance attached under its name and let go
+/// again), one without moves them in-process and says so (docs/device-clock.md J).
+@Suite(.serialized) struct FleetAdvanceClockLabTests {
+    /// Two agents with controlled clocks, their sockets `device-0.sock` and `device-1.sock` in
+    /// one directory, pointed at `emulator`.
+    final class Agents {
+        let dir = TempDir()
+        var processes: [Process] = []
+
+        init(_ emulator: EmulatorProcess, count: Int = 2) throws {
+            for i in 0..<count {
+                let name = "device-\(i)"
+                let state = dir.file(name + "-state")
+                let config = """
+                    [Agent]
+                    ApplicationCode=ABCDE-12345
+                    ServerURL=\(emulator.serverURL)
+                    Socket=\(dir.file(name + ".sock"))
+                    StateDirectory=\(state)
+                    RequestTimeout=5s
+                    [Device]
+                    Clock=controlled
+                    """
+                try config.write(toFile: dir.file(name + ".conf"), atomically: true, encoding: .utf8)
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: Binaries.agentd)
+                process.arguments = ["--config", dir.file(name + ".conf")]
+                process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                processes.append(process)
+            }
+            // Ready once each answers status with its first refresh done.
+            let deadline = monotonicSeconds() + 15
+            for i in 0..<count {
+                while monotonicSeconds() < deadline {
+                    let run = try runCapturing(Binaries.agentctl, ["--socket", dir.file("device-\(i).sock"), "--json", "status"])
+                    if run.status == 0, run.out.contains("\"lastRefreshAt\":\"") { break }
+                    usleep(50_000)
+                }
+            }
+        }
+
+        deinit {
+            for p in processes where p.isRunning {
+                kill(p.processIdentifier, SIGKILL)
+                p.waitUntilExit()
+            }
+        }
+    }
+
+    func agentctl(_ agents: Agents, _ emulator: EmulatorProcess, _ args: [String]) throws -> CapturedRun {
+        try runCapturing(Binaries.agentctl, ["fleet", "--socket-dir", agents.dir.path] + args + ["--emulator", emulator.baseURL])
+    }
+
+    func emulatorOffset(_ emulator: EmulatorProcess) -> Double {
+        let (_, body) = emulator.admin("GET", "/admin/clock")
+        return (try? JSONReader.parse(Array(body.utf8)))?["offsetSeconds"]?.numberValue ?? -1
+    }
+
+    func labDevices(_ emulator: EmulatorProcess) -> [String] {
+        let (_, body) = emulator.admin("GET", "/lab/devices")
+        let devices = (try? JSONReader.parse(Array(body.utf8)))?["devices"]?.arrayValue ?? []
+        return devices.compactMap { $0["name"]?.stringValue }.sorted()
+    }
+
+    @Test func anEmulatorWithALabMovesTheFleetAndLetsItGo() throws {
+        let lab = TempDir()
+        let emulator = try EmulatorProcess(arguments: ["--lab", lab.path])
+        defer { emulator.stop() }
+        let agents = try Agents(emulator)
+        // device-1 is in the lab already (attached by someone else, same socket): it stays.
+        let (status, _) = emulator.admin("POST", "/lab/devices", #"{"attach": "\#(agents.dir.file("device-1.sock"))", "name": "device-1"}"#)
+        #expect(status == 201)
+
+        let run = try agentctl(agents, emulator, ["advance-clock", "2h"])
+        #expect(run.status == 0, "\(run.err)")
+        #expect(!run.err.contains("no lab"), "\(run.err)")
+        let lines = run.out.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("now: ") == true, "\(run.out)")
+        #expect(lines.contains { $0.hasPrefix("device-0  ") && $0.hasSuffix("refresh (periodic)") }, "\(run.out)")
+        #expect(lines.contains { $0.hasPrefix("device-1  ") && $0.hasSuffix("refresh (periodic)") }, "\(run.out)")
+        #expect(lines.last?.contains(" requests sent, ") == true, "\(run.out)")
+        #expect(abs(emulatorOffset(emulator) - 7200) < 5)
+        #expect(labDevices(emulator) == ["device-1"])  // device-0 let go; device-1 was not ours to
+
+        // --until: the lab's (every device's next periodic refresh), and --json.
+        let next = try agentctl(agents, emulator, ["--json", "advance-clock", "--until", "nextRefresh"])
+        #expect(next.status == 0, "\(next.err)")
+        let answer = try JSONReader.parse(Array(next.out.utf8))
+        for name in ["device-0", "device-1"] {
+            #expect(answer["fired"]?[name]?.arrayValue?.contains { $0["event"] == "refresh" && $0["trigger"] == "periodic" } == true,
+                    "\(next.out)")
+        }
+
+        // A device the lab skips (in the background: no periodic refresh) is named; exit 3.
+        _ = try runCapturing(Binaries.agentctl, ["--socket", agents.dir.file("device-0.sock"), "set-app-state", "background"])
+        let skipped = try agentctl(agents, emulator, ["advance-clock", "--until", "nextRefresh"])
+        #expect(skipped.status == 3, "\(skipped.out) \(skipped.err)")
+        #expect(skipped.err.contains("pushwoosh-agentctl: fleet advance-clock: device-0 did not follow: in the background"), "\(skipped.err)")
+        #expect(labDevices(emulator) == ["device-1"])
+    }
+
+    @Test func aLockedLabTakesTheAdminToken() throws {
+        let lab = TempDir(files: ["token": "lab-secret\n"])
+        let emulator = try EmulatorProcess(arguments: ["--lab", lab.path, "--admin-token", lab.file("token")])
+        defer { emulator.stop() }
+        let agents = try Agents(emulator, count: 1)
+        let run = try agentctl(agents, emulator, ["advance-clock", "30min", "--admin-token", lab.file("token")])
+        #expect(run.status == 0, "\(run.err)")
+        #expect(!run.err.contains("no lab"), "\(run.err)")
+        let refused = try agentctl(agents, emulator, ["advance-clock", "30min"])
+        #expect(refused.status == 3 && refused.err.contains("cannot read the emulator's clock"), "\(refused.err)")
+    }
+
+    @Test func anEmulatorWithoutALabMovesInProcessAndSaysSo() throws {
+        let emulator = try EmulatorProcess()
+        defer { emulator.stop() }
+        let agents = try Agents(emulator)
+        let run = try agentctl(agents, emulator, ["advance-clock", "2h"])
+        #expect(run.status == 0, "\(run.err)")
+        #expect(run.err == "pushwoosh-agentctl: fleet advance-clock: (no lab at \(emulator.baseURL): moved in-process)\n", "\(run.err)")
+        #expect(run.out.split(separator: "\n").contains { $0.hasPrefix("device-1  ") && $0.hasSuffix("refresh (periodic)") }, "\(run.out)")
+        #expect(abs(emulatorOffset(emulator) - 7200) < 5)
+        // --until works in-process too.
+        let next = try agentctl(agents, emulator, ["advance-clock", "--until", "nextTimer"])
+        #expect(next.status == 0 && next.out.hasSuffix(", 1 step\n"), "\(next.out) \(next.err)")
+        let past = try agentctl(agents, emulator, ["advance-clock", "--until", "2020-01-01T00:00:00Z"])
+        #expect(past.status == 2 && past.err.contains("--until: 2020-01-01T00:00:00Z is not after the lab's time"), "\(past.err)")
+    }
+}
