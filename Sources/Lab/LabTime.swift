@@ -29,7 +29,13 @@ struct LabTime {
         var skipped: [(name: String, reason: String)] = []
         var movable: [LabDevice] = []
         for d in devices {
-            if let why = Self.unmovable(d, labOffset: labOffset, forRefresh: until == .nextRefresh) {
+            // Where the lab's offset ends, when the advance says (a device past it cannot follow).
+            let goal: Double? = switch until {
+            case .seconds(let seconds): labOffset + seconds
+            case .time(let time): labOffset + time.timeIntervalSinceNow
+            case .nextRefresh, .nextTimer: nil
+            }
+            if let why = Self.unmovable(d, labOffset: labOffset, goal: goal, forRefresh: until == .nextRefresh) {
                 skipped.append((d.name, why))
             } else {
                 movable.append(d)
@@ -74,8 +80,10 @@ struct LabTime {
     }
 
     /// Why `d` cannot follow the lab (nil: it can): it does not answer, its clock is the
-    /// system's, it runs ahead of the lab, or (for `nextRefresh`) it has no periodic refresh due.
-    static func unmovable(_ d: LabDevice, labOffset: Double, forRefresh: Bool) -> String? {
+    /// system's, it runs ahead of where the advance ends (`goal`, the lab's offset then), or (for
+    /// `nextRefresh`) it has no periodic refresh due. A device ahead of the lab but not of the
+    /// goal waits for the lab and moves once the lab reaches its time (docs/device-clock.md J).
+    static func unmovable(_ d: LabDevice, labOffset: Double, goal: Double?, forRefresh: Bool) -> String? {
         let answer: JSONValue
         switch d.call(.clock, timeout: 3) {
         case .failure(let why) where why.isSystemClock:
@@ -85,8 +93,9 @@ struct LabTime {
         }
         guard let clock = try? ClockAnswer(json: answer) else { return "its clock answer is unreadable: \(JSONWriter.string(answer))" }
         guard clock.controlled else { return "its clock is the system's ([Device] Clock=system): only a controlled clock can be moved" }
-        if clock.offsetSeconds > labOffset + 1 {
-            return "its clock runs \(TimeSpan.format(clock.offsetSeconds - labOffset)) ahead of the lab's (moved on its own): not moved"
+        if let goal, clock.offsetSeconds > goal + 1 {
+            return "its clock runs \(TimeSpan.format(clock.offsetSeconds - labOffset)) ahead of the lab's (moved on its own), "
+                + "past where this advance ends: not moved"
         }
         guard forRefresh else { return nil }
         guard case .success(let status) = d.call(.status, timeout: 3) else { return "does not answer status" }

@@ -77,6 +77,12 @@ import Testing
         #expect(one.status == 200 && one.json["steps"] == 1)
         #expect(one.json["fired"]?.objectValue?.keys.sorted() == ["c-0"])
         #expect(lab.call("POST", "/lab/advance", #"{"seconds":60,"devices":["nope"]}"#).status == 404)
+        // A device ahead of the lab but not of where the advance ends waits, then moves with it (J).
+        let past = lab.call("POST", "/lab/advance", #"{"seconds":1200,"devices":["c-1"]}"#)
+        #expect(past.json["skipped"] == .array([]), "\(past.json)")
+        let emulatorOffset = lab.call("GET", "/admin/clock").json["offsetSeconds"]?.numberValue ?? 0
+        let deviceOffset = lab.call("POST", "/lab/devices/c-1/call", #"{"method":"clock"}"#).json["result"]?["offsetSeconds"]?.numberValue ?? 0
+        #expect(abs(emulatorOffset - deviceOffset) < 0.01, "the emulator at \(emulatorOffset), the device at \(deviceOffset)")
     }
 
     // M: a restart (TERM or KILL) on the same state keeps the HWID, the User ID and the
