@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
+import ToolSupport
 #endif
 
 /// The server side of the soak: flag changes and faults through the emulator's admin API

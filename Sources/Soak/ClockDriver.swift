@@ -5,6 +5,7 @@ import Foundation
 import LabClock
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The soak's lab: its agents' sockets and its emulator, as the lab clock moves them.

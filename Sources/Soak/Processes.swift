@@ -4,6 +4,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
+import ToolSupport
 #endif
 
 /// How a child process ended.

@@ -7,6 +7,7 @@ import HarnessSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The soak run: the emulator, N agents with their drivers, the chaos thread, and the

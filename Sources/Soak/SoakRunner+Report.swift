@@ -1,3 +1,4 @@
+import ToolSupport
 import AgentCore
 import AgentPosix
 import Foundation

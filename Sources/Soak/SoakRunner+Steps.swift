@@ -6,6 +6,7 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The steps of one run that `soak()` puts in order: the emulator, the soak's own flag, the

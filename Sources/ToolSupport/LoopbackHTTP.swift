@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import FoundationEssentials
 import Glibc
 

@@ -1,3 +1,4 @@
+import AgentPosix
 import Glibc
 
 /// Starts a child process with `posix_spawn`: standard input from /dev/null, output to
