@@ -70,7 +70,7 @@ public final class ChildProcesses: Sendable {
 
     /// Starts `executable` with `arguments`; standard output and error are appended to `logPath`.
     public func spawn(name: String, executable: String, arguments: [String], environment: [String: String],
-                      logPath: String) throws(HTTPError) -> pid_t {
+                      logPath: String) throws(SoakProcessError) -> pid_t {
         var argv = [executable] + arguments
         var path = executable
         if let setpriv {
@@ -81,7 +81,7 @@ public final class ChildProcesses: Sendable {
         switch ChildProcess.spawn(path: path, arguments: Array(argv.dropFirst()), environment: environment,
                                   output: .appendBoth(logPath), newProcessGroup: true) {
         case .success(let started): pid = started
-        case .failure(let error): throw HTTPError("cannot start \(executable): \(error.message)")
+        case .failure(let error): throw SoakProcessError(name: name, binary: executable, .spawn(error))
         }
         children.withLock { $0[pid] = Child(pid: pid, name: name, logPath: logPath, startedAt: now()) }
         return pid
@@ -227,14 +227,14 @@ public final class NotifySockets: Sendable {
     public let paths: [String]
     private let messages: Mutex<[[Message]]>
 
-    public init(paths: [String]) throws(HTTPError) {
+    public init(paths: [String]) throws(SoakError) {
         var fds: [Int32] = []
         for path in paths {
             let fd: Int32
             do {
                 fd = try NotifyReceiver.bindDatagramSocket(path)
             } catch {
-                throw HTTPError("\(error)")
+                throw .notifySocket(path: path, error)
             }
             var size: Int32 = 1 << 20
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))

@@ -3,10 +3,75 @@ import AgentPosix
 import FoundationEssentials
 import Glibc
 
-/// Why a call to the emulator failed.
-public struct HTTPError: Error, Sendable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+/// A call to the emulator's admin API that failed: the method, the path, the server and what
+/// went wrong; `status` and `body` when an answer came that was not the one asked for.
+public struct EmulatorCallError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Failure: Sendable, Equatable {
+        /// The host is not an IPv4 address.
+        case notIPv4
+        /// No connection (`connect`, or the socket before it).
+        case connect(PosixError)
+        case send(PosixError)
+        /// No answer within the timeout (seconds).
+        case noAnswer(timeout: Double)
+        /// The connection ended before an answer.
+        case closed
+        case notHTTP
+        /// The connection ended in the body: `received` of `expected` bytes.
+        case truncated(status: Int, received: Int, expected: Int)
+        /// An answer, but not a 2xx with a JSON body; the body's first 300 bytes as text.
+        case answered(status: Int, body: String)
+    }
+
+    public var method: String
+    public var path: String
+    /// `HOST:PORT`.
+    public var server: String
+    public var failure: Failure
+
+    public init(method: String, path: String, server: String, _ failure: Failure) {
+        self.method = method
+        self.path = path
+        self.server = server
+        self.failure = failure
+    }
+
+    /// The HTTP status of the answer, when one came.
+    public var status: Int? {
+        switch failure {
+        case .truncated(let status, _, _), .answered(let status, _): status
+        default: nil
+        }
+    }
+
+    public var description: String {
+        let why = switch failure {
+        case .notIPv4: "not an IPv4 address: \(server)"
+        case .connect(let e): "\(e.call) \(server): \(e.message)"
+        case .send(let e): "\(e)"
+        case .noAnswer(let timeout): "no answer within \(timeout) s"
+        case .closed: "the connection ended before an answer"
+        case .notHTTP: "not an HTTP/1.x answer"
+        case .truncated(let status, let received, let expected):
+            "HTTP \(status) with \(received) of \(expected) body bytes: the connection ended"
+        case .answered(let status, let body): "HTTP \(status) \(body)"
+        }
+        return "\(method) \(path): \(why)"
+    }
+}
+
+/// An admin token file (`--admin-token FILE`) that cannot be used: the path and why.
+public struct AdminTokenFileError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var path: String
+    /// `cannot read the file`, `the file is empty`, `the token contains white space`.
+    public var why: String
+
+    public init(path: String, why: String) {
+        self.path = path
+        self.why = why
+    }
+
+    public var description: String { "\(path): \(why)" }
 }
 
 /// A minimal blocking HTTP/1.1 client for the emulator's admin API on loopback:
@@ -29,12 +94,12 @@ public struct LoopbackHTTP: Sendable {
 
     /// The token of an admin token file as the emulator reads it (`--admin-token FILE`): the
     /// file's text without trailing white space, not empty, with no white space inside.
-    public static func bearerToken(file path: String) throws(HTTPError) -> String {
-        guard let data = try? readWholeFile(path) else { throw HTTPError("\(path): cannot read the file") }
+    public static func bearerToken(file path: String) throws(AdminTokenFileError) -> String {
+        guard let data = try? readWholeFile(path) else { throw AdminTokenFileError(path: path, why: "cannot read the file") }
         var text = String(decoding: data, as: UTF8.self)
         while let last = text.last, last.isWhitespace { text.removeLast() }
-        guard !text.isEmpty else { throw HTTPError("\(path): the file is empty") }
-        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else { throw HTTPError("\(path): the token contains white space") }
+        guard !text.isEmpty else { throw AdminTokenFileError(path: path, why: "the file is empty") }
+        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else { throw AdminTokenFileError(path: path, why: "the token contains white space") }
         return text
     }
 
@@ -54,18 +119,20 @@ public struct LoopbackHTTP: Sendable {
     }
 
     /// Sends `method path` with an optional JSON body; returns status and body.
-    public func call(_ method: String, _ path: String, json: JSONValue? = nil) throws(HTTPError) -> Response {
+    public func call(_ method: String, _ path: String, json: JSONValue? = nil) throws(EmulatorCallError) -> Response {
         try call(method, path, body: json.map(JSONWriter.encode))
     }
 
     /// Sends `method path` with `body` (as `application/json`; nil: none); returns status and body.
-    public func call(_ method: String, _ path: String, body: [UInt8]?) throws(HTTPError) -> Response {
+    public func call(_ method: String, _ path: String, body: [UInt8]?) throws(EmulatorCallError) -> Response {
+        func failed(_ failure: EmulatorCallError.Failure) -> EmulatorCallError {
+            EmulatorCallError(method: method, path: path, server: "\(host):\(port)", failure)
+        }
         let fd: Int32
         do {
             fd = try BlockingSocket.connectTCP(host: host, port: port, timeout: timeout)
         } catch {
-            if error.call == "inet_pton" { throw HTTPError("not an IPv4 address: \(host)") }
-            throw HTTPError("\(error.call) \(host):\(port): \(error.message)")
+            throw failed(error.call == "inet_pton" ? .notIPv4 : .connect(error))
         }
         defer { close(fd) }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
@@ -75,25 +142,25 @@ public struct LoopbackHTTP: Sendable {
         do throws(PosixError) {
             try BlockingSocket.sendAll(fd, Array(head.utf8) + (body ?? []))
         } catch {
-            throw HTTPError("\(method) \(path): \(error)")
+            throw failed(.send(error))
         }
         let reader = HTTPResponseReader(fd: fd)
         guard let answer = reader.next(request: method) else {
-            let why = reader.endErrno == EAGAIN ? "no answer within \(timeout) s" : "the connection ended before an answer"
-            throw HTTPError("\(method) \(path): \(why)")
+            throw failed(reader.endErrno == EAGAIN ? .noAnswer(timeout: timeout) : .closed)
         }
-        guard answer.head.status != 0 else { throw HTTPError("\(method) \(path): not an HTTP/1.x answer") }
+        guard answer.head.status != 0 else { throw failed(.notHTTP) }
         guard answer.complete else {
-            throw HTTPError("\(method) \(path): HTTP \(answer.status) with \(answer.body.count) of \(answer.head.contentLength ?? 0) body bytes: the connection ended")
+            throw failed(.truncated(status: answer.status, received: answer.body.count, expected: answer.head.contentLength ?? 0))
         }
         return Response(status: answer.status, body: answer.body)
     }
 
     /// Like `call`, but requires a 2xx answer with a JSON body.
-    public func json(_ method: String, _ path: String, json: JSONValue? = nil) throws(HTTPError) -> JSONValue {
+    public func json(_ method: String, _ path: String, json: JSONValue? = nil) throws(EmulatorCallError) -> JSONValue {
         let r = try call(method, path, json: json)
         guard (200..<300).contains(r.status), let value = r.json else {
-            throw HTTPError("\(method) \(path): HTTP \(r.status) \(String(decoding: r.body.prefix(300), as: UTF8.self))")
+            throw EmulatorCallError(method: method, path: path, server: "\(host):\(port)",
+                                    .answered(status: r.status, body: String(decoding: r.body.prefix(300), as: UTF8.self)))
         }
         return value
     }
