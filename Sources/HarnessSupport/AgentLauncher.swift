@@ -71,7 +71,9 @@ public final class AgentLauncher {
     /// `keepsNotifications` (a test that reads them).
     public let notifications: NotifyReceiver
     public var keepsNotifications = false
-    /// While it runs (or until reaped).
+    /// The process started (kept once it is reaped).
+    public let processID: pid_t
+    /// While it runs (until reaped).
     public private(set) var pid: pid_t?
     public private(set) var exit: AgentExit?
 
@@ -91,9 +93,10 @@ public final class AgentLauncher {
             ? .appendBoth(configuration.logPath) : .files(stdout: "/dev/null", stderr: configuration.logPath)
         switch ChildProcess.spawn(path: argv[0], arguments: Array(argv.dropFirst()), environment: environment, output: output,
                                   newProcessGroup: configuration.newProcessGroup) {
-        case .success(let started): pid = started
+        case .success(let started): processID = started
         case .failure(let error): throw AgentLaunchError(binary: argv[0], why: "\(error.call): \(error.message)")
         }
+        pid = processID
     }
 
     deinit {

@@ -24,7 +24,7 @@ import Testing
         #expect(launcher.tail(50).contains("launched-by-wrapper"))
         let exit = launcher.stop()
         #expect(exit.code == 0 && exit.description == "exit code 0", "\(launcher.tail(10))")
-        #expect(launcher.pid == nil && launcher.exit == exit)
+        #expect(launcher.pid == nil && launcher.exit == exit && launcher.processID == pid)
         #expect(launcher.stop() == exit, "stopping a stopped process says how it ended")
     }
 
