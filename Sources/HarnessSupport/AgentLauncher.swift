@@ -94,7 +94,10 @@ public final class AgentLauncher {
         switch ChildProcess.spawn(path: argv[0], arguments: Array(argv.dropFirst()), environment: environment, output: output,
                                   newProcessGroup: configuration.newProcessGroup) {
         case .success(let started): processID = started
-        case .failure(let error): throw AgentLaunchError(binary: argv[0], why: "\(error.call): \(error.message)")
+        case .failure(let error):
+            // Named by the daemon's binary, and by the command that failed if it was another.
+            let command = argv[0] == configuration.agentd ? "" : " \(argv[0])"
+            throw AgentLaunchError(binary: configuration.agentd, why: "\(error.call)\(command): \(error.message)")
         }
         pid = processID
     }
