@@ -64,8 +64,6 @@ public final class AgentLauncher {
         }
     }
 
-    static let setpriv = "/usr/bin/setpriv"
-
     public let configuration: Configuration
     /// Its notify socket; `reap()` drops what queued there once `waitForReady` is done, unless
     /// `keepsNotifications` (a test that reads them).
@@ -84,9 +82,7 @@ public final class AgentLauncher {
             throw AgentLaunchError(binary: configuration.agentd, why: "cannot bind its notify socket: \(error)")
         }
         var argv = configuration.wrapper + [configuration.agentd] + configuration.arguments
-        if configuration.parentDeathSignal, FileManager.default.isExecutableFile(atPath: Self.setpriv) {
-            argv = [Self.setpriv, "--pdeathsig", "KILL", "--"] + argv
-        }
+        if configuration.parentDeathSignal { argv = ChildProcess.underParentDeathSignal(argv) }
         var environment = configuration.environment
         environment["NOTIFY_SOCKET"] = configuration.notifyPath
         let output: ChildProcess.Output = configuration.stdoutToLog

@@ -62,23 +62,14 @@ public final class ChildProcesses: Sendable {
     private let finishedCPU = Mutex<[String: Double]>([:])
     /// Exits nobody asked for, until `drainCrashes()` takes them.
     private let crashes = Mutex<[Child]>([])
-    private let setpriv: String?
-
-    public init() {
-        setpriv = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? "/usr/bin/setpriv" : nil
-    }
+    public init() {}
 
     /// Starts `executable` with `arguments`; standard output and error are appended to `logPath`.
     public func spawn(name: String, executable: String, arguments: [String], environment: [String: String],
                       logPath: String) throws(SoakProcessError) -> pid_t {
-        var argv = [executable] + arguments
-        var path = executable
-        if let setpriv {
-            argv = ["setpriv", "--pdeathsig", "KILL", "--"] + argv
-            path = setpriv
-        }
+        let argv = ChildProcess.underParentDeathSignal([executable] + arguments)
         let pid: pid_t
-        switch ChildProcess.spawn(path: path, arguments: Array(argv.dropFirst()), environment: environment,
+        switch ChildProcess.spawn(path: argv[0], arguments: Array(argv.dropFirst()), environment: environment,
                                   output: .appendBoth(logPath), newProcessGroup: true) {
         case .success(let started): pid = started
         case .failure(let error): throw SoakProcessError(name: name, binary: executable, .spawn(error))
