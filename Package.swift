@@ -2,9 +2,10 @@
 // pushwoosh-agent: the Pushwoosh iOS SDK core as a headless Linux device agent.
 //
 // Dependencies point inward:
-//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats) <- AgentPosix (the
+//   AgentJSON (leaf) <- AgentCore (pure SDK rules) <- AgentWire (wire formats), AgentPosix (the
 //   syscall floor every executable stands on) <- AgentCurl (libcurl) <- AgentDaemon (composition
-//   root) <- executables.
+//   root) <- executables. The tools' blocking clients and spawner (ToolSupport) stand beside the
+//   daemon's modules: the daemon does not link them.
 // Tests use AgentTestSupport (deterministic doubles) instead of AgentPosix.
 // Each target's dependencies are exactly the package modules its sources import
 // (Tests/PackageTests checks it).
@@ -40,9 +41,9 @@ let package = Package(
         .target(name: "AgentJSON", swiftSettings: strict),
         .target(name: "AgentCore", dependencies: ["AgentJSON"], swiftSettings: strict),
         .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
-        // The syscall floor (sockets, descriptors, the event loop, the monotonic clock, child
-        // processes, blocking clients): no libcurl, so every executable can stand on it.
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "AgentWire", "CLinux"], swiftSettings: strict),
+        // The syscall floor (sockets, descriptors, the event loop, the monotonic clock, files):
+        // no libcurl, so every executable can stand on it.
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "CLinux"], swiftSettings: strict),
         // The real network: libcurl on the event loop (the agent's transport, the doctor's probe).
         .target(name: "AgentCurl", dependencies: ["AgentCore", "AgentPosix", "CCurl"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["AgentPosix", "CSystemd"], swiftSettings: strict),
@@ -56,34 +57,38 @@ let package = Package(
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix"],
                           swiftSettings: strict),
-        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix", "AgentWire", "LabClock"], swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix", "AgentWire", "LabClock", "ToolSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
         .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
         .target(name: "Emulator", dependencies: ["AgentCore", "AgentCurl", "AgentPosix", "EmulatorCore", "Lab", "MicroHTTPD"], swiftSettings: strict),
         // The lab as a service (docs/emulator.md M): devices started, attached, called and moved together.
-        .target(name: "Lab", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "EmulatorCore", "HarnessSupport", "LabClock"], swiftSettings: strict),
+        .target(name: "Lab", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "EmulatorCore", "HarnessSupport", "LabClock", "ToolSupport"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock", "ToolSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["AgentCore", "Soak"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport"],
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "ToolSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
+        // MARK: The blocking tools' floor, which the daemon does not link: the line client of a
+        // Unix socket, the loopback HTTP client of the emulator's admin API, the HTTP/1.1 response
+        // framing, the spawner (agentctl, the lab, the soak runner, the fault tool, the benchmarks, tests)
+        .target(name: "ToolSupport", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
         // MARK: What tests, benchmarks, the soak runner and the fault tools share beyond AgentPosix
         // (echo server, NOTIFY_SOCKET receiver, state file reader; the tests' process fixtures:
         // the built binaries, temporary directories, a real emulator)
-        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix"], swiftSettings: strict),
+        .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "ToolSupport"], swiftSettings: strict),
         // The lab clock (the emulator's and every device's moved together, timer to timer): what
         // the soak runner and agentctl share, without the daemon's modules.
-        .target(name: "LabClock", dependencies: ["AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
+        .target(name: "LabClock", dependencies: ["AgentCore", "AgentWire", "ToolSupport"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
-        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
@@ -92,14 +97,15 @@ let package = Package(
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore", "AgentPosix", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "ToolSupportTests", dependencies: ["ToolSupport", "AgentCore", "AgentPosix"], swiftSettings: strict),
         .testTarget(name: "LabClockTests", dependencies: ["LabClock", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
         // Package.swift against the imports of each target's sources.

@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 struct BenchOptions {
     var binDirectory: String

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Synchronization
 import HarnessSupport
+import ToolSupport
 
 /// The benchmark's child processes (emulator, echo server, agents): spawned with
 /// `posix_spawn`, registered so that every way out of the benchmark (normal exit, an

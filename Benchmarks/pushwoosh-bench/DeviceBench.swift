@@ -3,6 +3,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 /// Many idle devices on one host: the memory each costs (`--devices`), and one
 /// `pushwoosh-agentctl fleet` command over many of them (`--fleet`).

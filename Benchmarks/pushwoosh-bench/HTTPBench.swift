@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import Foundation
 import Glibc
+import ToolSupport
 
 /// One cell of the HTTP interface's measurement (docs/http.md F).
 struct HTTPRow {

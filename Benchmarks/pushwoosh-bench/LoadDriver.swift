@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Synchronization
+import ToolSupport
 
 /// One throughput/latency measurement: `clients` connections to a line server, each with
 /// `depth` requests in flight, for `warmup` + `duration` seconds.

@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 /// Small blocking socket helpers for the benchmark's setup steps (not the load driver), on
 /// HarnessSupport's.

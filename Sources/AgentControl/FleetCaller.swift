@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 // docs/fleet.md E.1: one socket method on every instance of a fleet, in parallel, from one

@@ -5,6 +5,7 @@ import AgentPosix
 import LabClock
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 // `pushwoosh-agentctl fleet advance-clock SPAN|--until WHEN --emulator URL` (docs/device-clock.md

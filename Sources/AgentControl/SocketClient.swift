@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import AgentWire
 import Glibc
+import ToolSupport
 
 /// Why the CLI could not talk to the agent.
 public struct ClientError: Error, Sendable, Equatable, CustomStringConvertible {

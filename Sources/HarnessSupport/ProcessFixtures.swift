@@ -1,11 +1,12 @@
 import AgentPosix
 import Foundation
 import Glibc
+import ToolSupport
 
 // Fixtures of the tests that run the built executables: where they are, a temporary
 // directory, and a real emulator on a free loopback port (AgentDaemonTests, and the
 // libcurl transport's tests in AgentPosixTests), on the spawner and the HTTP client the
-// tools use (AgentPosix's `ChildProcess`, `LoopbackHTTP`).
+// tools use (ToolSupport's `ChildProcess`, `LoopbackHTTP`).
 
 /// The built executables, next to the test bundle.
 public enum Binaries {

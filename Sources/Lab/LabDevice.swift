@@ -5,6 +5,7 @@ import EmulatorCore
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 /// Why a device could not be reached or did not answer.
 struct DeviceProblem: Error, CustomStringConvertible {

@@ -1,5 +1,5 @@
 import AgentCore
-import AgentPosix
+import ToolSupport
 
 /// The emulator's side of a lab-clock step (docs/emulator.md D.3), for every `LabClockWorld`
 /// that reaches the emulator over loopback HTTP (the soak runner, agentctl's fleet advance-clock).

@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 /// Drives one agent from its own thread: starts it, sends random actions and observations
 /// through the socket, restarts it, and finally stops it. Its mutable state is confined to
@@ -50,32 +51,29 @@ public final class AgentDriver: @unchecked Sendable {
     var runEnding: Bool { ctx.recorder.stopping || now() >= ctx.deadline }
 
     /// Writes the agent's configuration (docs/configuration.md C.1) with the shortened timings.
-    public func prepare() throws(HTTPError) {
-        do {
-            try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
-            let t = ctx.options.timings
-            let conf = """
-            [Agent]
-            ApplicationCode=\(RunContext.applicationCode)
-            ServerURL=\(ctx.serverURL)
-            Socket=\(socketPath)
-            StateDirectory=\(dir)/state
-            RequestTimeout=8s
+    public func prepare() throws(SoakFileError) {
+        let what = "agent \(index)'s configuration"
+        try makeDirectories(dir + "/state", for: what)
+        let t = ctx.options.timings
+        let conf = """
+        [Agent]
+        ApplicationCode=\(RunContext.applicationCode)
+        ServerURL=\(ctx.serverURL)
+        Socket=\(socketPath)
+        StateDirectory=\(dir)/state
+        RequestTimeout=8s
 
-            [FeatureFlags]
-            StoredFlagsLifetime=\(TimeSpan.format(t.lifetime))
-            SessionTimeout=\(TimeSpan.format(t.sessionGap))
-            RefreshInterval=\(TimeSpan.format(t.refresh))
-            ThrottleWindow=\(TimeSpan.format(t.throttle))
+        [FeatureFlags]
+        StoredFlagsLifetime=\(TimeSpan.format(t.lifetime))
+        SessionTimeout=\(TimeSpan.format(t.sessionGap))
+        RefreshInterval=\(TimeSpan.format(t.refresh))
+        ThrottleWindow=\(TimeSpan.format(t.throttle))
 
-            [Device]
-            InitialAppState=background
-            \(ctx.options.realTimings ? "Clock=controlled" : "")
-            """
-            try conf.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
-        } catch {
-            throw HTTPError("cannot prepare \(dir): \(error)")
-        }
+        [Device]
+        InitialAppState=background
+        \(ctx.options.realTimings ? "Clock=controlled" : "")
+        """
+        try writeFileReplacing(dir + "/agent.conf", conf, for: what)
     }
 
     /// Starts the process (in the background: no session, so nothing refreshes before the
@@ -139,7 +137,8 @@ public final class AgentDriver: @unchecked Sendable {
             usleep(200_000)
             ctx.processes.reap()
             if ctx.processes.child(pid)?.exit == nil, !ctx.recorder.stopping {
-                violation("socket", "\(call.method): \(error)", evidence: tail(logPath, lines: 10))
+                violation("socket", "\(AgentCallError(agent: index, hwid: hwid, method: call.method.rawValue, why: "\(error)"))",
+                          evidence: tail(logPath, lines: 10))
             }
             broken = true
             return nil

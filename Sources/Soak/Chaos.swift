@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
+import ToolSupport
 #endif
 
 /// The server side of the soak: flag changes and faults through the emulator's admin API
@@ -55,7 +56,7 @@ public final class Chaos: @unchecked Sendable {
         _ = try? http.call("DELETE", "/admin/faults")
     }
 
-    func report(_ error: HTTPError) {
+    func report(_ error: EmulatorCallError) {
         if !ctx.recorder.stopping {
             ctx.recorder.violation(Violation("emulator", agent: nil, time: now(), "admin API call failed: \(error)"))
         }
@@ -63,7 +64,7 @@ public final class Chaos: @unchecked Sendable {
 
     /// Arms the plan's next fault once it is due, its device has started and no other fault is armed
     /// (one at a time: each faulted request belongs to the fault armed last).
-    func armPlanned() throws(HTTPError) {
+    func armPlanned() throws(EmulatorCallError) {
         guard let next = planned.first, ctx.planStart + next.at <= ctx.timeline.deviceNow() else { return }
         let hwid = ctx.recorder.state.withLock { $0.tracks[next.device].hwid }
         guard !hwid.isEmpty, try faultsIdle() else { return }
@@ -81,12 +82,12 @@ public final class Chaos: @unchecked Sendable {
         ctx.board.armed(agent: next.device, next.duty)
     }
 
-    func faultsIdle() throws(HTTPError) -> Bool {
+    func faultsIdle() throws(EmulatorCallError) -> Bool {
         let r = try http.json("GET", "/admin/faults")
         return r["faults"]?.arrayValue?.isEmpty ?? true
     }
 
-    func armFault() throws(HTTPError) {
+    func armFault() throws(EmulatorCallError) {
         let times = JSONValue.number(Double(1 + rng.next() % 3))
         let retryAfter = JSONValue.number(Double(2 + rng.next() % UInt64(max(2, ctx.options.timings.refresh - 4))))
         var f: [String: JSONValue]
@@ -125,7 +126,7 @@ public final class Chaos: @unchecked Sendable {
     /// HWID, for a window of emulator time) while the others keep refreshing. The
     /// `outage` check then holds the log to it: inside the window every flags request of
     /// that device is dropped, and nobody else's is.
-    func takeOneDeviceOffline() throws(HTTPError) {
+    func takeOneDeviceOffline() throws(EmulatorCallError) {
         let hwids = ctx.recorder.state.withLock { $0.tracks.map(\.hwid) }
         let candidates = hwids.indices.filter { !hwids[$0].isEmpty }
         guard !candidates.isEmpty else { return try armFault() }
@@ -137,7 +138,7 @@ public final class Chaos: @unchecked Sendable {
         ctx.recorder.fault(ArmedFault(method: PushwooshAPI.Method.getFeatureFlags.rawValue, start: t0, end: now(), json: f, agent: agent))
     }
 
-    func changeFlag() throws(HTTPError) {
+    func changeFlag() throws(EmulatorCallError) {
         let roll = rng.unit()
         let t0 = now()
         let response: JSONValue

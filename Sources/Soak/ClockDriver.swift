@@ -5,6 +5,7 @@ import Foundation
 import LabClock
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The soak's lab: its agents' sockets and its emulator, as the lab clock moves them.
@@ -33,12 +34,16 @@ struct SoakLab: LabClockWorld {
         // An agent that is down (being restarted) is not a violation: its driver starts it again.
         let answer = (try? LineClient(connecting: socketPath(agent), timeout: 60))
             .flatMap { try? $0.call(method: .advanceClock, params: SocketCall.advanceClock(.seconds(seconds)).params).outcome }
+        func failed(_ why: String) -> LabClockError {
+            let hwid = ctx.recorder.state.withLock { $0.tracks[agent].hwid }
+            return LabClockError("\(AgentCallError(agent: agent, hwid: hwid, method: SocketMethod.advanceClock.rawValue, why: why))")
+        }
         switch answer {
         case .failure(let e)?:
-            throw LabClockError("advanceClock answered \(e.code): \(e.message)")
+            throw failed("answered \(e.code): \(e.message)")
         case .success(let r)?:
             do throws(AnswerError) { return try AdvanceClockAnswer(json: r) } catch {
-                throw LabClockError("advanceClock answer: \(error)")
+                throw failed("a malformed answer: \(error)")
             }
         case nil:
             return AdvanceClockAnswer(now: Date(), offsetSeconds: 0, fired: [], requests: 0)

@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import AgentWire
 import Foundation
+import ToolSupport
 
 /// What one device told its subscriber (`subscribe` `flags`, `refresh`): the counts of
 /// summary.json and the report, and the expiries the expiry check looks for.

@@ -84,18 +84,24 @@ public struct SoakOptions: Sendable {
     invariant unchecked, both with exit 3 naming them.
     """
 
-    /// Parses the command line; throws a message for the user.
-    public static func parse(_ args: [String]) throws(HTTPError) -> SoakOptions {
+    /// Parses the command line; the error names the option at fault.
+    public static func parse(_ args: [String]) throws(SoakOptionError) -> SoakOptions {
         var o = SoakOptions()
         var i = 0
-        func value(_ name: String) throws(HTTPError) -> String {
+        // The spans as given, for an error about one of them found after all are read.
+        var given: [String: String] = [:]
+        func value(_ name: String) throws(SoakOptionError) -> String {
             i += 1
-            guard i < args.count else { throw HTTPError("\(name) needs a value") }
+            guard i < args.count else { throw SoakOptionError(name, .missingValue) }
             return args[i]
         }
-        func span(_ name: String) throws(HTTPError) -> Double {
+        func bad(_ name: String, _ text: String, expected: String) -> SoakOptionError {
+            SoakOptionError(name, .badValue(text, expected: expected))
+        }
+        func span(_ name: String) throws(SoakOptionError) -> Double {
             let text = try value(name)
-            guard let s = TimeSpan.parse(text) else { throw HTTPError("\(name): expected a time span like 90s, 10m, 1h, 500ms; found \"\(text)\"") }
+            guard let s = TimeSpan.parse(text) else { throw bad(name, text, expected: "a time span like 90s, 10m, 1h, 500ms") }
+            given[name] = text
             return s
         }
         while i < args.count {
@@ -104,17 +110,17 @@ public struct SoakOptions: Sendable {
             case "--duration": o.duration = try span(a)
             case "--agents":
                 let text = try value(a)
-                guard let n = Int(text), (1...1000).contains(n) else { throw HTTPError("--agents: expected 1-1000, found \"\(text)\"") }
+                guard let n = Int(text), (1...1000).contains(n) else { throw bad(a, text, expected: "1-1000") }
                 o.agents = n
             case "--seed":
                 let text = try value(a)
-                guard let n = UInt64(text) else { throw HTTPError("--seed: expected a non-negative integer, found \"\(text)\"") }
+                guard let n = UInt64(text) else { throw bad(a, text, expected: "a non-negative integer") }
                 o.seed = n
             case "--bin": o.binDirectory = try value(a)
             case "--report": o.reportDirectory = try value(a)
             case "--junit":
                 let file = try value(a)
-                guard !file.isEmpty, !file.hasSuffix("/") else { throw HTTPError("--junit: expected a file name, found \"\(file)\"") }
+                guard !file.isEmpty, !file.hasSuffix("/") else { throw bad(a, file, expected: "a file name") }
                 o.junitFile = file
             case "--apps": o.apps = try value(a)
             case "--lifetime": o.timings.lifetime = try span(a)
@@ -133,23 +139,24 @@ public struct SoakOptions: Sendable {
             case "--real-timings": o.realTimings = true
             case "--device-days":
                 let text = try value(a)
-                guard let d = Double(text), d > 0, d <= 3650 else { throw HTTPError("--device-days: expected a number of days, found \"\(text)\"") }
+                guard let d = Double(text), d > 0, d <= 3650 else { throw bad(a, text, expected: "a number of days") }
                 o.deviceDays = d
             case "--speed":
                 let text = try value(a)
-                guard let x = Double(text), x >= 1, x <= 1_000_000 else { throw HTTPError("--speed: expected 1-1000000, found \"\(text)\"") }
+                guard let x = Double(text), x >= 1, x <= 1_000_000 else { throw bad(a, text, expected: "1-1000000") }
                 o.speed = x
             case "--require-coverage": o.requireCoverage = true
             case "--no-require-coverage": o.requireCoverage = false
-            case "-h", "--help": throw HTTPError(usage)
-            default: throw HTTPError("unknown option \(a)\n\n\(usage)")
+            case "-h", "--help": throw SoakOptionError(a, .help)
+            default: throw SoakOptionError(a, .unknown)
             }
             i += 1
         }
-        guard o.timings.refresh >= 1, o.timings.lifetime >= 1, o.timings.sessionGap >= 0.1 else {
-            throw HTTPError("--refresh and --lifetime must be at least 1s, --session-gap at least 100ms")
+        for (name, value, least) in [("--refresh", o.timings.refresh, 1.0), ("--lifetime", o.timings.lifetime, 1), ("--session-gap", o.timings.sessionGap, 0.1)]
+        where value < least {
+            throw bad(name, given[name] ?? TimeSpan.format(value), expected: "at least \(TimeSpan.format(least))")
         }
-        guard o.pace > 0 else { throw HTTPError("--pace must be positive") }
+        guard o.pace > 0 else { throw bad("--pace", given["--pace"] ?? TimeSpan.format(o.pace), expected: "a positive time span") }
         if o.realTimings {
             o.timings = Timings(lifetime: 86_400, sessionGap: 1_800, refresh: 3_600, throttle: 300)
             // The run ends when the device days are covered; the duration is only a bound.

@@ -4,6 +4,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 import HarnessSupport
+import ToolSupport
 #endif
 
 /// How a child process ended.
@@ -61,26 +62,17 @@ public final class ChildProcesses: Sendable {
     private let finishedCPU = Mutex<[String: Double]>([:])
     /// Exits nobody asked for, until `drainCrashes()` takes them.
     private let crashes = Mutex<[Child]>([])
-    private let setpriv: String?
-
-    public init() {
-        setpriv = FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") ? "/usr/bin/setpriv" : nil
-    }
+    public init() {}
 
     /// Starts `executable` with `arguments`; standard output and error are appended to `logPath`.
     public func spawn(name: String, executable: String, arguments: [String], environment: [String: String],
-                      logPath: String) throws(HTTPError) -> pid_t {
-        var argv = [executable] + arguments
-        var path = executable
-        if let setpriv {
-            argv = ["setpriv", "--pdeathsig", "KILL", "--"] + argv
-            path = setpriv
-        }
+                      logPath: String) throws(SoakProcessError) -> pid_t {
+        let argv = ChildProcess.underParentDeathSignal([executable] + arguments)
         let pid: pid_t
-        switch ChildProcess.spawn(path: path, arguments: Array(argv.dropFirst()), environment: environment,
+        switch ChildProcess.spawn(path: argv[0], arguments: Array(argv.dropFirst()), environment: environment,
                                   output: .appendBoth(logPath), newProcessGroup: true) {
         case .success(let started): pid = started
-        case .failure(let error): throw HTTPError("cannot start \(executable): \(error.message)")
+        case .failure(let error): throw SoakProcessError(name: name, binary: executable, .spawn(error))
         }
         children.withLock { $0[pid] = Child(pid: pid, name: name, logPath: logPath, startedAt: now()) }
         return pid
@@ -226,14 +218,14 @@ public final class NotifySockets: Sendable {
     public let paths: [String]
     private let messages: Mutex<[[Message]]>
 
-    public init(paths: [String]) throws(HTTPError) {
+    public init(paths: [String]) throws(SoakError) {
         var fds: [Int32] = []
         for path in paths {
             let fd: Int32
             do {
                 fd = try NotifyReceiver.bindDatagramSocket(path)
             } catch {
-                throw HTTPError("\(error)")
+                throw .notifySocket(path: path, error)
             }
             var size: Int32 = 1 << 20
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))

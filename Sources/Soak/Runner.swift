@@ -7,6 +7,7 @@ import HarnessSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The soak run: the emulator, N agents with their drivers, the chaos thread, and the
@@ -121,21 +122,20 @@ public final class SoakRunner: @unchecked Sendable {
         return code
     }
 
-    func soak() throws(HTTPError) -> Int32 {
+    func soak() throws(SoakError) -> Int32 {
         if options.coverageRequired, let plan, !plan.refusal.isEmpty {
             return refuse(plan.refusal)
         }
         let bin = Self.binDirectory(options)
         let agentd = bin + "/pushwoosh-agentd", emulatorBinary = bin + "/pushwoosh-emulator"
-        for b in [agentd, emulatorBinary] where !FileManager.default.isExecutableFile(atPath: b) {
-            throw HTTPError("no executable \(b) (use --bin DIR)")
+        for (name, b) in [("agent", agentd), ("emulator", emulatorBinary)] where !FileManager.default.isExecutableFile(atPath: b) {
+            throw .process(SoakProcessError(name: name, binary: b, .notExecutable))
         }
-        guard let apps = Self.appsFile(options, bin: bin) else {
-            throw HTTPError("cannot find config/flags.example.json (use --apps FILE)")
-        }
+        guard let apps = Self.appsFile(options, bin: bin) else { throw .noApps }
         var template = Array("/tmp/pushwoosh-soak.XXXXXX".utf8CString)
         guard let root = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
-            throw HTTPError("mkdtemp: \(String(cString: strerror(errno)))")
+            let code = errno
+            throw .file(SoakFileError("the work directory", path: "/tmp/pushwoosh-soak.XXXXXX", call: "mkdtemp", errno: code))
         }
         defer { try? FileManager.default.removeItem(atPath: root) }
 
@@ -143,9 +143,11 @@ public final class SoakRunner: @unchecked Sendable {
         for k in env.keys where k.hasPrefix("NOTIFY_") || k.hasPrefix("LISTEN_") || k.hasPrefix("WATCHDOG_") { env[k] = nil }
 
         let emulatorLog = root + "/emulator.log"
-        let port = try startEmulator(emulatorBinary, apps: apps, environment: env, logPath: emulatorLog)
+        let port: UInt16
+        do { port = try startEmulator(emulatorBinary, apps: apps, environment: env, logPath: emulatorLog) } catch { throw .process(error) }
         let http = LoopbackHTTP(port: port)
-        let initial = try seedApp(http)
+        let initial: [FlagChange]
+        do { initial = try seedApp(http) } catch { throw .emulator(error) }
 
         let notify = try NotifySockets(paths: (0..<options.agents).map { root + "/agent-\($0)/notify.sock" }.map { p in
             try? FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -170,7 +172,8 @@ public final class SoakRunner: @unchecked Sendable {
         }
         notifyThread.start()
 
-        let group = try startDrivers(ctx, http: http, initial: initial)
+        let group: DispatchGroup
+        do { group = try startDrivers(ctx, http: http, initial: initial) } catch { throw .file(error) }
         checkUntilTheEnd(http, notify: notify, deadline: deadline)
 
         // Wind down: drivers stop their agents (checking clean exits), then a last look at the log.
@@ -189,12 +192,12 @@ public final class SoakRunner: @unchecked Sendable {
         let summaryLine = progressLine()
         processes.stopAll()
         _ = notifyThread
-        return try finish(summaryLine: summaryLine, root: root, emulatorLog: emulatorLog)
+        do { return try finish(summaryLine: summaryLine, root: root, emulatorLog: emulatorLog) } catch { throw .file(error) }
     }
 
     // MARK: - The request log
 
-    func fetchLog(_ http: LoopbackHTTP) throws(HTTPError) {
+    func fetchLog(_ http: LoopbackHTTP) throws(EmulatorCallError) {
         let fetchStart = now()
         let since = max(0, logSince - 3)
         let r = try http.json("GET", "/admin/requests?since=\(String(format: "%.6f", since))")

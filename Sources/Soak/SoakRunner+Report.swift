@@ -157,15 +157,11 @@ extension SoakRunner {
         ]
     }
 
-    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(HTTPError) {
+    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(SoakFileError) {
         let end = now()
         let elapsed = end - started
         let dir = options.reportDirectory
-        do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        } catch {
-            throw HTTPError("cannot create \(dir): \(error)")
-        }
+        try makeDirectories(dir, for: "the report")
         func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
         func n(_ x: Int) -> JSONValue { .number(Double(x)) }
         var perAgent: [JSONValue] = []
@@ -191,24 +187,16 @@ extension SoakRunner {
         let data = timelineData(r, outcome: outcome, end: end)
         let svg = TimelineSVG.render(data)
         let html = ReportHTML.render(reportPage(r, outcome: outcome, coverage: coverage, counts: counts, timeline: data, end: end))
-        do {
-            try (prettyJSON(summary) + "\n").write(toFile: dir + "/summary.json", atomically: true, encoding: .utf8)
-            try svg.write(toFile: dir + "/timeline.svg", atomically: true, encoding: .utf8)
-            try html.write(toFile: dir + "/report.html", atomically: true, encoding: .utf8)
-        } catch {
-            throw HTTPError("cannot write the report to \(dir): \(error)")
-        }
+        try writeFileReplacing(dir + "/summary.json", prettyJSON(summary) + "\n", for: "summary.json")
+        try writeFileReplacing(dir + "/timeline.svg", svg, for: "the timeline")
+        try writeFileReplacing(dir + "/report.html", html, for: "report.html")
         if let file = options.junitFile {
             let xml = JUnitReport.xml(coverage: coverage, violations: r.violations, agents: junitAgents, seconds: elapsed,
                                       timestamp: iso8601(started), properties: [("seed", "\(options.seed)"), ("result", outcome),
                                                                                ("realTimings", "\(options.realTimings)")])
-            do {
-                let parent = (file as NSString).deletingLastPathComponent
-                if !parent.isEmpty { try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
-                try xml.write(toFile: file, atomically: true, encoding: .utf8)
-            } catch {
-                throw HTTPError("cannot write the JUnit report to \(file): \(error)")
-            }
+            let parent = (file as NSString).deletingLastPathComponent
+            if !parent.isEmpty { try makeDirectories(parent, for: "the JUnit report") }
+            try writeFileReplacing(file, xml, for: "the JUnit report")
         }
     }
 }

@@ -6,24 +6,32 @@ import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The steps of one run that `soak()` puts in order: the emulator, the soak's own flag, the
 /// drivers, the checker loop, and the verdict.
 extension SoakRunner {
     /// Starts the emulator and waits (up to 10 s) for the port it prints.
-    func startEmulator(_ binary: String, apps: String, environment: [String: String], logPath: String) throws(HTTPError) -> UInt16 {
+    func startEmulator(_ binary: String, apps: String, environment: [String: String], logPath: String) throws(SoakProcessError) -> UInt16 {
         let pid = try processes.spawn(name: "emulator", executable: binary,
                                       arguments: ["--listen", "127.0.0.1:0", "--apps", apps, "--record-limit", "200000"],
                                       environment: environment, logPath: logPath)
-        let port = ChildProcess.announcedPort(in: logPath, timeout: 10) { processes.child(pid)?.exit == nil }
-        guard let port else { throw HTTPError("the emulator did not start: \(tail(logPath, lines: 5).joined(separator: " | "))") }
+        // Reaped while it is waited for: an emulator that exits at once is seen at once, with its exit.
+        let port = ChildProcess.announcedPort(in: logPath, timeout: 10) {
+            _ = processes.reap()
+            return processes.child(pid)?.exit == nil
+        }
+        guard let port else {
+            throw SoakProcessError(name: "emulator", binary: binary,
+                                   .noPort(within: 10, exit: processes.child(pid)?.exit.map { "\($0)" }, logTail: tail(logPath, lines: 5)))
+        }
         return port
     }
 
     /// Adds the flag whose property names the user it was served for, and records the app's
     /// flags as the run's first flag states.
-    func seedApp(_ http: LoopbackHTTP) throws(HTTPError) -> [FlagChange] {
+    func seedApp(_ http: LoopbackHTTP) throws(EmulatorCallError) -> [FlagChange] {
         let userFlag: JSONValue = .object([
             "key": .string(RunContext.userFlag),
             "properties": ["user": ["type": "string", "default": ""]],
@@ -45,7 +53,7 @@ extension SoakRunner {
 
     /// One thread per agent driver, the chaos thread and (with the real timings) the clock
     /// driver; the group they leave when done.
-    func startDrivers(_ ctx: RunContext, http: LoopbackHTTP, initial: [FlagChange]) throws(HTTPError) -> DispatchGroup {
+    func startDrivers(_ ctx: RunContext, http: LoopbackHTTP, initial: [FlagChange]) throws(SoakFileError) -> DispatchGroup {
         let group = DispatchGroup()
         var drivers: [AgentDriver] = []
         for i in 0..<options.agents {
@@ -107,7 +115,7 @@ extension SoakRunner {
     }
 
     /// The verdict: logs kept on failure, the report written, the last lines printed; the exit status.
-    func finish(summaryLine: String, root: String, emulatorLog: String) throws(HTTPError) -> Int32 {
+    func finish(summaryLine: String, root: String, emulatorLog: String) throws(SoakFileError) -> Int32 {
         let result = recorder.state.withLock { $0 }
         let wasInterrupted = interrupted.withLock { $0 }
         let covered = coverage(result)

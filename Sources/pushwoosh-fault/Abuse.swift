@@ -6,6 +6,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 /// A raw nonblocking stream socket to the agent's socket or to a loopback HTTP port.
 func connectRaw(socket path: String?, port: UInt16?) -> Int32? {

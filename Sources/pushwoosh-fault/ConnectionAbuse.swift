@@ -6,6 +6,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 /// Closes `fd` with a reset (SO_LINGER 0) instead of a FIN.
 func reset(_ fd: Int32) {

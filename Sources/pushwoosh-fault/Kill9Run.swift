@@ -7,6 +7,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import ToolSupport
 
 final class Kill9Run {
     let o: Kill9Options

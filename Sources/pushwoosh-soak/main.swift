@@ -16,6 +16,6 @@ do {
     options = try SoakOptions.parse(arguments)
 } catch {
     FileHandle.standardError.write(Data("\(error)\n".utf8))
-    exit(error.description.hasPrefix("usage:") ? 0 : 2)
+    exit(error.exitCode)
 }
 exit(SoakRunner(options: options).run())

@@ -2,6 +2,7 @@ import AgentPosix
 import Foundation
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// Output is data: `pushwoosh-agentctl` prints keys, User IDs and messages from the agent
 /// with their control characters escaped, so an answer cannot drive the terminal (ESC

@@ -6,6 +6,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// The agent's two doors against what an unprivileged local user can do (the real
 /// `pushwoosh-agentd`, its loop driven as in production): bursts, holders that never

@@ -7,6 +7,7 @@ import Glibc
 import HarnessSupport
 import Testing
 @testable import AgentDaemon
+import ToolSupport
 
 /// The socket server in-process (docs/socket-api.md B): the real event loop, `ControlServer` and the
 /// agent on one thread of this process, each client on a socketpair, the server reached

@@ -5,12 +5,16 @@ import Glibc
 import HarnessSupport
 
 /// A real `pushwoosh-agentd` process with its own state directory, socket and
-/// `NOTIFY_SOCKET` datagram receiver.
+/// `NOTIFY_SOCKET` datagram receiver, started by HarnessSupport's `AgentLauncher` (its
+/// notifications kept for the test to read; standard error in a log of its own).
 final class AgentProcess {
     let dir: TempDir
-    let process = Process()
-    let notify: NotifyReceiver
-    let stderrPipe = Pipe()
+    let launcher: AgentLauncher
+    /// Where its standard error goes (apart from `dir`, which tests look into).
+    private let logs = TempDir()
+    var notify: NotifyReceiver { launcher.notifications }
+    /// What the tests ask of the process, in Foundation's `Process` words.
+    var process: Handle { Handle(launcher: launcher) }
     var socketPath: String { dir.path + "/agent.sock" }
     var configPath: String { dir.path + "/agent.conf" }
     var stateDirectory: String { dir.path + "/state" }
@@ -33,21 +37,27 @@ final class AgentProcess {
         self.dir = dir
         let text = config ?? Self.config(server: server, dir: dir.path)
         try text.write(toFile: dir.path + "/agent.conf", atomically: true, encoding: .utf8)
-        notify = try NotifyReceiver(path: dir.path + "/notify-\(UUID().uuidString.prefix(8)).sock")
-        let args = arguments ?? ["--config", dir.path + "/agent.conf"]
-        if launcher.isEmpty {
-            process.executableURL = URL(fileURLWithPath: Binaries.agentd)
-            process.arguments = args
-        } else {
-            process.executableURL = URL(fileURLWithPath: launcher[0])
-            process.arguments = Array(launcher.dropFirst()) + [Binaries.agentd] + args
-        }
-        var env = ["NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
+        var env = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
         env.merge(environment) { $1 }
-        process.environment = env
-        process.standardError = stderrPipe
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        // No parent-death signal: a test's thread may end before the test does.
+        self.launcher = try AgentLauncher(AgentLauncher.Configuration(
+            agentd: Binaries.agentd, arguments: arguments ?? ["--config", dir.path + "/agent.conf"], environment: env,
+            notifyPath: dir.path + "/notify-\(UUID().uuidString.prefix(8)).sock", logPath: logs.file("stderr"),
+            stdoutToLog: false, wrapper: launcher, parentDeathSignal: false, newProcessGroup: false))
+        self.launcher.keepsNotifications = true
+    }
+
+    /// `Process`'s names over the launcher: running, its pid, waiting for it, how it ended
+    /// (the exit code, or the signal that killed it).
+    struct Handle {
+        let launcher: AgentLauncher
+        var isRunning: Bool { launcher.reap() == nil }
+        var processIdentifier: Int32 { launcher.processID }
+        func waitUntilExit() { launcher.wait() }
+        var terminationStatus: Int32 {
+            let exit = launcher.wait()
+            return exit.code ?? exit.signal ?? 0
+        }
     }
 
     /// Waits for a datagram containing `needle`; returns it.
@@ -61,23 +71,20 @@ final class AgentProcess {
         return nil
     }
 
-    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+    func signal(_ sig: Int32) { launcher.signal(sig) }
 
     /// Sends SIGTERM and waits; returns the exit status and how long it took.
     func stop() -> (status: Int32, seconds: Double) {
         let start = Date()
         signal(SIGTERM)
-        process.waitUntilExit()
-        return (process.terminationStatus, Date().timeIntervalSince(start))
+        let exit = launcher.wait()
+        return (exit.code ?? exit.signal ?? 0, Date().timeIntervalSince(start))
     }
 
-    var stderrText: String { String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+    /// Its standard error, once it has exited (as a pipe read to its end would be).
+    var stderrText: String {
+        launcher.wait()
+        return String(decoding: (try? readWholeFile(logs.file("stderr"))) ?? [], as: UTF8.self)
     }
 }
 

@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import Testing
 import HarnessSupport
+import ToolSupport
 
 /// The real `pushwoosh-agentd` binary against the real emulator, a real socket and a
 /// real NOTIFY_SOCKET receiver (docs/socket-api.md B and C).

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// The daemon's side of a network failure libcurl reports (the transport's own tests are
 /// AgentPosixTests' CurlTransportTests).

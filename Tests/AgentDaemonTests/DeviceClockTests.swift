@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// docs/device-clock.md H: the SDK's timed rules with their real, default timings (24 h lifetime, 1 h
 /// refresh, 30 min session, 5 min throttle), against the real daemon and emulator, in

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// docs/fleet.md E.1: `pushwoosh-agentctl fleet` against real `pushwoosh-agentd` children on one
 /// socket directory (no systemd): every one listed, a killed one shown as down, metrics

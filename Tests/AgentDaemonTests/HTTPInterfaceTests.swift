@@ -6,6 +6,7 @@ import Foundation
 import Glibc
 import Testing
 import HarnessSupport
+import ToolSupport
 
 /// docs/http.md F against the real `pushwoosh-agentd` and `pushwoosh-emulator`: OFREP, the
 /// operations endpoints, the token, every bad-input case, the limits, the loop (no thread

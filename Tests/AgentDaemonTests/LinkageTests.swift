@@ -24,4 +24,20 @@ import Testing
             #expect(!needed.contains(library), "pushwoosh-agentd links \(library): \(needed)")
         }
     }
+
+    /// The tools' code stays out of the daemon: no symbol of ToolSupport (the blocking clients,
+    /// the spawner), HarnessSupport, LabClock or Lab is in `pushwoosh-agentd` (its modules do not
+    /// link them, and SwiftPM links every object of a linked module).
+    @Test func daemonCarriesNoToolCode() throws {
+        let nm = try runCapturing("/usr/bin/nm", [Binaries.agentd])
+        #expect(nm.status == 0, "\(nm.err)")
+        // Swift mangles a module's name with its length in front: 11ToolSupport.
+        let modules = ["ToolSupport", "HarnessSupport", "LabClock", "Lab"].map { "\($0.utf8.count)\($0)" }
+        // And the types themselves, wherever they would live.
+        let types = ["LoopbackHTTP", "ChildProcess", "LineClient", "BlockingSocket", "HTTPResponseReader"].map { "\($0.utf8.count)\($0)" }
+        let found = nm.out.split(separator: "\n").filter { line in
+            modules.contains { line.contains("$s\($0)") } || types.contains { line.contains($0) }
+        }
+        #expect(found.isEmpty, "pushwoosh-agentd carries tool code: \(found.prefix(5))")
+    }
 }

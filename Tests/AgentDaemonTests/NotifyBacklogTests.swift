@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// A service manager (or harness) that stops reading its notify socket must not
 /// stop the agent. With `net.unix.max_dgram_qlen` at Debian's 10, libsystemd's blocking

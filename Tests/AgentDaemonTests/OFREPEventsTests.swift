@@ -5,6 +5,7 @@ import Glibc
 import HarnessSupport
 import Testing
 @testable import AgentDaemon
+import ToolSupport
 
 /// docs/http.md F.3 (OFREP change events) and F's one deadline per request, budget and one
 /// reading of each request, against the real agent and emulator.

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// docs/fleet.md E.1: two real `pushwoosh-agentd` processes on one state directory. The second
 /// exits non-zero before it binds its socket or touches the state, with one error line

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// The stored state against the real `pushwoosh-agentd`: a file it cannot read is never
 /// trusted nor overwritten, a full disk fails the method that needed the save and shows in

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// `[HTTP] TokenFile=` and who else can touch it, against the real `pushwoosh-agentd`: a
 /// token others can read is served with a warning, one others can write is refused, and a

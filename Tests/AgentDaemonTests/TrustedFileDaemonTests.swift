@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HarnessSupport
 import Testing
+import ToolSupport
 
 /// Files the real `pushwoosh-agentd` reads for trust (docs/shared-host.md L.4): a configuration
 /// file, a CA file or a token file replaced by a FIFO or a device never blocks it nor fills its

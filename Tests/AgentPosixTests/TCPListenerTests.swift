@@ -1,6 +1,7 @@
 import AgentPosix
 import Glibc
 import Testing
+import ToolSupport
 
 /// AgentPosix's `TCPListener`: the listening socket of the agent's HTTP interface and the emulator.
 @Suite struct TCPListenerTests {

@@ -2,6 +2,7 @@ import AgentPosix
 import Dispatch
 import Foundation
 import Glibc
+import ToolSupport
 
 /// A raw TCP client for what URLSession hides: truncated bodies, stalls, resets,
 /// and a thousand connections at once. Blocking calls run off the cooperative pool.

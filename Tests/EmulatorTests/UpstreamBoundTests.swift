@@ -4,6 +4,7 @@ import Glibc
 import HarnessSupport
 import Synchronization
 import Testing
+import ToolSupport
 
 /// docs/real-pushwoosh.md: `--upstream` reads an answer no further than the agent would
 /// (16 MiB); a server that streams without end gets a 502 with the reason, and the emulator's

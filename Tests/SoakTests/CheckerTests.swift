@@ -268,8 +268,8 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
     @Test func options() throws {
         let o = try SoakOptions.parse(["--duration", "20s", "--agents", "3", "--seed", "7", "--refresh", "10s", "--keep-going"])
         #expect(o.duration == 20 && o.agents == 3 && o.seed == 7 && o.timings.refresh == 10 && o.keepGoing)
-        #expect(throws: HTTPError.self) { try SoakOptions.parse(["--agents", "0"]) }
-        #expect(throws: HTTPError.self) { try SoakOptions.parse(["--bogus"]) }
+        #expect(throws: SoakOptionError("--agents", .badValue("0", expected: "1-1000"))) { try SoakOptions.parse(["--agents", "0"]) }
+        #expect(throws: SoakOptionError("--bogus", .unknown)) { try SoakOptions.parse(["--bogus"]) }
         #expect(try SoakOptions.parse(["--junit", "out/soak.xml"]).junitFile == "out/soak.xml")
         #expect(try SoakOptions.parse([]).junitFile == nil)
         func refusal(_ arguments: [String]) -> String? {

@@ -1,3 +1,4 @@
+import AgentPosix
 import Glibc
 
 /// Starts a child process with `posix_spawn`: standard input from /dev/null, output to
@@ -60,6 +61,17 @@ public enum ChildProcess {
 }
 
 extension ChildProcess {
+    /// `setpriv`, where the system has it (util-linux).
+    public static let setpriv = "/usr/bin/setpriv"
+
+    /// `argv` (the executable's path first) run under `setpriv --pdeathsig KILL` when the
+    /// system has it: the child gets SIGKILL when the thread that started it ends, so nothing
+    /// outlives a tool even killed with `kill -9`. The soak runner's children and
+    /// `AgentLauncher`'s daemons start so.
+    public static func underParentDeathSignal(_ argv: [String]) -> [String] {
+        access(setpriv, X_OK) == 0 ? [setpriv, "--pdeathsig", "KILL", "--"] + argv : argv
+    }
+
     /// The port a server announced with a line `listening on HOST:PORT` (the emulator's
     /// first line) in the file at `path`, its standard output: waits up to `timeout` seconds
     /// while `alive()` holds; nil when none came.

@@ -2,6 +2,7 @@ import AgentCore
 import AgentPosix
 import Glibc
 import Testing
+import ToolSupport
 
 /// The one HTTP/1.1 response framing of the project's own clients.
 @Suite struct HTTPResponseReaderTests {

@@ -1,3 +1,4 @@
+import AgentPosix
 import Glibc
 
 /// What the blocking socket clients (`LineClient`, `LoopbackHTTP`) share: a bounded read and

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentPosix
 import AgentWire
 import Glibc
 
