@@ -1,5 +1,5 @@
 import AgentCore
-import AgentPosix
+import ToolSupport
 import AgentWire
 import Foundation
 
