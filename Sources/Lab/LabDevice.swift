@@ -31,14 +31,13 @@ final class LabDevice {
     let owned: Bool
     /// `DIR/devices/NAME/` for an owned device.
     let directory: String?
-    private(set) var pid: pid_t?
+    /// Its process (the one launcher's, `AgentLauncher`): the current run, or the last one,
+    /// which tells how it ended.
+    private var launcher: AgentLauncher?
+    /// While it runs.
+    var pid: pid_t? { launcher?.pid }
     /// How its process ended, when the lab saw it end.
-    private(set) var exit: String?
-    /// Its wait status then (`exitCode`, `exitSignal` in DEVICE).
-    private var exitStatus: Int32?
-    /// Its `NOTIFY_SOCKET`, kept open while it runs and read often (so that the device never
-    /// finds the socket gone or full).
-    private var receiver: NotifyReceiver?
+    var exit: String? { launcher?.exit?.description }
     /// What it told its `NOTIFY_SOCKET` (READY=1, STATUS=…, RELOADING=1, STOPPING=1), oldest
     /// first, across its restarts: the most recent `notifiedLimit`, after `notifiedDropped` older.
     private(set) var notified: [String] = []
@@ -76,31 +75,18 @@ final class LabDevice {
     /// lives as long as the lab: so a lab killed with SIGKILL leaves no device behind.
     func launch(readyTimeout: Double = 15) throws(LabRefusal) {
         guard let directory, let configPath, let logPath else { return }
-        let notifyPath = directory + "/notify"  // not *.sock: `fleet --socket-dir` takes those for devices
-        if receiver == nil {
-            do { receiver = try NotifyReceiver(path: notifyPath) } catch {
-                throw LabRefusal(500, "\(name): cannot make its notify socket \(notifyPath): \(error)")
-            }
-        }
         collectNotifications()
         let mark = notifiedDropped + notified.count
-        let setpriv = "/usr/bin/setpriv"
-        var path = agentd
-        var arguments = ["--config", configPath]
-        if FileManager.default.isExecutableFile(atPath: setpriv) {
-            path = setpriv
-            arguments = ["--pdeathsig", "KILL", "--", agentd] + arguments
-        }
-        var environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(self.environment) { $1 }
-        environment["NOTIFY_SOCKET"] = notifyPath
-        switch ChildProcess.spawn(path: path, arguments: arguments, environment: environment, output: .appendBoth(logPath),
-                                  newProcessGroup: true) {
-        case .success(let started):
-            pid = started
-            exit = nil
-            exitStatus = nil
-        case .failure(let error):
-            throw LabRefusal(500, "\(name): cannot start \(agentd): \(error.message)")
+        launcher = nil  // the last run's notify socket is released before the next is bound
+        do {
+            let started = try AgentLauncher(.init(agentd: agentd, arguments: ["--config", configPath],
+                                                  environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(environment) { $1 },
+                                                  notifyPath: directory + "/notify",  // not *.sock: `fleet --socket-dir` takes those for devices
+                                                  logPath: logPath))
+            started.keepsNotifications = true  // read into `notified`, here
+            launcher = started
+        } catch {
+            throw LabRefusal(500, "\(name): \(error)")
         }
         guard waitForNotification("READY=1", after: mark, timeout: readyTimeout) else {
             let why = reap().map { "it exited (\($0))" } ?? "no READY=1 within \(Int(readyTimeout)) s"
@@ -116,7 +102,7 @@ final class LabDevice {
 
     /// Reads what the device told its notify socket since the last look.
     func collectNotifications() {
-        guard let receiver else { return }
+        guard let receiver = launcher?.notifications else { return }
         while let message = receiver.receive(timeout: 0) { notified.append(message) }
         if notified.count > Self.notifiedLimit {
             notifiedDropped += notified.count - Self.notifiedLimit
@@ -128,16 +114,18 @@ final class LabDevice {
     /// `line`; false once the process has ended without one.
     func waitForNotification(_ line: String, after: Int, timeout: Double) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
+        func seen() -> Bool {
+            notified.dropFirst(max(0, after - notifiedDropped)).contains { $0.split(separator: "\n").contains { $0 == line } }
+        }
         while true {
             collectNotifications()
-            let from = max(0, after - notifiedDropped)
-            if notified.dropFirst(from).contains(where: { $0.split(separator: "\n").contains { $0 == line } }) { return true }
+            if seen() { return true }
             if Date() >= deadline { return false }
-            if pid == nil || reap() != nil {
+            if reap() != nil {
                 collectNotifications()  // what it sent just before it ended
-                return notified.dropFirst(from).contains { $0.split(separator: "\n").contains { $0 == line } }
+                return seen()
             }
-            _ = receiver?.receive(timeout: 0.02).map { notified.append($0) }
+            _ = launcher?.notifications.receive(timeout: 0.02).map { notified.append($0) }
         }
     }
 
@@ -145,55 +133,32 @@ final class LabDevice {
     @discardableResult
     func reap() -> String? {
         collectNotifications()
-        guard let pid else { return exit }
-        var status: Int32 = 0
-        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-        ended(status)
-        return exit
-    }
-
-    private func ended(_ status: Int32) {
-        pid = nil
-        exitStatus = status
-        exit = status & 0x7f == 0 ? "exit code \((status >> 8) & 0xff)" : "killed by signal \(status & 0x7f)"
+        return launcher?.reap()?.description
     }
 
     /// Sends `signal` to the running process; false when it is not running.
     func send(signal: Int32) -> Bool {
-        guard reap() == nil, let pid else { return false }
-        return kill(pid, signal) == 0
+        guard reap() == nil, let launcher, launcher.pid != nil else { return false }
+        launcher.signal(signal)
+        return true
     }
 
     /// Stops an owned device: `signal` (TERM waits up to 5 s for it, then KILL).
     func stop(signal: Int32 = SIGTERM) {
-        guard let pid else { return }
-        kill(pid, signal)
-        let deadline = Date().addingTimeInterval(signal == SIGTERM ? 5 : 2)
-        while reap() == nil, Date() < deadline { usleep(5_000) }
-        if let still = self.pid {
-            kill(still, SIGKILL)
-            var status: Int32 = 0
-            waitpid(still, &status, 0)
-            ended(status)
-        }
+        collectNotifications()
+        launcher?.stop(signal: signal, grace: signal == SIGTERM ? 5 : 2)
+        collectNotifications()
     }
 
     /// Stops it and closes its notify socket: it leaves the lab.
     func release() {
         if owned { stop() }
         collectNotifications()
-        receiver = nil
+        launcher = nil
     }
 
     /// The last `lines` lines of its log (at most the last MiB of it).
-    func tail(_ lines: Int) -> [String] {
-        guard let logPath, let handle = FileHandle(forReadingAtPath: logPath) else { return [] }
-        defer { try? handle.close() }
-        let size = (try? handle.seekToEnd()) ?? 0
-        try? handle.seek(toOffset: size > 1 << 20 ? size - (1 << 20) : 0)
-        let text = String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
-        return Array(text.split(separator: "\n", omittingEmptySubsequences: true).suffix(lines).map(String.init))
-    }
+    func tail(_ lines: Int) -> [String] { launcher?.tail(lines) ?? [] }
 
     // MARK: - Its socket
 
@@ -225,8 +190,8 @@ final class LabDevice {
         if owned, reap() != nil, pid == nil {
             o["state"] = .string("exited")
             o["exit"] = exit.map(JSONValue.string) ?? .null
-            o["exitCode"] = exitStatus.flatMap { $0 & 0x7f == 0 ? .number(Double(($0 >> 8) & 0xff)) : nil } ?? .null
-            o["exitSignal"] = exitStatus.flatMap { $0 & 0x7f != 0 ? .number(Double($0 & 0x7f)) : nil } ?? .null
+            o["exitCode"] = launcher?.exit?.code.map { .number(Double($0)) } ?? .null
+            o["exitSignal"] = launcher?.exit?.signal.map { .number(Double($0)) } ?? .null
             return .object(o)
         }
         var clockAnswer = call(.clock, timeout: 3)

@@ -90,9 +90,10 @@ public final class LabService: Sendable {
             return .json(200, try device(name).json())
         case .stop(let name):
             let d = try device(name)
+            if d.owned { d.stop() }
+            var answer = d.json().objectValue ?? [:]  // as it ended, before its process is let go
             d.release()
             state.devices[name] = nil
-            var answer = d.json().objectValue ?? [:]
             answer["stopped"] = .bool(d.owned)
             answer["released"] = .bool(!d.owned)
             if d.owned { answer["notifications"] = .array(d.notified.map(JSONValue.string)) }
