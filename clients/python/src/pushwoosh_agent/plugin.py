@@ -18,8 +18,9 @@ Fixtures (each test gets its own agents in its own temporary directory):
     (``READY=1`` received on a real ``NOTIFY_SOCKET``) and, unless told
     otherwise, done with its first flags request.
 ``pushwoosh_agent_process``
-    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it: socket,
-    state directory, log, notifications, ``kill()``, ``restart()``.
+    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it (a device of the session's
+    launcher lab, which outlives the test's emulator): socket, state directory, log,
+    notifications, ``kill()``, ``restart()``.
 ``pushwoosh_restart_agent``
     ``restart(kill=True)``: kill -9 (or SIGTERM) and start again on the same
     state directory; returns the client, which reconnects on its next call.
@@ -28,16 +29,15 @@ Fixtures (each test gets its own agents in its own temporary directory):
     ``n`` agents against the one ``pushwoosh_emulator``, agent ``i`` (from 0) with User
     ID ``user_ids.format(i=i)``, and returns a :class:`Fleet` (a list of
     :class:`~pushwoosh_agent.processes.AgentProcess`, with ``.clients`` and
-    ``.hwids()`` and ``.advance_clock(seconds)``); all are stopped at the end of the test.
+    ``.hwids()`` and ``.advance_clock(seconds=None, *, until=None)``); all stop with the test.
 ``pushwoosh_lab``
-    a :class:`Lab`: ``.emulator`` and ``.agents`` (every agent the test started, through
-    ``pushwoosh_agent`` and ``pushwoosh_fleet``), and ``advance_clock(seconds)``, which
-    moves the emulator's clock and every running agent's device clock together, timer to
-    timer (:mod:`pushwoosh_agent.lab`); the agents need ``clock="controlled"``.
+    a :class:`Lab`: ``.emulator``, ``.agents`` (every agent the test started) and
+    ``advance_clock(seconds=None, *, until=None, devices=None)``: the emulator's lab moves
+    its clock and the agents' together (docs/lab.md M); the agents need ``clock="controlled"``.
 ``pushwoosh_http_url``
-    ``http://127.0.0.1:PORT`` of the ``pushwoosh_agent``'s HTTP interface; the agent
-    is started with ``[HTTP] Listen=127.0.0.1:0`` (a free port, read from its
-    ``ready`` log line) when the marker says ``http=True`` or this fixture is used.
+    ``http://127.0.0.1:PORT`` of the ``pushwoosh_agent``'s HTTP interface, started with
+    ``[HTTP] Listen=127.0.0.1:0`` (a free port: ``status``'s ``httpAddress``) when the
+    marker says ``http=True`` or this fixture is used.
 
 The emulator fixture can be stopped and started again on the same port
 (``pushwoosh_emulator.stop()`` / ``.start()``): the network goes away and comes back.
@@ -348,7 +348,7 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
     """``http://127.0.0.1:PORT`` of the agent's HTTP interface (OFREP, /metrics, /readyz)."""
     url = pushwoosh_agent_process.http_url
     if url is None:
-        pytest.fail("the agent has no HTTP interface on a TCP port (see its ready log line)", pytrace=False)
+        pytest.fail("the agent has no HTTP interface on a TCP port (status has no httpAddress)", pytrace=False)
     return url
 
 
