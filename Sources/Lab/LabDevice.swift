@@ -125,7 +125,7 @@ final class LabDevice {
                 collectNotifications()  // what it sent just before it ended
                 return seen()
             }
-            _ = launcher?.notifications.receive(timeout: 0.02).map { notified.append($0) }
+            _ = launcher?.notifications?.receive(timeout: 0.02).map { notified.append($0) }
         }
     }
 

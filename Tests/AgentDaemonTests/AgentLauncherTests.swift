@@ -51,6 +51,30 @@ import Testing
         #expect(monotonicSeconds() - started < 5)
     }
 
+    @Test("A notify socket the caller bound: the launcher binds none, READY=1 and STOPPING=1 reach the caller's, and another thread reaps")
+    func callerBindsNotifySocket() throws {
+        let dir = TempDir()
+        let receiver = try NotifyReceiver(path: dir.file("notify.sock"))
+        var configuration = try configuration(dir)
+        configuration.callerBindsNotifySocket = true
+        let launcher = try AgentLauncher(configuration)
+        #expect(launcher.notifications == nil)
+        #expect(launcher.waitForReady(timeout: 10) == nil, "the caller reads READY=1 itself")
+        #expect(receiver.wait(for: "READY=1", timeout: 10) != nil, "\(launcher.tail(10))")
+        // A supervisor's thread reaps it while this one signals and waits.
+        let supervisor = Thread {
+            while launcher.reap() == nil { usleep(1_000) }
+        }
+        supervisor.start()
+        let signalled = monotonicSeconds()
+        launcher.signal(SIGTERM)
+        let exit = try #require(launcher.waitForExit(timeout: 5), "\(launcher.tail(10))")
+        #expect(exit.code == 0 && launcher.pid == nil && launcher.exit == exit)
+        #expect((launcher.exitedAt ?? 0) >= signalled)
+        #expect(receiver.wait(for: "STOPPING=1", timeout: 1) != nil)
+        #expect(launcher.waitForExit(timeout: 0) == exit, "an exit once seen stays")
+    }
+
     @Test("A binary that cannot be started is named")
     func cannotStart() throws {
         let dir = TempDir()

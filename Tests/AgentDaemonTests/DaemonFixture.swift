@@ -12,7 +12,8 @@ final class AgentProcess {
     let launcher: AgentLauncher
     /// Where its standard error goes (apart from `dir`, which tests look into).
     private let logs = TempDir()
-    var notify: NotifyReceiver { launcher.notifications }
+    /// The launcher's own notify socket (the fixture does not bind one itself).
+    var notify: NotifyReceiver { launcher.notifications! }
     /// What the tests ask of the process, in Foundation's `Process` words.
     var process: Handle { Handle(launcher: launcher) }
     var socketPath: String { dir.path + "/agent.sock" }
