@@ -53,11 +53,11 @@ extension AgentDriver {
             return
         }
         if exit == nil {
-            violation("stop", "still running 5 s after SIGTERM\(when)", evidence: tail(logPath, lines: 10))
+            violation("stop", "still running 5 s after SIGTERM\(when)", evidence: launcher?.tail(10) ?? [])
             ctx.processes.signal(pid, SIGKILL)
             _ = ctx.processes.waitExit(pid, timeout: 5)
         } else if let e = exit, e != .exited(0) {
-            violation("stop", "\(e) after SIGTERM\(when) (expected exit code 0)", evidence: tail(logPath, lines: 15))
+            violation("stop", "\(e) after SIGTERM\(when) (expected exit code 0)", evidence: launcher?.tail(15) ?? [])
         } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
             violation("stop", "took \(String(format: "%.2f", at - t0)) s to exit after SIGTERM\(when) (docs/configuration.md C: within a second)")
         }

@@ -15,6 +15,8 @@ public final class AgentDriver: @unchecked Sendable {
     let dir: String
     var rng: SeededRandom
     var pid: pid_t = 0
+    /// The current process's launcher (nil before the first start).
+    var launcher: AgentLauncher?
     var client: LineClient?
     public private(set) var hwid = ""
     var userId = ""
@@ -82,12 +84,15 @@ public final class AgentDriver: @unchecked Sendable {
     @discardableResult
     public func start() -> Bool {
         var env = ctx.environment
-        env["NOTIFY_SOCKET"] = ctx.notify.paths[index]
         if ctx.options.watchdog > 0 { env["WATCHDOG_USEC"] = String(Int(ctx.options.watchdog * 1_000_000)) }
+        // The notify socket is the run's (one per agent across restarts, read by the runner's thread).
+        let configuration = AgentLauncher.Configuration(agentd: ctx.agentBinary, arguments: ["--config", dir + "/agent.conf"],
+                                                        environment: env, notifyPath: ctx.notify.paths[index],
+                                                        callerBindsNotifySocket: true, logPath: logPath)
         let t0 = now()
         do {
-            pid = try ctx.processes.spawn(name: "agent-\(index)", executable: ctx.agentBinary,
-                                          arguments: ["--config", dir + "/agent.conf"], environment: env, logPath: logPath)
+            let started = try ctx.processes.launchAgent(name: "agent-\(index)", configuration)
+            (launcher, pid) = (started, started.processID)
         } catch {
             violation("ready", "cannot start the agent: \(error)")
             return false
@@ -103,7 +108,7 @@ public final class AgentDriver: @unchecked Sendable {
         guard let ready else {
             let exit = ctx.processes.child(pid)?.exit
             violation("ready", "no READY=1 within 10 s of starting the agent" + (exit.map { " (it exited: \($0))" } ?? ""),
-                      evidence: tail(logPath, lines: 15))
+                      evidence: launcher?.tail(15) ?? [])
             return false
         }
         ctx.recorder.action(AgentAction(agent: index, kind: .started, start: t0, end: ready.time))
@@ -138,7 +143,7 @@ public final class AgentDriver: @unchecked Sendable {
             ctx.processes.reap()
             if ctx.processes.child(pid)?.exit == nil, !ctx.recorder.stopping {
                 violation("socket", "\(AgentCallError(agent: index, hwid: hwid, method: call.method.rawValue, why: "\(error)"))",
-                          evidence: tail(logPath, lines: 10))
+                          evidence: launcher?.tail(10) ?? [])
             }
             broken = true
             return nil

@@ -16,6 +16,8 @@ public enum ExitStatus: Sendable, Equatable, CustomStringConvertible {
         if status & 0x7f == 0 { self = .exited((status >> 8) & 0xff) } else { self = .signaled(status & 0x7f) }
     }
 
+    init(_ exit: AgentExit) { self.init(wait: exit.status) }
+
     public var description: String {
         switch self {
         case .exited(let code): "exit code \(code)"
@@ -38,16 +40,19 @@ public func signalName(_ sig: Int32) -> String {
     }
 }
 
-/// The runner's child processes: spawned in their own process group (a terminal's Ctrl-C
-/// reaches only the runner, which then stops them), with the parent-death signal set to
-/// SIGKILL through `setpriv` when available (no leftovers even if the runner is killed),
-/// reaped by `reap()`.
+/// The runner's child processes: the agents started by HarnessSupport's `AgentLauncher`, the
+/// emulator spawned here; each in its own process group (a terminal's Ctrl-C reaches only the
+/// runner, which then stops them), with the parent-death signal set to SIGKILL through
+/// `setpriv` when available (no leftovers even if the runner is killed). All reaped in one
+/// place, `reap()` (an agent's by asking its launcher), which spots the exits nobody asked for.
 public final class ChildProcesses: Sendable {
     public struct Child: Sendable {
         public var pid: pid_t
         public var name: String
         public var logPath: String
         public var startedAt: Time
+        /// An agent's launcher, which signals and reaps it (nil: the emulator).
+        public var launcher: AgentLauncher?
         /// Set before the runner signals it: its exit is not a crash.
         public var exitExpected = false
         public var exit: ExitStatus?
@@ -78,12 +83,36 @@ public final class ChildProcesses: Sendable {
         return pid
     }
 
+    /// Starts an agent through `AgentLauncher` (the caller's notify socket, the log appended
+    /// to, under the parent-death signal, in its own process group), reaped here with the rest.
+    public func launchAgent(name: String, _ configuration: AgentLauncher.Configuration) throws(AgentLaunchError) -> AgentLauncher {
+        let launcher = try AgentLauncher(configuration)
+        let child = Child(pid: launcher.processID, name: name, logPath: configuration.logPath, startedAt: now(), launcher: launcher)
+        children.withLock { $0[child.pid] = child }
+        return launcher
+    }
+
     public func child(_ pid: pid_t) -> Child? { children.withLock { $0[pid] } }
 
     /// Marks `pid`'s coming exit as the runner's doing and sends `signal`.
     public func signal(_ pid: pid_t, _ sig: Int32) {
-        children.withLock { $0[pid]?.exitExpected = true }
-        _ = kill(pid, sig)
+        let child = children.withLock { all in
+            all[pid]?.exitExpected = true
+            return all[pid]
+        }
+        if let child { Self.send(sig, to: child) }
+    }
+
+    /// Sends `sig` through the agent's launcher (nothing once it is reaped), or to the pid.
+    private static func send(_ sig: Int32, to child: Child) {
+        if let launcher = child.launcher { launcher.signal(sig) } else if child.exit == nil { _ = kill(child.pid, sig) }
+    }
+
+    /// How `child` ended, if it has (reaping it); nil while it runs.
+    private static func exit(of child: Child) -> ExitStatus? {
+        if let launcher = child.launcher { return launcher.reap().map(ExitStatus.init) }
+        var status: Int32 = 0
+        return waitpid(child.pid, &status, WNOHANG) == child.pid ? ExitStatus(wait: status) : nil
     }
 
     /// Waits up to `timeout` for `pid` to be reaped; its exit status, or nil.
@@ -100,14 +129,14 @@ public final class ChildProcesses: Sendable {
     /// Reaps exited children; returns those whose exit was not expected.
     @discardableResult
     public func reap() -> [Child] {
-        let running = children.withLock { $0.values.filter { $0.exit == nil }.map(\.pid) }
+        let running = children.withLock { $0.values.filter { $0.exit == nil } }
         var unexpected: [Child] = []
-        for pid in running {
-            var status: Int32 = 0
-            let r = waitpid(pid, &status, WNOHANG)
-            guard r == pid else { continue }
-            let exit = ExitStatus(wait: status)
+        for candidate in running {
+            guard let exit = Self.exit(of: candidate) else { continue }
+            let pid = candidate.pid
+            // Once: a launcher tells every thread that asks how its agent ended.
             let child: Child? = children.withLock { all in
+                guard all[pid]?.exit == nil else { return nil }
                 all[pid]?.exit = exit
                 all[pid]?.exitedAt = now()
                 return all[pid]
@@ -159,9 +188,9 @@ public final class ChildProcesses: Sendable {
     public func signalAll(_ sig: Int32) {
         let running = children.withLock { all in
             all.keys.forEach { all[$0]?.exitExpected = true }
-            return all.values.filter { $0.exit == nil }.map(\.pid)
+            return all.values.filter { $0.exit == nil }
         }
-        for pid in running { _ = kill(pid, sig) }
+        for child in running { Self.send(sig, to: child) }
     }
 
     /// Stops every child: SIGTERM, then SIGKILL for those still there after `grace`.
