@@ -115,7 +115,8 @@ public final class ChildProcesses: Sendable {
         return waitpid(child.pid, &status, WNOHANG) == child.pid ? ExitStatus(wait: status) : nil
     }
 
-    /// Waits up to `timeout` for `pid` to be reaped; its exit status, or nil.
+    /// Waits up to `timeout` for `pid` to be reaped; its exit status, or nil. Every child is
+    /// reaped meanwhile: a driver stopping its agent spots the others' crashes too.
     public func waitExit(_ pid: pid_t, timeout: Double) -> ExitStatus? {
         let deadline = now() + timeout
         while true {
