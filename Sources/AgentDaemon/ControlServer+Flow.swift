@@ -30,6 +30,7 @@ extension ControlServer {
     func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
         var handled = 0
         let until = loop.now + Self.turnBudget
+        readTime = nil
         client.framing = true
         client.framer.processWhile(bytes) { frame in take(frame, from: client, count: &handled, until: until) }
         client.framing = false
@@ -42,6 +43,7 @@ extension ControlServer {
         guard client.connection.isOpen, client.framer.hasHeldLines else { return }
         var handled = 0
         let until = loop.now + Self.turnBudget
+        readTime = nil
         client.framing = true
         client.framer.resume { frame in take(frame, from: client, count: &handled, until: until) }
         client.framing = false
@@ -87,10 +89,9 @@ extension ControlServer {
             // Another turn once the others have had theirs: a timer due after this pass of
             // the timers runs after the next poll of every descriptor.
             client.resumeScheduled = true
-            loop.schedule(after: 0.000_001) { [weak self, weak client] in
-                guard let self, let client else { return }
-                self.resumeHeld(client)
-            }
+            // Held strongly for the microsecond until it runs (weak references would give the
+            // server and every client a side table, the slow path of each retain and release).
+            loop.schedule(after: 0.000_001) { [self, client] in resumeHeld(client) }
         }
     }
 
@@ -145,8 +146,9 @@ extension ControlServer {
 
     func armRequestTimer(_ client: Client) {
         guard client.requestTimer == nil, let since = client.awaitingSince else { return }
-        client.requestTimer = loop.schedule(at: since + settings.requestReadTimeout) { [weak self, weak client] in
-            guard let self, let client else { return }
+        // Strong references: the timer is cancelled when the client's connection closes (and
+        // `closeAll` closes them all), so it holds neither longer than the connection lives.
+        client.requestTimer = loop.schedule(at: since + settings.requestReadTimeout) { [self, client] in
             client.requestTimer = nil
             guard client.connection.isOpen, let since = client.awaitingSince else { return }
             let due = since + self.settings.requestReadTimeout

@@ -15,6 +15,8 @@ extension ControlServer {
             answerFast(request, to: client)
             return
         }
+        readTime = nil  // whatever this line does (advanceClock), the next read asks the clock again
+        defer { readTime = nil }
         switch RPCMessage.parse(line) {
         case .single(.failure(let rejection)):
             metrics?.rpcError(rejection.error.code)
@@ -55,16 +57,23 @@ extension ControlServer {
     /// answer bytes are those the general path writes (RPCFastPath).
     private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
         // One access to the buffer for the whole answer (each access to a class's `var` is checked).
+        let now: Now
+        if let readTime {
+            now = readTime
+        } else {
+            now = agent.now
+            readTime = now
+        }
         Self.reusing(&scratch) { w in
             w.bytes.removeAll(keepingCapacity: true)
             switch request.method {
             case .isEnabled(let fallback):
                 metrics?.rpcFastRequest(isEnabled: true)
-                let e = agent.isEnabled(request.key, default: fallback)
+                let e = agent.isEnabled(request.key, default: fallback, at: now)
                 RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
             case .get:
                 metrics?.rpcFastRequest(isEnabled: false)
-                let e = agent.get(request.key)
+                let e = agent.get(request.key, at: now)
                 RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
             }
             // A flag too large for one line (its properties over 1 MiB) gets the general path's

@@ -265,8 +265,11 @@ public final class Connection {
     }
 
     private func armIdleTimer(at deadline: Double) {
-        idleTimer = loop.schedule(at: deadline) { [weak self] in
-            guard let self, let timeout = self.idleTimeout, self.descriptor != nil else { return }
+        // Unowned, not weak: the timer is cancelled by `close` and by `deinit`, so it never runs
+        // without its connection; and a weak reference would give every connection a side table,
+        // through which each retain and release on the read path then went (the slow path).
+        idleTimer = loop.schedule(at: deadline) { [unowned self] in
+            guard let timeout = self.idleTimeout, self.descriptor != nil else { return }
             self.idleTimer = nil
             let due = self.lastInput + timeout
             if self.loop.now >= due {
