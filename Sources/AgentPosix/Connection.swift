@@ -141,11 +141,14 @@ public final class Connection {
         }
         if !flushScheduled {
             flushScheduled = true
-            loop.deferToEndOfIteration { [self] in
-                flushScheduled = false
-                flush()
-            }
+            loop.deferFlush(self)
         }
+    }
+
+    /// The end of the loop iteration in which output was queued (`EventLoop.deferFlush`).
+    func flushDeferred() {
+        flushScheduled = false
+        flush()
     }
 
     /// Writes what is queued now, as far as the socket takes it.
