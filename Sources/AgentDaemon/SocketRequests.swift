@@ -56,7 +56,6 @@ extension ControlServer {
     /// client) answered without a JSON tree, into a buffer reused for every answer. The
     /// answer bytes are those the general path writes (RPCFastPath).
     private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
-        // One access to the buffer for the whole answer (each access to a class's `var` is checked).
         let now: Now
         if let readTime {
             now = readTime
@@ -64,12 +63,31 @@ extension ControlServer {
             now = agent.now
             readTime = now
         }
+        if case .isEnabled(let fallback) = request.method {
+            // The usual answer goes from the stack to the connection's output (no scratch buffer).
+            metrics?.rpcFastRequest(isEnabled: true)
+            let e = agent.isEnabled(request.key, default: fallback, at: now)
+            let sent = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RPCFastPath.usualAnswerCapacity) { buffer -> Bool in
+                guard let count = RPCFastPath.usualIsEnabledAnswer(id: request.id, enabled: e.value, provenance: e.provenance,
+                                                                   into: buffer) else { return false }
+                client.connection.send(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
+                return true
+            }
+            if sent { return answered(client) }
+            return answerInScratch(request, e, to: client, at: now)
+        }
+        answerInScratch(request, nil, to: client, at: now)
+    }
+
+    /// Any other fast-path answer, written into the reused scratch buffer: `isEnabled`'s
+    /// (already evaluated: `evaluated`) when it is not of the usual shape, and `get`'s.
+    private func answerInScratch(_ request: RPCFastPath.Request, _ evaluated: Evaluation<Bool>?, to client: Client, at now: Now) {
+        // One access to the buffer for the whole answer.
         Self.reusing(&scratch) { w in
             w.bytes.removeAll(keepingCapacity: true)
             switch request.method {
             case .isEnabled(let fallback):
-                metrics?.rpcFastRequest(isEnabled: true)
-                let e = agent.isEnabled(request.key, default: fallback, at: now)
+                let e = evaluated ?? agent.isEnabled(request.key, default: fallback, at: now)
                 RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
             case .get:
                 metrics?.rpcFastRequest(isEnabled: false)
