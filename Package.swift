@@ -35,8 +35,10 @@ let package = Package(
                        providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
-                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's headers only (no pkg-config, whose `--libs` would link it): AgentCurl loads
+        // libcurl.so.4 with dlopen when the agent first needs it, after READY=1 (docs/performance.md
+        // "Where the time went": it and the libraries it brings were most of the dynamic loader's work).
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // epoll, eventfd, signalfd: in glibc, but not imported by the toolchain's Glibc module.
         .systemLibrary(name: "CLinux"),
 
