@@ -12,6 +12,11 @@
 import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+// The modules on the socket's hot path (docs/performance.md "Where the time went"): release
+// builds leave out the run-time exclusivity checks (debug builds and tests keep them; the
+// compile-time checks stay). Measured with callgrind at 128 clients, one request each in
+// flight: swift_beginAccess and its access set were 22 % of the agent's instructions.
+let hot: [SwiftSetting] = strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
 let package = Package(
     name: "pushwoosh-agent",
@@ -31,19 +36,21 @@ let package = Package(
                        providers: [.apt(["libinih-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl",
-                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's headers only (no pkg-config, whose `--libs` would link it): AgentCurl loads
+        // libcurl.so.4 with dlopen when the agent first needs it, after READY=1 (docs/performance.md
+        // "Where the time went": it and the libraries it brings were most of the dynamic loader's work).
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // epoll, eventfd, signalfd: in glibc, but not imported by the toolchain's Glibc module.
         .systemLibrary(name: "CLinux"),
 
         // MARK: The agent
         // Strict JSON values, reader and writer: a leaf.
-        .target(name: "AgentJSON", swiftSettings: strict),
-        .target(name: "AgentCore", dependencies: ["AgentJSON"], swiftSettings: strict),
-        .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: strict),
+        .target(name: "AgentJSON", swiftSettings: hot),
+        .target(name: "AgentCore", dependencies: ["AgentJSON"], swiftSettings: hot),
+        .target(name: "AgentWire", dependencies: ["AgentCore"], swiftSettings: hot),
         // The syscall floor (sockets, descriptors, the event loop, the monotonic clock, files):
         // no libcurl, so every executable can stand on it.
-        .target(name: "AgentPosix", dependencies: ["AgentCore", "CLinux"], swiftSettings: strict),
+        .target(name: "AgentPosix", dependencies: ["AgentCore", "CLinux"], swiftSettings: hot),
         // The real network: libcurl on the event loop (the agent's transport, the doctor's probe).
         .target(name: "AgentCurl", dependencies: ["AgentCore", "AgentPosix", "CCurl"], swiftSettings: strict),
         .target(name: "AgentSystemd", dependencies: ["AgentPosix", "CSystemd"], swiftSettings: strict),
@@ -51,7 +58,7 @@ let package = Package(
         .target(name: "AgentConfigFile", dependencies: ["AgentCore", "AgentPosix", "CInih"], swiftSettings: strict),
         .target(name: "AgentDaemon",
                 dependencies: ["AgentConfigFile", "AgentCore", "AgentCurl", "AgentWire", "AgentPosix", "AgentSystemd", "MicroHTTPD"],
-                swiftSettings: strict),
+                swiftSettings: hot),
         .executableTarget(name: "pushwoosh-agentd", dependencies: ["AgentDaemon"], swiftSettings: strict),
         // docs/fleet.md E.1: fleet.conf and the systemd generator that realises it (pure logic, then the executable).
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),

@@ -29,6 +29,9 @@ struct BenchOptions {
     var devicesServeBenchApp = false
     var fleet = 200
     var fleetRuns = 3
+    /// Where echo-server.c and load-client.c are (the C baseline, CBaseline.swift).
+    var cSources = "Benchmarks/c"
+    var cRuns = 3
 
     static let usage = """
         usage: pushwoosh-bench [run] [options]      the whole benchmark (what `make bench` runs)
@@ -53,6 +56,8 @@ struct BenchOptions {
           --device-flags         those devices serve the --flags app (1,000 flags) instead of the example app
           --fleet N              agents under `agentctl fleet` (default 200)
           --fleet-runs N         timed runs of each fleet command (default 3)
+          --c-sources DIR        the C echo server and load client, compiled with cc (default Benchmarks/c)
+          --c-runs N             runs of each C-client cell against the C echo server and the agent (default 3)
           --only LIST            some of: socket,http,ready,rss,idle,devices,fleet,emulator
         """
 
@@ -96,6 +101,8 @@ struct BenchOptions {
             case "--device-flags": o.devicesServeBenchApp = true
             case "--fleet": o.fleet = max(1, Int(try number()))
             case "--fleet-runs": o.fleetRuns = max(1, Int(try number()))
+            case "--c-sources": o.cSources = try value()
+            case "--c-runs": o.cRuns = max(1, Int(try number()))
             case "--only":
                 o.only = Set(try value().split(separator: ",").map(String.init))
                 let known: Set<String> = ["socket", "http", "ready", "rss", "idle", "devices", "fleet", "emulator"]
@@ -303,7 +310,10 @@ final class Bench {
         defer { Children.stop(agent.pid) }
         let status = try waitForFlags(source: "network")
         log("agent fetched \(Int(status["flagsCount"]?.numberValue ?? 0)) flags; state \(status["state"]?.stringValue ?? "?")")
-        if options.only.contains("socket") { try measureSocket(agentPID: agent.pid) }
+        if options.only.contains("socket") {
+            try measureCBaseline(agentPID: agent.pid)
+            try measureSocket(agentPID: agent.pid)
+        }
         if options.only.contains("http") { try measureHTTP(agentPID: agent.pid) }
         let stopped = Children.stop(agent.pid)
         report.stopSeconds = stopped

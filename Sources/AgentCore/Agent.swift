@@ -205,14 +205,21 @@ public final class Agent {
     // (`machine.get(…)`), the whole machine was copied for each read, every reference in it
     // retained and released, since the optimizer cannot tell that the read leaves the agent
     // alone. The reads are pure (AgentMachine+Reads.swift): nothing is written through the access.
-    public func get(_ key: String) -> Evaluation<FeatureFlag?> {
-        let now = self.now
-        return Self.inPlace(&machine) { $0.get(key, now: now) }
-    }
+    public func get(_ key: String) -> Evaluation<FeatureFlag?> { get(key, at: now) }
 
     public func isEnabled(_ key: String, default defaultValue: Bool) -> Evaluation<Bool> {
-        let now = self.now
-        return Self.inPlace(&machine) { $0.isEnabled(key, default: defaultValue, now: now) }
+        isEnabled(key, default: defaultValue, at: now)
+    }
+
+    /// `get` at `now`, a time read from this agent's clock (`now`) for several reads that came
+    /// together: the socket reads the clock once for all the lines of one read, not per line.
+    public func get(_ key: String, at now: Now) -> Evaluation<FeatureFlag?> {
+        Self.inPlace(&machine) { $0.get(key, now: now) }
+    }
+
+    /// `isEnabled` at `now` (as `get(_:at:)`).
+    public func isEnabled(_ key: String, default defaultValue: Bool, at now: Now) -> Evaluation<Bool> {
+        Self.inPlace(&machine) { $0.isEnabled(key, default: defaultValue, now: now) }
     }
 
     @inline(__always)

@@ -41,59 +41,59 @@ public enum CurlProbe {
     public static func exchange(_ request: HTTPRequest, network: NetworkOptions, userAgent: String? = nil,
                                 maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) -> Result {
         _ = CurlTransport.initialiseLibrary
-        guard let easy = curl_easy_init() else {
+        guard let easy = Curl.easyInit() else {
             return Result(outcome: .noResponse(reason: "curl_easy_init failed: out of memory"), problem: .other,
                           resolved: 0, connected: 0, tlsDone: 0, total: 0, address: "", port: 0, certificates: [])
         }
-        defer { curl_easy_cleanup(easy) }
+        defer { Curl.easyCleanup(easy) }
         let sink = Sink(maximumBodyBytes: maximumBodyBytes)
         let box = Unmanaged.passUnretained(sink).toOpaque()
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(to: 0)
         defer { errorBuffer.deallocate() }
         var headers: UnsafeMutablePointer<curl_slist>?
-        for header in request.headers { headers = curl_slist_append(headers, "\(header.name): \(header.value)") }
-        headers = curl_slist_append(headers, "Expect:")
-        defer { curl_slist_free_all(headers) }
+        for header in request.headers { headers = Curl.slistAppend(headers, "\(header.name): \(header.value)") }
+        headers = Curl.slistAppend(headers, "Expect:")
+        defer { Curl.slistFreeAll(headers) }
         var body = Array(request.body)
         body.append(0)
-        _ = pw_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
-        _ = pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_CERTINFO, 1)
-        _ = pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, CurlTransport.milliseconds(request.timeout))
-        _ = pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
-        if let userAgent { _ = pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent) }
+        _ = pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_URL, request.url)
+        _ = pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_NOSIGNAL, 1)
+        _ = pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_CERTINFO, 1)
+        _ = pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_TIMEOUT_MS, CurlTransport.milliseconds(request.timeout))
+        _ = pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_ACCEPT_ENCODING, "")
+        if let userAgent { _ = pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_USERAGENT, userAgent) }
         _ = network.apply(to: easy)
-        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
-        _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-        _ = pw_curl_easy_setopt_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+        _ = pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(headers))
+        _ = pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = pw_curl_easy_setopt_offset(Curl.easySetopt, easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
         let code: CURLcode = body.withUnsafeMutableBytes { raw in
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_POSTFIELDS, raw.baseAddress)
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, box)
-            _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
+            _ = pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_POSTFIELDS, raw.baseAddress)
+            _ = pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_WRITEDATA, box)
+            _ = pw_curl_easy_setopt_data_callback(Curl.easySetopt, easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
                 let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
                 return sink.receive(data.map { UnsafeRawBufferPointer(start: $0, count: size * count) }, size * count)
             }
-            _ = pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, box)
-            _ = pw_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
+            _ = pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_HEADERDATA, box)
+            _ = pw_curl_easy_setopt_data_callback(Curl.easySetopt, easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
                 let sink = Unmanaged<Sink>.fromOpaque(user!).takeUnretainedValue()
                 sink.headerBytes += size * count
                 guard sink.headerBytes <= CurlProbe.maximumHeaderBytes else { return 0 }  // aborts the transfer
                 if let data { sink.header(String(decoding: UnsafeRawBufferPointer(start: data, count: size * count), as: UTF8.self)) }
                 return size * count
             }
-            return curl_easy_perform(easy)
+            return Curl.easyPerform(easy)
         }
         func seconds(_ info: CURLINFO) -> Double {
             var micro: curl_off_t = 0
-            _ = pw_curl_easy_getinfo_offset(easy, info, &micro)
+            _ = pw_curl_easy_getinfo_offset(Curl.easyGetinfo, easy, info, &micro)
             return Double(micro) / 1e6
         }
         var address: UnsafePointer<CChar>?
-        _ = withUnsafeMutablePointer(to: &address) { pw_curl_easy_getinfo_pointer(easy, CURLINFO_PRIMARY_IP, UnsafeMutableRawPointer($0)) }
+        _ = withUnsafeMutablePointer(to: &address) { pw_curl_easy_getinfo_pointer(Curl.easyGetinfo, easy, CURLINFO_PRIMARY_IP, UnsafeMutableRawPointer($0)) }
         var port = 0
-        _ = pw_curl_easy_getinfo_long(easy, CURLINFO_PRIMARY_PORT, &port)
+        _ = pw_curl_easy_getinfo_long(Curl.easyGetinfo, easy, CURLINFO_PRIMARY_PORT, &port)
         let outcome: HTTPOutcome
         var problem: NetworkProblem?
         let detail = String(cString: errorBuffer)
@@ -103,7 +103,7 @@ public enum CurlProbe {
             problem = .other
         } else if code == CURLE_OK {
             var status = 0
-            _ = pw_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+            _ = pw_curl_easy_getinfo_long(Curl.easyGetinfo, easy, CURLINFO_RESPONSE_CODE, &status)
             outcome = .response(status: status, headers: sink.headers, body: Data(sink.body))
         } else {
             outcome = .noResponse(reason: NetworkProblem.describe(code, easy: easy, detail: detail))
@@ -117,9 +117,9 @@ public enum CurlProbe {
 
     /// The chain libcurl recorded (OpenSSL: "Subject:…", "Issuer:…", "Start date:…", "Expire date:…" lines).
     private static func certificates(_ easy: UnsafeMutableRawPointer) -> [Certificate] {
-        (0..<pw_curl_certinfo_count(easy)).map { index in
+        (0..<pw_curl_certinfo_count(Curl.easyGetinfo, easy)).map { index in
             var fields: [String: String] = [:]
-            var item = pw_curl_certinfo_at(easy, Int32(index))
+            var item = pw_curl_certinfo_at(Curl.easyGetinfo, easy, Int32(index))
             while let node = item {
                 if let data = node.pointee.data {
                     let line = String(cString: data)

@@ -42,7 +42,7 @@ public final class CurlTransport: HTTPTransport {
 
     /// `curl_global_init` once per process, before the first handle (it is not
     /// thread-safe in libcurl 7.88; Swift runs a global's initialiser exactly once).
-    private static let globalInit: Int32 = Int32(curl_global_init(Int(CURL_GLOBAL_DEFAULT)).rawValue)
+    private static let globalInit: Int32 = Int32(Curl.globalInit(Int(CURL_GLOBAL_DEFAULT)).rawValue)
 
     /// `curl_global_init` for other users of libcurl in this process (`CurlProbe`).
     static let initialiseLibrary: Void = { precondition(globalInit == 0, "curl_global_init failed (\(globalInit))") }()
@@ -50,20 +50,20 @@ public final class CurlTransport: HTTPTransport {
     public init(loop: EventLoop, userAgent: String? = nil, network: NetworkOptions = NetworkOptions(),
                 maximumBodyBytes: Int = CurlTransport.defaultMaximumBodyBytes) {
         precondition(Self.globalInit == 0, "curl_global_init failed (\(Self.globalInit))")
-        guard let multi = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        guard let multi = Curl.multiInit() else { fatalError("curl_multi_init failed: out of memory") }
         self.loop = loop
         self.multi = multi
         self.userAgent = userAgent
         self.maximumBodyBytes = maximumBodyBytes
         self.network = network
         let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = pw_curl_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, me)
-        _ = pw_curl_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, me)
-        _ = pw_curl_multi_setopt_socket_callback(multi) { _, fd, what, user, _ in
+        _ = pw_curl_multi_setopt_pointer(Curl.multiSetopt, multi, CURLMOPT_SOCKETDATA, me)
+        _ = pw_curl_multi_setopt_pointer(Curl.multiSetopt, multi, CURLMOPT_TIMERDATA, me)
+        _ = pw_curl_multi_setopt_socket_callback(Curl.multiSetopt, multi) { _, fd, what, user, _ in
             Unmanaged<CurlTransport>.fromOpaque(user!).takeUnretainedValue().watch(fd, what: what)
             return 0
         }
-        _ = pw_curl_multi_setopt_timer_callback(multi) { _, milliseconds, user in
+        _ = pw_curl_multi_setopt_timer_callback(Curl.multiSetopt, multi) { _, milliseconds, user in
             Unmanaged<CurlTransport>.fromOpaque(user!).takeUnretainedValue().arm(milliseconds: milliseconds)
             return 0
         }
@@ -73,14 +73,14 @@ public final class CurlTransport: HTTPTransport {
         // Shutting down: requests in flight are abandoned without their completions. libcurl
         // is told to call back no more first (it would reach an object being destroyed); the
         // sockets it closes are then taken off the loop here.
-        _ = pw_curl_multi_setopt_socket_callback(multi, nil)
-        _ = pw_curl_multi_setopt_timer_callback(multi, nil)
+        _ = pw_curl_multi_setopt_socket_callback(Curl.multiSetopt, multi, nil)
+        _ = pw_curl_multi_setopt_timer_callback(Curl.multiSetopt, multi, nil)
         for (_, transfer) in transfers {
-            curl_multi_remove_handle(multi, transfer.easy)
+            _ = Curl.multiRemoveHandle(multi, transfer.easy)
             transfer.release()
         }
         if let timer { loop.cancel(timer) }
-        curl_multi_cleanup(multi)
+        _ = Curl.multiCleanup(multi)
         for fd in watched { loop.unregister(fd) }
     }
 
@@ -91,7 +91,7 @@ public final class CurlTransport: HTTPTransport {
 
     public func send(_ request: HTTPRequest, completion: @escaping (HTTPOutcome) -> Void) {
         loop.assertOnLoopThread()
-        guard let easy = curl_easy_init() else {
+        guard let easy = Curl.easyInit() else {
             finishSoon(completion, .noResponse(reason: "curl_easy_init failed: out of memory"))
             return
         }
@@ -101,34 +101,34 @@ public final class CurlTransport: HTTPTransport {
         var failed: CURLcode = CURLE_OK
         func set(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
 
-        set(pw_curl_easy_setopt_string(easy, CURLOPT_URL, request.url))
-        set(pw_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"))
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
+        set(pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_URL, request.url))
+        set(pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_PROTOCOLS_STR, "http,https"))
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_NOSIGNAL, 1))
         set(network.apply(to: easy))
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
-        set(pw_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""))  // all built in: gzip, deflate, br
-        if let userAgent { set(pw_curl_easy_setopt_string(easy, CURLOPT_USERAGENT, userAgent)) }
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_POST, 1))
-        set(pw_curl_easy_setopt_offset(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)))
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, key))
-        set(pw_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION) { data, size, count, user in
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout)))
+        set(pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_ACCEPT_ENCODING, ""))  // all built in: gzip, deflate, br
+        if let userAgent { set(pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_USERAGENT, userAgent)) }
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_POST, 1))
+        set(pw_curl_easy_setopt_offset(Curl.easySetopt, easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)))
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_READDATA, key))
+        set(pw_curl_easy_setopt_data_callback(Curl.easySetopt, easy, CURLOPT_READFUNCTION) { data, size, count, user in
             Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().sendBody(into: data, size * count)
         })
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, key))
-        set(pw_curl_easy_setopt_seek_callback(easy) { user, _, _ in
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_SEEKDATA, key))
+        set(pw_curl_easy_setopt_seek_callback(Curl.easySetopt, easy) { user, _, _ in
             Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().refuseResend()
         })
         for header in request.headers { transfer.appendHeader("\(header.name): \(header.value)") }
         transfer.appendHeader("Expect:")  // no 100-continue round trip for larger bodies
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(transfer.headerList)))
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, key))
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, key))
-        set(pw_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_HTTPHEADER, UnsafeMutableRawPointer(transfer.headerList)))
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_PRIVATE, key))
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_WRITEDATA, key))
+        set(pw_curl_easy_setopt_data_callback(Curl.easySetopt, easy, CURLOPT_WRITEFUNCTION) { data, size, count, user in
             Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().receiveBody(data, size * count)
         })
-        set(pw_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, key))
-        set(pw_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
+        set(pw_curl_easy_setopt_pointer(Curl.easySetopt, easy, CURLOPT_HEADERDATA, key))
+        set(pw_curl_easy_setopt_data_callback(Curl.easySetopt, easy, CURLOPT_HEADERFUNCTION) { data, size, count, user in
             Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue().receiveHeader(data, size * count)
         })
         if failed != CURLE_OK {
@@ -138,11 +138,11 @@ public final class CurlTransport: HTTPTransport {
             return
         }
         transfers[key] = transfer
-        let added = curl_multi_add_handle(multi, easy)
+        let added = Curl.multiAddHandle(multi, easy)
         if added != CURLM_OK {
             transfers[key] = nil
             transfer.release()
-            finishSoon(completion, .noResponse(reason: "request not sent: \(String(cString: curl_multi_strerror(added)))"))
+            finishSoon(completion, .noResponse(reason: "request not sent: \(String(cString: Curl.multiStrerror(added)))"))
         }
         // The first step happens from the timer libcurl has just asked for: `completion`
         // never runs inside `send`.
@@ -183,7 +183,7 @@ public final class CurlTransport: HTTPTransport {
             // epoll refused the descriptor (out of memory): tell libcurl it failed; the
             // request ends with an error instead of waiting forever.
             var running: Int32 = 0
-            curl_multi_socket_action(multi, fd, CURL_CSELECT_ERR, &running)
+            _ = Curl.multiSocketAction(multi, fd, CURL_CSELECT_ERR, &running)
             collectFinished()
         }
     }
@@ -196,7 +196,7 @@ public final class CurlTransport: HTTPTransport {
         timer = loop.schedule(at: loop.now + Double(milliseconds) / 1000) { [unowned self] in
             self.timer = nil
             var running: Int32 = 0
-            curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running)
+            _ = Curl.multiSocketAction(multi, CURL_SOCKET_TIMEOUT, 0, &running)
             collectFinished()
         }
     }
@@ -207,7 +207,7 @@ public final class CurlTransport: HTTPTransport {
         if events.contains(.writable) { flags |= CURL_CSELECT_OUT }
         if events.contains(.error) || events.contains(.hangup) { flags |= CURL_CSELECT_ERR }
         var running: Int32 = 0
-        curl_multi_socket_action(multi, fd, flags, &running)
+        _ = Curl.multiSocketAction(multi, fd, flags, &running)
         collectFinished()
     }
 
@@ -215,16 +215,16 @@ public final class CurlTransport: HTTPTransport {
     /// of it (a completion may send the next request at once).
     private func collectFinished() {
         var left: Int32 = 0
-        while let message = curl_multi_info_read(multi, &left) {
+        while let message = Curl.multiInfoRead(multi, &left) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let result = message.pointee.data.result
             var privateData: UnsafeMutableRawPointer?
             _ = withUnsafeMutablePointer(to: &privateData) {
-                pw_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, UnsafeMutableRawPointer($0))
+                pw_curl_easy_getinfo_pointer(Curl.easyGetinfo, easy, CURLINFO_PRIVATE, UnsafeMutableRawPointer($0))
             }
-            curl_multi_remove_handle(multi, easy)
+            _ = Curl.multiRemoveHandle(multi, easy)
             guard let key = privateData, let transfer = transfers.removeValue(forKey: key) else {
-                curl_easy_cleanup(easy)
+                Curl.easyCleanup(easy)
                 continue
             }
             let outcome = outcome(of: transfer, result: result)
@@ -244,7 +244,7 @@ public final class CurlTransport: HTTPTransport {
             return .noResponse(reason: NetworkProblem.describe(result, easy: transfer.easy, detail: transfer.errorDetail))
         }
         var status = 0
-        _ = pw_curl_easy_getinfo_long(transfer.easy, CURLINFO_RESPONSE_CODE, &status)
+        _ = pw_curl_easy_getinfo_long(Curl.easyGetinfo, transfer.easy, CURLINFO_RESPONSE_CODE, &status)
         guard status > 0 else { return .noResponse(reason: "no HTTP status line") }
         return .response(status: status, headers: transfer.responseHeaders, body: Data(transfer.body))
     }
@@ -253,7 +253,7 @@ public final class CurlTransport: HTTPTransport {
     /// time), else the code's summary: "Operation timed out after 1000 milliseconds with 0
     /// bytes received (curl 28)".
     static func describe(_ code: CURLcode, detail: String) -> String {
-        let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail.trimmingWhitespace()
+        let text = detail.isEmpty ? String(cString: Curl.easyStrerror(code)) : detail.trimmingWhitespace()
         return "\(text) (curl \(code.rawValue))"
     }
 }
@@ -284,15 +284,15 @@ private final class Transfer {
     }
 
     func appendHeader(_ line: String) {
-        headerList = curl_slist_append(headerList, line)
+        headerList = Curl.slistAppend(headerList, line)
     }
 
     var errorDetail: String { String(cString: errorBuffer) }
 
     /// Frees what libcurl was given. Called once the handle is out of the multi handle.
     func release() {
-        curl_easy_cleanup(easy)
-        curl_slist_free_all(headerList)
+        Curl.easyCleanup(easy)
+        Curl.slistFreeAll(headerList)
         headerList = nil
         errorBuffer.deallocate()
     }

@@ -28,17 +28,17 @@ public struct NetworkOptions: Sendable, Equatable {
     func apply(to easy: UnsafeMutableRawPointer) -> CURLcode {
         var failed: CURLcode = CURLE_OK
         func set(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_PROXY_SSL_VERIFYPEER, 1))
-        set(pw_curl_easy_setopt_long(easy, CURLOPT_PROXY_SSL_VERIFYHOST, 2))
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_SSL_VERIFYPEER, 1))
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_SSL_VERIFYHOST, 2))
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_PROXY_SSL_VERIFYPEER, 1))
+        set(pw_curl_easy_setopt_long(Curl.easySetopt, easy, CURLOPT_PROXY_SSL_VERIFYHOST, 2))
         if let pem = caCertificates, !pem.isEmpty {
             pem.withUnsafeBytes { raw in
-                set(pw_curl_easy_setopt_blob(easy, CURLOPT_CAINFO_BLOB, raw.baseAddress, raw.count))
-                set(pw_curl_easy_setopt_blob(easy, CURLOPT_PROXY_CAINFO_BLOB, raw.baseAddress, raw.count))
+                set(pw_curl_easy_setopt_blob(Curl.easySetopt, easy, CURLOPT_CAINFO_BLOB, raw.baseAddress, raw.count))
+                set(pw_curl_easy_setopt_blob(Curl.easySetopt, easy, CURLOPT_PROXY_CAINFO_BLOB, raw.baseAddress, raw.count))
             }
         }
-        if let proxy { set(pw_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy)) }
+        if let proxy { set(pw_curl_easy_setopt_string(Curl.easySetopt, easy, CURLOPT_PROXY, proxy)) }
         return failed
     }
 }
@@ -92,7 +92,7 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
             // libcurl checks the name itself, after a chain OpenSSL accepted.
             if detail.contains("subject name") || detail.contains("does not match target host") { return .tlsWrongHost }
             var verify = 0
-            _ = pw_curl_easy_getinfo_long(easy, CURLINFO_SSL_VERIFYRESULT, &verify)
+            _ = pw_curl_easy_getinfo_long(Curl.easyGetinfo, easy, CURLINFO_SSL_VERIFYRESULT, &verify)
             switch verify {
             case 10: return .tlsExpired        // X509_V_ERR_CERT_HAS_EXPIRED
             case 9: return .tlsNotYetValid     // X509_V_ERR_CERT_NOT_YET_VALID
@@ -116,7 +116,7 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
             return detail.lowercased().contains("proxy") || (port != 0 && port != urlPort(easy)) ? .proxy : .connection
         default:
             var connectCode = 0
-            _ = pw_curl_easy_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &connectCode)
+            _ = pw_curl_easy_getinfo_long(Curl.easyGetinfo, easy, CURLINFO_HTTP_CONNECTCODE, &connectCode)
             if (connectCode != 0 && connectCode != 200) || detail.contains("CONNECT tunnel") || detail.lowercased().contains("proxy") {
                 return .proxy
             }
@@ -127,7 +127,7 @@ public enum NetworkProblem: String, Sendable, CaseIterable {
     /// The port the request's URL names (its scheme's default when it names none).
     private static func urlPort(_ easy: UnsafeMutableRawPointer) -> Int {
         var raw: UnsafePointer<CChar>?
-        _ = withUnsafeMutablePointer(to: &raw) { pw_curl_easy_getinfo_pointer(easy, CURLINFO_EFFECTIVE_URL, UnsafeMutableRawPointer($0)) }
+        _ = withUnsafeMutablePointer(to: &raw) { pw_curl_easy_getinfo_pointer(Curl.easyGetinfo, easy, CURLINFO_EFFECTIVE_URL, UnsafeMutableRawPointer($0)) }
         guard let raw else { return 0 }
         let url = String(cString: raw)
         guard let scheme = url.firstRange(of: "://") else { return 0 }

@@ -16,7 +16,8 @@ extension ControlServer {
     /// Unsent output past which a connection is closed: notifications to a subscriber that
     /// does not read, or answers that finish later (a refresh) on top of the bound.
     static let outputLimit = 4 << 20
-    /// Seconds of work for one client in one turn of the loop (checked between lines).
+    /// Seconds of work for one client in one turn of the loop (checked every 16 lines, from the
+    /// 16th on: a read of one or a few lines never asks the clock).
     static let turnBudget = 0.000_5
     /// Bytes of an unfinished request line every client may hold (16 KiB: any ordinary request).
     static let ownLineAllowance = 16 << 10
@@ -29,9 +30,10 @@ extension ControlServer {
 
     func received(_ bytes: UnsafeRawBufferPointer, from client: Client) {
         var handled = 0
-        let until = loop.now + Self.turnBudget
+        var until = 0.0  // set on the first check
+        readTime = nil
         client.framing = true
-        client.framer.processWhile(bytes) { frame in take(frame, from: client, count: &handled, until: until) }
+        client.framer.processWhile(bytes) { frame in take(frame, from: client, count: &handled, until: &until) }
         client.framing = false
         afterInput(client, handled: handled)
     }
@@ -41,21 +43,25 @@ extension ControlServer {
         client.resumeScheduled = false
         guard client.connection.isOpen, client.framer.hasHeldLines else { return }
         var handled = 0
-        let until = loop.now + Self.turnBudget
+        var until = 0.0  // set on the first check
+        readTime = nil
         client.framing = true
-        client.framer.resume { frame in take(frame, from: client, count: &handled, until: until) }
+        client.framer.resume { frame in take(frame, from: client, count: &handled, until: &until) }
         client.framing = false
         afterInput(client, handled: handled)
     }
 
     /// Hands one frame on; whether the framer may hand out another now.
-    private func take(_ frame: LineFramer.Frame, from client: Client, count: inout Int, until: Double) -> Bool {
+    private func take(_ frame: LineFramer.Frame, from client: Client, count: inout Int, until: inout Double) -> Bool {
         switch frame {
         case .line(let line):
             handleLine(line, from: client)
             count += 1
             // The clock is read every 16 lines (a fast-path answer takes about a microsecond).
-            if count & 15 == 0, loop.now > until { return false }
+            if count & 15 == 0 {
+                let now = loop.now
+                if until == 0 { until = now + Self.turnBudget } else if now > until { return false }
+            }
             return client.connection.pendingOutputBytes < Self.outputHighWater
         case .lineTooLong:
             let limit = LineFramer.defaultMaximumLineLength  // the framer is busy framing: not read here
@@ -87,10 +93,9 @@ extension ControlServer {
             // Another turn once the others have had theirs: a timer due after this pass of
             // the timers runs after the next poll of every descriptor.
             client.resumeScheduled = true
-            loop.schedule(after: 0.000_001) { [weak self, weak client] in
-                guard let self, let client else { return }
-                self.resumeHeld(client)
-            }
+            // Held strongly for the microsecond until it runs (weak references would give the
+            // server and every client a side table, the slow path of each retain and release).
+            loop.schedule(after: 0.000_001) { [self, client] in resumeHeld(client) }
         }
     }
 
@@ -145,8 +150,9 @@ extension ControlServer {
 
     func armRequestTimer(_ client: Client) {
         guard client.requestTimer == nil, let since = client.awaitingSince else { return }
-        client.requestTimer = loop.schedule(at: since + settings.requestReadTimeout) { [weak self, weak client] in
-            guard let self, let client else { return }
+        // Strong references: the timer is cancelled when the client's connection closes (and
+        // `closeAll` closes them all), so it holds neither longer than the connection lives.
+        client.requestTimer = loop.schedule(at: since + settings.requestReadTimeout) { [self, client] in
             client.requestTimer = nil
             guard client.connection.isOpen, let since = client.awaitingSince else { return }
             let due = since + self.settings.requestReadTimeout

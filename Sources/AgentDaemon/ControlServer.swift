@@ -28,6 +28,10 @@ final class ControlServer {
     var subscribers: [ObjectIdentifier: Client] = [:]
     /// Where fast-path answers are written before they are queued (reused: no allocation per answer).
     var scratch = JSONWriter(capacity: 512)
+    /// The agent's time for the fast-path reads of the lines of one read (ControlServer+Flow.swift):
+    /// read once, on the first of them; nil again for the next read, and after any line the
+    /// general path took (it may have moved the device's clock).
+    var readTime: Now?
     /// Counters for /metrics (docs/http.md F.2) and the `metrics` method's text.
     var metrics: Metrics?
     var metricsText: (() -> String)?
@@ -123,9 +127,9 @@ final class ControlServer {
         connection.onInput = { [unowned connection] _ in connection.closeAfterFlush() }
         connection.onReadEOF = { [unowned connection] in connection.closeAfterFlush() }
         let timer = loop.schedule(after: Self.refusedLinger) { [weak connection] in connection?.close() }
-        connection.onClose = { [weak self] _ in
-            self?.refusedLingering -= 1
-            self?.loop.cancel(timer)
+        connection.onClose = { [self] _ in  // not weak: no side table for the server (see afterInput)
+            refusedLingering -= 1
+            loop.cancel(timer)
         }
     }
 

@@ -15,6 +15,8 @@ extension ControlServer {
             answerFast(request, to: client)
             return
         }
+        readTime = nil  // whatever this line does (advanceClock), the next read asks the clock again
+        defer { readTime = nil }
         switch RPCMessage.parse(line) {
         case .single(.failure(let rejection)):
             metrics?.rpcError(rejection.error.code)
@@ -54,17 +56,42 @@ extension ControlServer {
     /// client) answered without a JSON tree, into a buffer reused for every answer. The
     /// answer bytes are those the general path writes (RPCFastPath).
     private func answerFast(_ request: RPCFastPath.Request, to client: Client) {
-        // One access to the buffer for the whole answer (each access to a class's `var` is checked).
+        let now: Now
+        if let readTime {
+            now = readTime
+        } else {
+            now = agent.now
+            readTime = now
+        }
+        if case .isEnabled(let fallback) = request.method {
+            // The usual answer goes from the stack to the connection's output (no scratch buffer).
+            metrics?.rpcFastRequest(isEnabled: true)
+            let e = agent.isEnabled(request.key, default: fallback, at: now)
+            let sent = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: RPCFastPath.usualAnswerCapacity) { buffer -> Bool in
+                guard let count = RPCFastPath.usualIsEnabledAnswer(id: request.id, enabled: e.value, provenance: e.provenance,
+                                                                   into: buffer) else { return false }
+                client.connection.send(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
+                return true
+            }
+            if sent { return answered(client) }
+            return answerInScratch(request, e, to: client, at: now)
+        }
+        answerInScratch(request, nil, to: client, at: now)
+    }
+
+    /// Any other fast-path answer, written into the reused scratch buffer: `isEnabled`'s
+    /// (already evaluated: `evaluated`) when it is not of the usual shape, and `get`'s.
+    private func answerInScratch(_ request: RPCFastPath.Request, _ evaluated: Evaluation<Bool>?, to client: Client, at now: Now) {
+        // One access to the buffer for the whole answer.
         Self.reusing(&scratch) { w in
             w.bytes.removeAll(keepingCapacity: true)
             switch request.method {
             case .isEnabled(let fallback):
-                metrics?.rpcFastRequest(isEnabled: true)
-                let e = agent.isEnabled(request.key, default: fallback)
+                let e = evaluated ?? agent.isEnabled(request.key, default: fallback, at: now)
                 RPCFastPath.writeIsEnabled(id: request.id, enabled: e.value, provenance: e.provenance, into: &w)
             case .get:
                 metrics?.rpcFastRequest(isEnabled: false)
-                let e = agent.get(request.key)
+                let e = agent.get(request.key, at: now)
                 RPCFastPath.writeGet(id: request.id, flag: e.value, provenance: e.provenance, into: &w)
             }
             // A flag too large for one line (its properties over 1 MiB) gets the general path's

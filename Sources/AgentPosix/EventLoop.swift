@@ -79,12 +79,16 @@ public final class EventLoop: @unchecked Sendable {
     private let maxEvents: Int32 = 128
 
     // Loop-thread state.
-    private var registrations: [Int32: Registration] = [:]
+    /// Indexed by descriptor number (small integers): no hashing per event.
+    private var registrations: [Registration?] = []
     private var nextGeneration: UInt32 = 0
     private var timerHeap: [TimerEntry] = []
     private var timerWork: [UInt64: () -> Void] = [:]
     private var nextTimerID: UInt64 = 0
-    private var deferred: [() -> Void] = []
+    /// Work for the end of the iteration, in the order queued; a connection's flush is queued as
+    /// the connection itself (no closure allocated per flush).
+    private enum Deferred { case work(() -> Void), flush(Connection) }
+    private var deferred: [Deferred] = []
     private var cachedNow: Double
     /// Where `now` comes from (docs/architecture.md §4); never changes.
     public let clock: any LoopClock
@@ -141,18 +145,23 @@ public final class EventLoop: @unchecked Sendable {
     /// `unregister` it before closing it.
     public func register(_ fd: Int32, interest: Interest, handler: @escaping Handler) throws(PosixError) {
         assertOnLoopThread()
-        precondition(registrations[fd] == nil, "fd \(fd) is already registered")
+        precondition(registration(fd) == nil, "fd \(fd) is already registered")
         nextGeneration &+= 1
         if nextGeneration == 0 { nextGeneration = 1 }
         let registration = Registration(generation: nextGeneration, interest: interest, handler: handler)
         try control(Linux.EPOLL_CTL_ADD, fd: fd, events: Self.epollEvents(interest), generation: registration.generation)
-        registrations[fd] = registration
+        if Int(fd) >= registrations.count { registrations += repeatElement(nil, count: Int(fd) + 1 - registrations.count) }
+        registrations[Int(fd)] = registration
+    }
+
+    private func registration(_ fd: Int32) -> Registration? {
+        fd >= 0 && Int(fd) < registrations.count ? registrations[Int(fd)] : nil
     }
 
     /// Changes what a registered `fd` waits for (no syscall when unchanged).
     public func modify(_ fd: Int32, interest: Interest) throws(PosixError) {
         assertOnLoopThread()
-        guard let registration = registrations[fd] else {
+        guard let registration = registration(fd) else {
             preconditionFailure("fd \(fd) is not registered")
         }
         if registration.interest == interest { return }
@@ -164,12 +173,13 @@ public final class EventLoop: @unchecked Sendable {
     /// iteration are dropped, even if a new registration reuses the number.
     public func unregister(_ fd: Int32) {
         assertOnLoopThread()
-        guard registrations.removeValue(forKey: fd) != nil else { return }
+        guard registration(fd) != nil else { return }
+        registrations[Int(fd)] = nil
         // Fails only if fd was already closed, which removed it from epoll.
         _ = Linux.epollCtl(epollFD.rawValue, Linux.EPOLL_CTL_DEL, fd, nil)
     }
 
-    public func isRegistered(_ fd: Int32) -> Bool { registrations[fd] != nil }
+    public func isRegistered(_ fd: Int32) -> Bool { registration(fd) != nil }
 
     private static func epollEvents(_ interest: Interest) -> UInt32 {
         var events: UInt32 = 0
@@ -196,7 +206,13 @@ public final class EventLoop: @unchecked Sendable {
     /// that several handlers queued). Loop thread only.
     public func deferToEndOfIteration(_ work: @escaping () -> Void) {
         assertOnLoopThread()
-        deferred.append(work)
+        deferred.append(.work(work))
+    }
+
+    /// `connection.flushDeferred()` at the end of this iteration, in order with `deferToEndOfIteration`.
+    func deferFlush(_ connection: Connection) {
+        assertOnLoopThread()
+        deferred.append(.flush(connection))
     }
 
     /// Runs `work` on the loop thread once `now >= deadline` (monotonic
@@ -212,9 +228,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     @discardableResult
-    public func schedule(after seconds: Double, _ work: @escaping () -> Void) -> TimerHandle {
-        schedule(at: now + seconds, work)
-    }
+    public func schedule(after seconds: Double, _ work: @escaping () -> Void) -> TimerHandle { schedule(at: now + seconds, work) }
 
     /// Cancels a timer; no effect if it already ran or was cancelled.
     public func cancel(_ timer: TimerHandle) {
@@ -285,12 +299,10 @@ public final class EventLoop: @unchecked Sendable {
                 drainWake()  // stop() from another thread
                 continue
             }
-            guard let registration = registrations[fd], registration.generation == generation else { continue }
+            guard let registration = registration(fd), registration.generation == generation else { continue }
             var events: Events = []
-            if raw & Linux.EPOLLIN != 0 { events.insert(.readable) }
-            if raw & Linux.EPOLLOUT != 0 { events.insert(.writable) }
-            if raw & Linux.EPOLLHUP != 0 { events.insert(.hangup) }
-            if raw & Linux.EPOLLERR != 0 { events.insert(.error) }
+            if raw & Linux.EPOLLIN != 0 { events.insert(.readable) }; if raw & Linux.EPOLLOUT != 0 { events.insert(.writable) }
+            if raw & Linux.EPOLLHUP != 0 { events.insert(.hangup) }; if raw & Linux.EPOLLERR != 0 { events.insert(.error) }
             if raw & Linux.EPOLLRDHUP != 0 { events.insert(.peerClosed) }
             registration.handler(events)
         }
@@ -320,7 +332,10 @@ public final class EventLoop: @unchecked Sendable {
         // Deferred work may defer more; it runs in the same pass.
         var index = 0
         while index < deferred.count {
-            deferred[index]()
+            switch deferred[index] {
+            case .work(let work): work()
+            case .flush(let connection): connection.flushDeferred()
+            }
             index += 1
         }
         deferred.removeAll(keepingCapacity: true)
@@ -335,9 +350,7 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    private func dropCancelledTimers() {
-        while let top = timerHeap.first, timerWork[top.id] == nil { heapPop() }
-    }
+    private func dropCancelledTimers() { while let top = timerHeap.first, timerWork[top.id] == nil { heapPop() } }
 
     // MARK: Timer heap (binary min-heap by deadline, then id)
 
@@ -361,8 +374,7 @@ public final class EventLoop: @unchecked Sendable {
             let left = 2 * parent + 1
             let right = left + 1
             var smallest = parent
-            if left < timerHeap.count, timerHeap[left] < timerHeap[smallest] { smallest = left }
-            if right < timerHeap.count, timerHeap[right] < timerHeap[smallest] { smallest = right }
+            if left < timerHeap.count, timerHeap[left] < timerHeap[smallest] { smallest = left }; if right < timerHeap.count, timerHeap[right] < timerHeap[smallest] { smallest = right }
             if smallest == parent { return }
             timerHeap.swapAt(parent, smallest)
             parent = smallest
@@ -381,7 +393,5 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// True on the loop thread while `run()` is running.
-    public var isOnLoopThread: Bool {
-        loopThread.load(ordering: .relaxed) == UInt(pthread_self())
-    }
+    public var isOnLoopThread: Bool { loopThread.load(ordering: .relaxed) == UInt(pthread_self()) }
 }

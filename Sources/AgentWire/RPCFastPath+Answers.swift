@@ -7,19 +7,30 @@ extension RPCFastPath {
     public static func writeIsEnabled(id: RPCID, enabled: Bool, provenance: Provenance, into w: inout JSONWriter) {
         // The usual answer (a number id, an age in milliseconds, no error code) is put together
         // on the stack and appended once; the rest is written piece by piece below, the same bytes.
-        if case .number(let n) = id, provenance.errorCode == nil, provenance.errorMessage == nil {
-            let done = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 192) { buffer -> Bool in
-                var sink = ByteSink(base: buffer.baseAddress!, capacity: buffer.count)
-                guard sink.isEnabledAnswer(id: n, enabled: enabled, provenance: provenance) else { return false }
-                w.bytes.append(contentsOf: UnsafeBufferPointer(start: buffer.baseAddress, count: sink.count))
-                return true
-            }
-            if done { return }
+        let done = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: usualAnswerCapacity) { buffer -> Bool in
+            guard let count = usualIsEnabledAnswer(id: id, enabled: enabled, provenance: provenance, into: buffer) else { return false }
+            w.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<count]))
+            return true
         }
+        if done { return }
         writeHead(id: id, into: &w)
         writeAge(provenance, into: &w)
         w.writeStatic(enabled ? #","enabled":true"# : #","enabled":false"#)
         writeTail(provenance, into: &w)
+    }
+
+    /// Room for `usualIsEnabledAnswer`.
+    public static let usualAnswerCapacity = 192
+
+    /// The usual `isEnabled` answer line (a number id, no error code), the bytes `writeIsEnabled`
+    /// appends, put together in `buffer` (at least `usualAnswerCapacity` bytes): its length, or
+    /// nil for any other answer (then `writeIsEnabled`). The socket sends it from the stack.
+    public static func usualIsEnabledAnswer(id: RPCID, enabled: Bool, provenance: Provenance,
+                                            into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int? {
+        guard case .number(let n) = id, provenance.errorCode == nil, provenance.errorMessage == nil,
+              let base = buffer.baseAddress else { return nil }
+        var sink = ByteSink(base: base, capacity: buffer.count)
+        return sink.isEnabledAnswer(id: n, enabled: enabled, provenance: provenance) ? sink.count : nil
     }
 
     /// Appends the answer line (with its `\n`) to a `get` request.

@@ -18,7 +18,9 @@ import Testing
 
     @Test func daemonLinksNoFoundation() throws {
         let needed = try neededLibraries(Binaries.agentd)
-        #expect(needed.contains("libcurl.so.4"))
+        // libcurl is loaded with dlopen when first used, after READY=1 (AgentCurl's CurlLibrary.swift):
+        // the dynamic loader does not load it, and the ~20 libraries only it brings, at exec.
+        #expect(!needed.contains("libcurl.so.4"), "pushwoosh-agentd links libcurl: \(needed)")
         #expect(needed.contains("libsystemd.so.0"))
         for library in ["libFoundation.so", "libFoundationNetworking.so", "libFoundationInternationalization.so"] {
             #expect(!needed.contains(library), "pushwoosh-agentd links \(library): \(needed)")
