@@ -200,7 +200,7 @@ class AgentProcess:
         try:
             self._device = self.lab.device(self.name)
         except EmulatorError as error:
-            if error.status == 404:
+            if error.status in (0, 404):  # gone from the lab, or the lab is gone and the device with it
                 self._in_lab = False
                 return None
             raise
@@ -258,7 +258,7 @@ class AgentProcess:
         try:
             ended = self.lab.stop(self.name)
         except EmulatorError as error:
-            if error.status == 404:  # the lab (or its emulator) went away, and the device with it
+            if error.status in (0, 404):  # gone from the lab, or the lab is gone and the device with it
                 return None
             raise
         self._last_notifications = [str(n) for n in ended.get("notifications", [])]
