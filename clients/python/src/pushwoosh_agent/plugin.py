@@ -78,7 +78,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import pytest
 
@@ -87,14 +87,13 @@ from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .lab import LabClient
 from .tls import TestCA
-from ._process_support import _BY_KEY, tail, unknown_name
-from .processes import AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
+from ._process_support import tail
+from ._plugin_options import AGENT_FIXTURE_DEFAULTS, AGENT_FIXTURE_OPTIONS, EMULATOR_FIXTURE_OPTIONS, _agent_names, \
+    _agent_options, _check_names, _marker_kwargs, _strict
+from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
     launcher_lab, short_temp_dir, stop_launcher_labs
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
-
-#: What the fixture configures unless a marker says otherwise.
-AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -134,35 +133,6 @@ def _register_log(node: pytest.Item, title: str, path: str) -> None:
         logs.append((title, path))
 
 
-#: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
-AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
-#: The pushwoosh_emulator marker's options.
-EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared"]
-
-
-def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:
-    """A typo in a marker or fixture option ends the test with a clean failure that names
-    the nearest known name, not a traceback from deep inside the fixture."""
-    for name in given:
-        if name not in known:
-            pytest.fail(f"{where}: " + unknown_name("option", name, known), pytrace=False)
-
-
-def _agent_names() -> List[str]:
-    return list(AGENT_SETTINGS) + list(_BY_KEY) + AGENT_FIXTURE_OPTIONS
-
-
-def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
-    merged: Dict[str, Any] = {}
-    for marker in reversed(list(request.node.iter_markers(name))):  # the closest marker wins
-        if marker.args:
-            pytest.fail(f"@pytest.mark.{name} takes keyword arguments only, not {marker.args!r}", pytrace=False)
-        merged.update(marker.kwargs)
-    known = EMULATOR_FIXTURE_OPTIONS if name == "pushwoosh_emulator" else _agent_names()
-    _check_names(f"@pytest.mark.{name}", merged, known)
-    return merged
-
-
 @pytest.fixture(scope="session")
 def pushwoosh_bin(pytestconfig: pytest.Config) -> Optional[str]:
     """``--pushwoosh-bin`` (absolute), or None for PATH."""
@@ -179,16 +149,6 @@ def pushwoosh_bin(pytestconfig: pytest.Config) -> Optional[str]:
                     f"({os.getcwd()}): {path} is not a directory; give the absolute path of the directory that holds "
                     "pushwoosh-agentd and pushwoosh-emulator", pytrace=False)
     return path
-
-
-def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str) -> bool:
-    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``: checked to be a bool."""
-    value = options.pop("strict", None)
-    if value is None:
-        return bool(request.config.getoption("--pushwoosh-strict"))
-    if not isinstance(value, bool):
-        pytest.fail(f"{where}: strict must be True or False, not {value!r}", pytrace=False)
-    return value
 
 
 @pytest.fixture
@@ -272,18 +232,6 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
     finally:
         if not shared:
             process.stop()
-
-
-def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    marked = _marker_kwargs(request, "pushwoosh_agent")
-    marked.update(extra or {})
-    # With the device clock controlled (docs/device-clock.md H) a test runs the SDK's real timings
-    # (the throttle included): it moves the clock instead of shortening them.
-    options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
-    options.update(marked)
-    if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
-        options.setdefault("http_listen", "127.0.0.1:0")
-    return options
 
 
 def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
