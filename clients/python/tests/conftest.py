@@ -18,6 +18,15 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 APP = "ABCDE-12345"
 
 
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def run_as_nobody(fn: Callable[[], Any], timeout: float = 20.0) -> Dict[str, Any]:
     """Runs ``fn`` in a forked child as uid/gid 65534 (nobody) with no supplementary groups;
     returns {"ok": result} or {"error": repr}."""

@@ -13,18 +13,12 @@ from typing import List, Optional
 
 import pytest
 
+from conftest import process_alive
+
 from pushwoosh_agent import EmulatorClient
 from pushwoosh_agent.processes import AgentProcess, EmulatorProcess, find_binary
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_the_package_starts_no_agent_itself() -> None:
@@ -55,9 +49,9 @@ def test_an_agent_process_is_a_device_of_its_lab(pushwoosh_bin: Optional[str], p
             assert agent.http_url is not None and agent.http_url.startswith("http://127.0.0.1:")
             assert any("READY=1" in n for n in agent.notifications)
             pid = agent.pid
-            assert pid is not None and _alive(pid)
+            assert pid is not None and process_alive(pid)
         assert emulator.lab.devices() == []
-        assert agent.exit_statuses == [0] and not _alive(pid)
+        assert agent.exit_statuses == [0] and not process_alive(pid)
         with pytest.raises(ValueError, match="the lab places the socket"):
             AgentProcess(pushwoosh_tmp_dir, lab=emulator.lab, settings={"socket": "/tmp/x.sock"})
         with pytest.raises(ValueError, match="unknown agent setting 'user_idd'; did you mean 'user_id'"):
@@ -83,10 +77,10 @@ def test_a_python_process_killed_with_sigkill_leaves_no_lab_and_no_agent(pushwoo
     line = child.stdout.readline().split()
     assert len(line) >= 2, line
     pids: List[int] = [int(p) for p in line]
-    assert all(_alive(p) for p in pids)
+    assert all(process_alive(p) for p in pids)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(5)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(process_alive(p) for p in pids):
         time.sleep(0.05)
-    assert [p for p in pids if _alive(p)] == [], "the lab or its agent outlived the Python process"
+    assert [p for p in pids if process_alive(p)] == [], "the lab or its agent outlived the Python process"

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from typing import Dict, List, Optional
 
-from conftest import REPO
+from conftest import REPO, process_alive
 
 import pytest
 
@@ -86,14 +86,6 @@ def test_make_run_refuses_an_unknown_clock(pushwoosh_bin: Optional[str]) -> None
     assert 'CLOCK must be system or controlled, not "sometimes"' in out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _processes_of(directory: str) -> List[int]:
     """The processes whose command line names ``directory`` (the demo's emulator and agent)."""
     found = []
@@ -101,7 +93,7 @@ def _processes_of(directory: str) -> List[int]:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if directory.encode() in f.read() and _alive(int(entry)):
+                    if directory.encode() in f.read() and process_alive(int(entry)):
                         found.append(int(entry))
             except OSError:
                 pass

@@ -124,24 +124,29 @@ def _value(value: Any) -> str:
     return text
 
 
-def agent_config(settings: Mapping[str, Any], extra: str = "") -> str:
-    """The text of an agent configuration file with ``settings`` (see :data:`AGENT_SETTINGS`).
-
-    Booleans become ``yes``/``no``, numbers seconds (a fraction becomes
-    milliseconds), ``None`` leaves the key out. ``extra`` is appended as is.
-    """
-    sections: Dict[str, List[str]] = {s: [] for s in _SECTIONS}
+def config_sections(settings: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
+    """``settings`` (:data:`AGENT_SETTINGS` names or the file's keys) as sections of keys and
+    values as the file has them: booleans ``yes``/``no``, numbers seconds (a fraction becomes
+    milliseconds); ``None`` leaves the key out; an unknown name is a ValueError naming the nearest."""
+    sections: Dict[str, Dict[str, str]] = {}
     for name, value in settings.items():
         where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
         if where is None:
             raise ValueError(unknown_name("agent setting", name, list(AGENT_SETTINGS) + list(_BY_KEY)))
-        if value is None:
-            continue
-        sections[where[0]].append(f"{where[1]}={_value(value)}")
+        if value is not None:
+            sections.setdefault(where[0], {})[where[1]] = _value(value)
+    return sections
+
+
+def agent_config(settings: Mapping[str, Any], extra: str = "") -> str:
+    """The text of an agent configuration file with ``settings`` (see :func:`config_sections`).
+    ``extra`` is appended as is.
+    """
+    sections = config_sections(settings)
     lines: List[str] = ["# written by pushwoosh_agent.processes.agent_config"]
     for section in _SECTIONS:
-        if sections[section]:
-            lines += ["", f"[{section}]"] + sections[section]
+        if sections.get(section):
+            lines += ["", f"[{section}]"] + [f"{key}={value}" for key, value in sections[section].items()]
     text = "\n".join(lines) + "\n"
     if extra:
         text += "\n" + extra.rstrip("\n") + "\n"

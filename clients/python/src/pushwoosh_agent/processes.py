@@ -41,7 +41,7 @@ __all__ = [
 
 from ._process_support import (  # the names of __all__, and what older imports from here still find
     _BY_KEY, _SECTIONS, AGENT_SETTINGS, EXAMPLE_APP_CODE, EXAMPLE_APP_PATH, StartError, _terminate, _value,
-    agent_config, find_binary, short_temp_dir, tail, unknown_name,
+    agent_config, config_sections, find_binary, short_temp_dir, tail, unknown_name,
 )
 from .emulator_process import EmulatorProcess
 
@@ -309,19 +309,12 @@ def _device_name(directory: str, index: int) -> str:
 
 
 def _lab_config(settings: Mapping[str, Any]) -> Tuple[Dict[str, Dict[str, str]], str]:
-    """``settings`` (:data:`AGENT_SETTINGS` names or keys) as the lab's ``config`` sections, and the clock."""
-    config: Dict[str, Dict[str, str]] = {}
-    clock = "system"
-    for name, value in settings.items():
-        where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
-        if where is None:
-            raise ValueError(unknown_name("agent setting", name, list(AGENT_SETTINGS) + list(_BY_KEY)))
-        if value is None:
-            continue
-        if where == ("Device", "Clock"):
-            clock = _value(value)
-            continue
-        config.setdefault(where[0], {})[where[1]] = _value(value)
+    """``settings`` as the lab's ``config`` sections (:func:`config_sections`), and the clock
+    (``[Device] Clock=`` is the lab's ``clock``, ``system`` unless set)."""
+    config = config_sections(settings)
+    clock = config.get("Device", {}).pop("Clock", "system")
+    if "Device" in config and not config["Device"]:
+        del config["Device"]
     return config, clock
 
 
