@@ -32,7 +32,7 @@ struct LabTime {
             // Where the lab's offset ends, when the advance says (a device past it cannot follow).
             let goal: Double? = switch until {
             case .seconds(let seconds): labOffset + seconds
-            case .time(let time): labOffset + time.timeIntervalSinceNow
+            case .time(let time): time.timeIntervalSinceNow  // the offset that puts the host's now at `time`
             case .nextRefresh, .nextTimer: nil
             }
             if let why = Self.unmovable(d, labOffset: labOffset, goal: goal, forRefresh: until == .nextRefresh) {

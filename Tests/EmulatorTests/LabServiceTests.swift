@@ -72,17 +72,22 @@ import Testing
         #expect(skipped.contains { $0["name"] == "wall" && $0["reason"]?.stringValue?.contains("system") == true })
         #expect(skipped.contains { $0["name"] == "c-1" && $0["reason"]?.stringValue?.contains("ahead of the lab") == true })
         #expect(advanced.json["fired"]?["c-0"] != nil)
-        // Only the named devices move.
-        let one = lab.call("POST", "/lab/advance", #"{"until":"nextTimer","devices":["c-0"]}"#)
-        #expect(one.status == 200 && one.json["steps"] == 1)
-        #expect(one.json["fired"]?.objectValue?.keys.sorted() == ["c-0"])
-        #expect(lab.call("POST", "/lab/advance", #"{"seconds":60,"devices":["nope"]}"#).status == 404)
+        // The same for an advance to a time before the device's.
+        let labTime = lab.call("GET", "/admin/clock").json["unixTime"]?.numberValue ?? 0
+        let until = Date(timeIntervalSince1970: labTime + 60).formatted(.iso8601)
+        let toTime = lab.call("POST", "/lab/advance", #"{"until":"\#(until)","devices":["c-1"]}"#)
+        #expect(toTime.status == 200 && toTime.json["skipped"]?.arrayValue?.first?["name"] == "c-1", "\(toTime.json)")
         // A device ahead of the lab but not of where the advance ends waits, then moves with it (J).
         let past = lab.call("POST", "/lab/advance", #"{"seconds":1200,"devices":["c-1"]}"#)
         #expect(past.json["skipped"] == .array([]), "\(past.json)")
         let emulatorOffset = lab.call("GET", "/admin/clock").json["offsetSeconds"]?.numberValue ?? 0
         let deviceOffset = lab.call("POST", "/lab/devices/c-1/call", #"{"method":"clock"}"#).json["result"]?["offsetSeconds"]?.numberValue ?? 0
         #expect(abs(emulatorOffset - deviceOffset) < 0.01, "the emulator at \(emulatorOffset), the device at \(deviceOffset)")
+        // Only the named devices move.
+        let one = lab.call("POST", "/lab/advance", #"{"until":"nextTimer","devices":["c-0"]}"#)
+        #expect(one.status == 200 && one.json["steps"] == 1)
+        #expect(one.json["fired"]?.objectValue?.keys.sorted() == ["c-0"])
+        #expect(lab.call("POST", "/lab/advance", #"{"seconds":60,"devices":["nope"]}"#).status == 404)
     }
 
     // M: a restart (TERM or KILL) on the same state keeps the HWID, the User ID and the
