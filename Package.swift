@@ -34,8 +34,9 @@ let package = Package(
                        providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CInih", pkgConfig: "inih",
                        providers: [.apt(["libinih-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
-                       providers: [.apt(["libmicrohttpd-dev"])]),
+        // libmicrohttpd's headers only, as for libcurl below: MicroHTTPD loads libmicrohttpd.so.12
+        // with dlopen when an HTTP server starts (for the agent, after READY=1).
+        .systemLibrary(name: "CMicroHTTPD", providers: [.apt(["libmicrohttpd-dev"])]),
         // libcurl's headers only (no pkg-config, whose `--libs` would link it): AgentCurl loads
         // libcurl.so.4 with dlopen when the agent first needs it, after READY=1 (docs/performance.md
         // "Where the time went": it and the libraries it brings were most of the dynamic loader's work).

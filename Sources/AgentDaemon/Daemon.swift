@@ -124,7 +124,6 @@ public final class Daemon {
             try listener.start(on: loop, onError: { [log] error in log(.warning, "accept failed", ["error": error]) }) {
                 [unowned self] fd in self.server.accept(fd)
             }
-            try http?.start()
             signals = try SignalSource(loop: loop, signals: [SIGHUP, SIGTERM, SIGINT]) { [unowned self] signal in
                 self.handle(signal: signal)
             }
@@ -153,6 +152,14 @@ public final class Daemon {
             "application": configuration.server.applicationCode, "hwid": status.hwid, "flags": status.flagsCount,
             "source": status.flagsSource.rawValue, "http": http?.address, "startup_ms": Int((monotonicSeconds() - started) * 1000),
         ])
+        // The HTTP interface's socket listens since `init`; libmicrohttpd is loaded and serves it
+        // from here (docs/http.md F): a connection made before waits in the backlog.
+        do {
+            try http?.start()
+        } catch {
+            log(.error, "cannot start the HTTP interface", ["error": error])
+            return 1
+        }
         network.open()  // libcurl's set-up, then the start-up requests go out
         startWatchdog()
         store.trimSoon()  // what reading the stored state left free, once READY=1 is out

@@ -45,13 +45,13 @@ extension EmulatorServer {
 
     private func queue(_ response: EmulatorResponse, size: UInt64, reader: MHD_ContentReaderCallback, box: UnsafeMutableRawPointer,
                        free: MHD_ContentReaderFreeCallback, on connection: OpaquePointer) -> MHD_Result {
-        guard let r = MHD_create_response_from_callback(size, 4096, reader, box, free) else {
+        guard let r = MHD.createResponseFromCallback(size, 4096, reader, box, free) else {
             free(box)
             return MHD_Result.NO
         }
-        for h in response.headers { _ = MHD_add_response_header(r, h.name, h.value) }
-        let result = MHD_queue_response(connection, UInt32(response.status), r)
-        MHD_destroy_response(r)
+        for h in response.headers { _ = MHD.addResponseHeader(r, h.name, h.value) }
+        let result = MHD.queueResponse(connection, UInt32(response.status), r)
+        MHD.destroyResponse(r)
         return result
     }
 
@@ -60,14 +60,14 @@ extension EmulatorServer {
         let key = Self.key(connection.raw)
         let ok = runtime.withLock { r in
             if r.stopping { return false }
-            MHD_suspend_connection(connection.raw)
+            MHD.suspendConnection(connection.raw)
             r.suspended[key] = connection
             return true
         }
         guard ok else { return false }
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Self.maxStallSeconds)) { [self] in
             runtime.withLock { r in
-                if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
+                if let c = r.suspended.removeValue(forKey: key) { MHD.resumeConnection(c.raw) }
             }
         }
         return true
@@ -77,7 +77,7 @@ extension EmulatorServer {
     /// (`connect(AF_UNSPEC)`) so that the RST goes out before libmicrohttpd's own
     /// shutdown could send a FIN.
     func reset(_ connection: OpaquePointer) -> MHD_Result {
-        let fd = pw_mhd_connection_fd(connection)
+        let fd = MHD.connectionFD(connection)
         if fd >= 0 {
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))

@@ -167,7 +167,7 @@ public final class EmulatorServer: Sendable {
             guard let cls, let connection else { return }
             let connections = Unmanaged<EmulatorServer>.fromOpaque(cls).takeUnretainedValue().connections
             if code == .CONNECTION_NOTIFY_STARTED {
-                connections.opened(EmulatorServer.key(connection), fd: pw_mhd_connection_fd(connection))
+                connections.opened(EmulatorServer.key(connection), fd: MHD.connectionFD(connection))
             } else {
                 connections.closed(EmulatorServer.key(connection))
             }
@@ -176,7 +176,7 @@ public final class EmulatorServer: Sendable {
         if verbose { flags |= MHD_USE_ERROR_LOG.rawValue }
         var options: [CVarArg] = []
         if let tls {
-            guard MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == MHD_Result.YES else {
+            guard MHD.isFeatureSupported(MHD_FEATURE(rawValue: 2)!) == MHD_Result.YES else {
                 close(fd)
                 Unmanaged<EmulatorServer>.fromOpaque(me).release()
                 throw EmulatorServerError(description: "this libmicrohttpd has no TLS support")
@@ -196,7 +196,7 @@ public final class EmulatorServer: Sendable {
             Int32(MHD_OPTION.END.rawValue),
         ]
         let daemon = withVaList(options) { va in
-            MHD_start_daemon_va(flags, 0, nil, nil, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+            MHD.startDaemon(flags, 0, nil, nil, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
                 guard let cls, let connection, let url, let method, let uploadDataSize, let conCls else { return MHD_Result.NO }
                 let server = Unmanaged<EmulatorServer>.fromOpaque(cls).takeUnretainedValue()
                 return server.access(connection, url: url, method: method, uploadData: uploadData,
@@ -227,7 +227,7 @@ public final class EmulatorServer: Sendable {
             guard let d = r.daemon else { return nil }
             r.stopping = true
             // libmicrohttpd requires every suspended connection to be resumed before stopping.
-            for (_, c) in r.suspended { MHD_resume_connection(c.raw) }
+            for (_, c) in r.suspended { MHD.resumeConnection(c.raw) }
             r.suspended.removeAll()
             r.parked.removeAll()
             r.early.removeAll()
@@ -237,7 +237,7 @@ public final class EmulatorServer: Sendable {
         }
         guard let daemon else { return }
         state.withLock { $0.cancelAllWaits() }  // their connections were resumed unanswered: closed
-        MHD_stop_daemon(daemon.raw)
+        MHD.stopDaemon(daemon.raw)
         Unmanaged.passUnretained(self).release()  // the reference taken in start()
         log?("emulator stopped")
     }
@@ -328,7 +328,7 @@ public final class EmulatorServer: Sendable {
         let result: Parking = runtime.withLock { r in
             if let early = r.early.removeValue(forKey: ticket) { return .answered(early) }
             if r.stopping { return .stopping }
-            MHD_suspend_connection(connection)
+            MHD.suspendConnection(connection)
             r.suspended[key] = Handle(raw: connection)
             r.parked[ticket] = key
             return .parked
@@ -356,7 +356,7 @@ public final class EmulatorServer: Sendable {
                 return
             }
             r.answers[key] = response
-            if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
+            if let c = r.suspended.removeValue(forKey: key) { MHD.resumeConnection(c.raw) }
         }
     }
 
@@ -378,7 +378,7 @@ public final class EmulatorServer: Sendable {
         let key = Self.key(connection)
         return runtime.withLock { r in
             if r.stopping { return nil }
-            MHD_suspend_connection(connection)
+            MHD.suspendConnection(connection)
             r.suspended[key] = Handle(raw: connection)
             return key
         }
@@ -389,7 +389,7 @@ public final class EmulatorServer: Sendable {
     func resume(_ key: UInt, answer: EmulatorResponse? = nil) {
         runtime.withLock { r in
             if let answer { r.answers[key] = answer }
-            if let c = r.suspended.removeValue(forKey: key) { MHD_resume_connection(c.raw) }
+            if let c = r.suspended.removeValue(forKey: key) { MHD.resumeConnection(c.raw) }
         }
     }
 

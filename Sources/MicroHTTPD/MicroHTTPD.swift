@@ -1,4 +1,61 @@
 @_exported import CMicroHTTPD
+import Glibc
+
+/// libmicrohttpd, loaded with `dlopen` when an HTTP server first starts instead of by the
+/// dynamic loader at `exec`: the agent starts its HTTP interface after `READY=1` (its
+/// listening socket is bound before), and an agent without one never maps it. libmicrohttpd
+/// and the ~10 libraries it brings (GnuTLS, p11-kit, nettle, gmp, …) were two thirds of the
+/// dynamic loader's symbol lookups before `READY=1` (docs/performance.md "Where the time
+/// went"). Its functions are called through these pointers, the variadic ones through
+/// the shim's wrappers. A missing libmicrohttpd.so.12 is a broken installation: the process
+/// stops with the loader's message.
+public enum MHD {
+    nonisolated(unsafe) private static let handle: UnsafeMutableRawPointer = {
+        guard let handle = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL) else {
+            fatalError("cannot load libmicrohttpd.so.12: \(dlerror().map { String(cString: $0) } ?? "unknown error")")
+        }
+        return handle
+    }()
+
+    private static func symbol(_ name: String) -> UnsafeMutableRawPointer {
+        guard let address = dlsym(handle, name) else { fatalError("libmicrohttpd.so.12 has no \(name)") }
+        return address
+    }
+
+    private static func function<F>(_ name: String, as type: F.Type) -> F { unsafeBitCast(symbol(name), to: type) }
+
+    nonisolated(unsafe) public static let stopDaemon = function("MHD_stop_daemon", as: pw_mhd_stop_daemon_fn.self)
+    nonisolated(unsafe) public static let run = function("MHD_run", as: pw_mhd_run_fn.self)
+    nonisolated(unsafe) public static let getTimeout = function("MHD_get_timeout", as: pw_mhd_get_timeout_fn.self)
+    nonisolated(unsafe) public static let isFeatureSupported = function("MHD_is_feature_supported", as: pw_mhd_is_feature_supported_fn.self)
+    nonisolated(unsafe) public static let queueResponse = function("MHD_queue_response", as: pw_mhd_queue_response_fn.self)
+    nonisolated(unsafe) public static let createResponseFromBuffer = function(
+        "MHD_create_response_from_buffer", as: pw_mhd_create_response_from_buffer_fn.self)
+    nonisolated(unsafe) public static let createResponseFromCallback = function(
+        "MHD_create_response_from_callback", as: pw_mhd_create_response_from_callback_fn.self)
+    nonisolated(unsafe) public static let addResponseHeader = function("MHD_add_response_header", as: pw_mhd_add_response_header_fn.self)
+    nonisolated(unsafe) public static let destroyResponse = function("MHD_destroy_response", as: pw_mhd_destroy_response_fn.self)
+    nonisolated(unsafe) public static let suspendConnection = function("MHD_suspend_connection", as: pw_mhd_suspend_connection_fn.self)
+    nonisolated(unsafe) public static let resumeConnection = function("MHD_resume_connection", as: pw_mhd_resume_connection_fn.self)
+    nonisolated(unsafe) public static let getConnectionValues = function(
+        "MHD_get_connection_values", as: pw_mhd_get_connection_values_fn.self)
+    nonisolated(unsafe) private static let startDaemonVA = UnsafeRawPointer(symbol("MHD_start_daemon_va"))
+    nonisolated(unsafe) private static let getDaemonInfo = UnsafeRawPointer(symbol("MHD_get_daemon_info"))
+    nonisolated(unsafe) private static let getConnectionInfo = UnsafeRawPointer(symbol("MHD_get_connection_info"))
+
+    /// `MHD_start_daemon_va`.
+    public static func startDaemon(_ flags: UInt32, _ port: UInt16, _ apc: MHD_AcceptPolicyCallback?, _ apcCls: UnsafeMutableRawPointer?,
+                                   _ dh: MHD_AccessHandlerCallback?, _ dhCls: UnsafeMutableRawPointer?,
+                                   _ options: CVaListPointer) -> OpaquePointer? {
+        pw_mhd_start_daemon_va(startDaemonVA, flags, port, apc, apcCls, dh, dhCls, options)
+    }
+
+    /// The daemon's epoll descriptor (`MHD_DAEMON_INFO_EPOLL_FD`), or -1.
+    public static func epollFD(_ daemon: OpaquePointer) -> Int32 { pw_mhd_epoll_fd(getDaemonInfo, daemon) }
+
+    /// The connection's socket (`MHD_CONNECTION_INFO_CONNECTION_FD`), or -1.
+    public static func connectionFD(_ connection: OpaquePointer) -> Int32 { pw_mhd_connection_fd(getConnectionInfo, connection) }
+}
 
 /// What the agent's HTTP interface and the emulator share of libmicrohttpd: sending a
 /// response in one buffer and reading a request's header fields or query arguments.
@@ -8,21 +65,21 @@ public enum MicroHTTPD {
     public static func respond(_ connection: OpaquePointer, status: Int, headers: [(name: String, value: String)],
                                body: [UInt8]) -> MHD_Result {
         guard let response = makeResponse(headers: headers, body: body) else { return MHD_Result.NO }
-        let result = MHD_queue_response(connection, UInt32(status), response)
-        MHD_destroy_response(response)
+        let result = MHD.queueResponse(connection, UInt32(status), response)
+        MHD.destroyResponse(response)
         return result
     }
 
     /// A response holding its own copy of `body`, with `headers`; the caller destroys it
-    /// (`MHD_destroy_response`) when it queues it no more (libmicrohttpd keeps it while
+    /// (`MHD.destroyResponse`) when it queues it no more (libmicrohttpd keeps it while
     /// connections still send it).
     public static func makeResponse(headers: [(name: String, value: String)], body: [UInt8]) -> OpaquePointer? {
         let response = body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                            MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+            MHD.createResponseFromBuffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                         MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
         }
         guard let response else { return nil }
-        for h in headers { _ = MHD_add_response_header(response, h.name, h.value) }
+        for h in headers { _ = MHD.addResponseHeader(response, h.name, h.value) }
         return response
     }
 
@@ -30,7 +87,7 @@ public enum MicroHTTPD {
     public static func values(_ connection: OpaquePointer, _ kind: MHD_ValueKind) -> [(name: String, value: String)] {
         var out: [(name: String, value: String)] = []
         withUnsafeMutablePointer(to: &out) { pointer in
-            _ = MHD_get_connection_values(connection, kind, { context, _, key, value in
+            _ = MHD.getConnectionValues(connection, kind, { context, _, key, value in
                 guard let context, let key else { return MHD_Result.YES }
                 let out = context.assumingMemoryBound(to: [(name: String, value: String)].self)
                 out.pointee.append((String(cString: key), value.map { String(cString: $0) } ?? ""))

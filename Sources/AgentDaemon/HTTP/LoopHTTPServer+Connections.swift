@@ -45,7 +45,7 @@ final class OpenConnection {
 /// libmicrohttpd sees, and the slot is free at once.
 extension LoopHTTPServer {
     func opened(_ connection: OpaquePointer) {
-        let fd = pw_mhd_connection_fd(connection)
+        let fd = MHD.connectionFD(connection)
         openedCount += 1
         let entry = OpenConnection(fd: fd, serial: openedCount, awaitingSince: loop.iterationTime)
         open[connection] = entry

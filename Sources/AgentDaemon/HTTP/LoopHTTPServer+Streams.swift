@@ -51,7 +51,7 @@ final class EventStream {
         pending = []
         sent = 0
         if let connection {
-            let fd = pw_mhd_connection_fd(connection)
+            let fd = MHD.connectionFD(connection)
             if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
         }
         wake()
@@ -91,7 +91,7 @@ extension LoopHTTPServer {
     /// on `connection`.
     func queueStream(_ stream: EventStream, _ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
         let cls = Unmanaged.passRetained(stream).toOpaque()
-        let made = MHD_create_response_from_callback(UInt64.max, 4096, { cls, _, buffer, max in
+        let made = MHD.createResponseFromCallback(UInt64.max, 4096, { cls, _, buffer, max in
             guard let cls, let buffer else { return -2 }
             return Unmanaged<EventStream>.fromOpaque(cls).takeUnretainedValue().produce(buffer, max)
         }, cls, { cls in
@@ -106,25 +106,25 @@ extension LoopHTTPServer {
             Unmanaged<EventStream>.fromOpaque(cls).release()
             return MHD_Result.NO
         }
-        for h in response.headers { _ = MHD_add_response_header(made, h.name, h.value) }
+        for h in response.headers { _ = MHD.addResponseHeader(made, h.name, h.value) }
         stream.connection = connection
         stream.server = self
         open[connection]?.stream = stream
-        let result = MHD_queue_response(connection, UInt32(response.status), made)
-        MHD_destroy_response(made)  // libmicrohttpd keeps it while the connection sends it
+        let result = MHD.queueResponse(connection, UInt32(response.status), made)
+        MHD.destroyResponse(made)  // libmicrohttpd keeps it while the connection sends it
         return result
     }
 
     fileprivate func suspendForStream(_ connection: OpaquePointer) {
         streamsWaiting.insert(connection)
-        MHD_suspend_connection(connection)
+        MHD.suspendConnection(connection)
     }
 
     /// A waiting stream has bytes (or its end): libmicrohttpd takes them on its next pass,
     /// which runs now unless one is running (then right after it).
     fileprivate func resume(_ connection: OpaquePointer) {
         guard streamsWaiting.remove(connection) != nil else { return }
-        MHD_resume_connection(connection)
+        MHD.resumeConnection(connection)
         runSoon()
     }
 }

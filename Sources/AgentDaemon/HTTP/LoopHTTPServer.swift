@@ -48,7 +48,7 @@ final class SharedResponse {
         return response
     }
 
-    deinit { if let response { MHD_destroy_response(response) } }
+    deinit { if let response { MHD.destroyResponse(response) } }
 }
 
 /// JSON bytes written by the project's writer (sorted keys: equal values, equal bytes).
@@ -167,7 +167,7 @@ final class LoopHTTPServer {
         // epoll descriptor we watch).
         let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
         let started = withVaList(options) { va in
-            MHD_start_daemon_va(flags, 0, { cls, _, _ in
+            MHD.startDaemon(flags, 0, { cls, _, _ in
                 guard let cls else { return MHD_Result.NO }
                 return Unmanaged<LoopHTTPServer>.fromOpaque(cls).takeUnretainedValue().admit() ? MHD_Result.YES : MHD_Result.NO
             }, me, { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
@@ -182,7 +182,7 @@ final class LoopHTTPServer {
             throw HTTPServiceError("libmicrohttpd could not start")
         }
         daemon = started
-        let fd = pw_mhd_epoll_fd(started)
+        let fd = MHD.epollFD(started)
         guard fd >= 0 else {
             stop()
             throw HTTPServiceError("libmicrohttpd has no epoll descriptor")
@@ -208,11 +208,11 @@ final class LoopHTTPServer {
         if epollFD >= 0 { loop.unregister(epollFD) }
         epollFD = -1
         self.daemon = nil
-        for connection in suspended.union(streamsWaiting) { MHD_resume_connection(connection) }  // libmicrohttpd stops none suspended
+        for connection in suspended.union(streamsWaiting) { MHD.resumeConnection(connection) }  // libmicrohttpd stops none suspended
         for entry in open.values { entry.stream?.finish() }
         suspended.removeAll()
         streamsWaiting.removeAll()
-        MHD_stop_daemon(daemon)
+        MHD.stopDaemon(daemon)
         for connection in open.values where connection.watched { loop.unregister(connection.fd) }
         open.removeAll()
     }
@@ -229,14 +229,14 @@ final class LoopHTTPServer {
         guard let daemon, !running else { return runSoon() }
         running = true
         var count = open.count
-        _ = MHD_run(daemon)
+        _ = MHD.run(daemon)
         while self.daemon != nil, open.count < count {
             count = open.count
-            _ = MHD_run(daemon)
+            _ = MHD.run(daemon)
         }
         running = false
         var milliseconds: UInt64 = 0
-        guard self.daemon != nil, MHD_get_timeout(daemon, &milliseconds) == MHD_Result.YES else {
+        guard self.daemon != nil, MHD.getTimeout(daemon, &milliseconds) == MHD_Result.YES else {
             if let timer { loop.cancel(timer) }
             timer = nil
             timerDeadline = nil
@@ -316,12 +316,12 @@ final class LoopHTTPServer {
         let reply: (HTTPServerResponse) -> Void = { [weak self] response in
             guard let self, self.daemon != nil, self.suspended.remove(connection) != nil else { return }
             pending.later = response
-            MHD_resume_connection(connection)
+            MHD.resumeConnection(connection)
             self.run()
         }
         if let response = handler(request, reply) { return send(response, on: connection) }
         suspended.insert(connection)
-        MHD_suspend_connection(connection)
+        MHD.suspendConnection(connection)
         return MHD_Result.YES
     }
 
@@ -329,7 +329,7 @@ final class LoopHTTPServer {
         if let stream = response.stream { return queueStream(stream, response, on: connection) }
         if let shared = response.shared {
             guard let made = shared.mhdResponse(response) else { return MHD_Result.NO }
-            return MHD_queue_response(connection, UInt32(response.status), made)
+            return MHD.queueResponse(connection, UInt32(response.status), made)
         }
         return MicroHTTPD.respond(connection, status: response.status, headers: response.headers, body: response.body)
     }
