@@ -22,7 +22,7 @@ STATIC_CXX_DIR = $(CURDIR)/.build/static-libstdc++
 HOT_FUNCTIONS  = $(CURDIR)/Benchmarks/pushwoosh-agentd.order
 RELEASEFLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_CXX_DIR) \
 	-Xswiftc -use-ld=lld -Xlinker --symbol-ordering-file=$(HOT_FUNCTIONS) -Xlinker --no-warn-symbol-ordering \
-	-Xlinker -z -Xlinker pack-relative-relocs
+	-Xlinker -z -Xlinker pack-relative-relocs -Xswiftc -Xfrontend -Xswiftc -function-sections
 PREFIX     ?= /usr/local
 BIN         = $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
 DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
