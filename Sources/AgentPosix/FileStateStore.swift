@@ -134,15 +134,18 @@ public final class FileStateStore: StateStore {
         guard let crc = UInt32(fields[2], radix: 16), let length = Int(fields[3]) else {
             throw FormatError(description: "bad header")
         }
-        let body = Array(bytes[(newline + 1)...])
-        guard body.count == length else {
-            throw FormatError(description: "truncated: \(body.count) of \(length) bytes")
-        }
-        guard CRC32.checksum(body) == crc else { throw FormatError(description: "checksum mismatch") }
-        do {
-            return try PersistentState(json: JSONReader.parse(body))
-        } catch {
-            throw FormatError(description: "unreadable body: \(error)")
+        // The body is read where it lies (a copy of a large file was an allocation the size of it).
+        return try bytes.withUnsafeBytes { file in
+            let body = UnsafeRawBufferPointer(rebasing: file[(newline + 1)...])
+            guard body.count == length else {
+                throw FormatError(description: "truncated: \(body.count) of \(length) bytes")
+            }
+            guard CRC32.checksum(body) == crc else { throw FormatError(description: "checksum mismatch") }
+            do {
+                return try PersistentState(stateBody: body)
+            } catch {
+                throw FormatError(description: "unreadable body: \(error)")
+            }
         }
     }
 
