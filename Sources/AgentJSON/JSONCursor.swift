@@ -118,30 +118,44 @@ public struct JSONCursor {
 }
 
 /// An object member's key, read by `JSONCursor.readObject`: compared with a known name as
-/// bytes when it is plain ASCII (no `String` made, nothing hashed). Valid only during the
-/// callback it is passed to (it may point into the input).
+/// bytes when it is plain ASCII (no `String` made, nothing hashed; inlined where it is
+/// compared, so a name's length and bytes are constants there). Valid only during the
+/// callback it is passed to (it points into the input).
 public struct JSONKey {
-    let token: StringToken
+    /// The key's bytes when they are plain ASCII (no escape); nil when `decoded` holds it.
+    @usableFromInline let ascii: UnsafeBufferPointer<UInt8>?
+    @usableFromInline let decoded: String?
+
+    init(token: StringToken) {
+        switch token {
+        case .ascii(let run): (ascii, decoded) = (run, nil)
+        case .decoded(let s): (ascii, decoded) = (nil, s)
+        }
+    }
 
     /// The key as a String (escapes decoded).
-    public var string: String { token.string }
+    public var string: String { ascii.map { StringToken.ascii($0).string } ?? decoded ?? "" }
 
     /// Whether the key equals `name` as Swift strings do (as a `[String: JSONValue]` lookup
     /// would find it): `"a"` and `"\u0061"` are one key.
+    @inlinable @inline(__always)
     public static func == (key: JSONKey, name: StaticString) -> Bool {
-        if case .ascii(let run) = key.token, name.hasPointerRepresentation, name.isASCII {
-            let n = name.utf8CodeUnitCount
-            guard run.count == n, let bytes = run.baseAddress else { return n == 0 && run.count == 0 }
-            let expected = name.utf8Start
-            for k in 0..<n where bytes[k] != expected[k] { return false }
-            return true
-        }
-        // Escapes or non-ASCII bytes: Swift's equality (canonical equivalence: U+212A KELVIN SIGN is "K").
-        return key.string == name.description
+        guard let run = key.ascii, name.hasPointerRepresentation, name.isASCII else { return key.equalsAsString(name) }
+        let n = name.utf8CodeUnitCount
+        guard run.count == n else { return false }
+        let expected = name.utf8Start
+        for k in 0..<n where run[k] != expected[k] { return false }
+        return true
     }
 
+    /// Escapes or non-ASCII bytes: Swift's equality (canonical equivalence: U+212A KELVIN SIGN is "K").
+    @usableFromInline
+    func equalsAsString(_ name: StaticString) -> Bool { string == name.description }
+
+    @inlinable
     public static func != (key: JSONKey, name: StaticString) -> Bool { !(key == name) }
 
     /// `switch key { case "hwid": … }`: the same comparison as `==`.
+    @inlinable @inline(__always)
     public static func ~= (name: StaticString, key: JSONKey) -> Bool { key == name }
 }

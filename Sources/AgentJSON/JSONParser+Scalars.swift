@@ -6,6 +6,13 @@ enum StringToken {
 
     var string: String {
         switch self {
+        case .ascii(let run) where run.count <= 15:
+            // A small string (kept inline, no allocation), made without validating again what is ASCII.
+            String(unsafeUninitializedCapacity: run.count) { buffer in
+                guard let to = buffer.baseAddress, let from = run.baseAddress else { return 0 }
+                to.update(from: from, count: run.count)
+                return run.count
+            }
         case .ascii(let run): String(decoding: run, as: UTF8.self)
         case .decoded(let s): s
         }
@@ -14,12 +21,14 @@ enum StringToken {
 
 // Strings, numbers and literals: the scalars both `JSONReader` and `JSONCursor` read.
 extension Parser {
+    @inline(__always)
     mutating func literal(_ word: StaticString) throws(JSONParseError) {
         let n = word.utf8CodeUnitCount
         guard count - i >= n, memcmpEqual(p + i, word.utf8Start, n) else { throw fail("invalid literal") }
         i += n
     }
 
+    @inline(__always)
     private func memcmpEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
         for k in 0..<n where a[k] != b[k] { return false }
         return true
@@ -33,15 +42,24 @@ extension Parser {
     /// At the opening quote; leaves `i` after the closing quote.
     mutating func parseStringToken() throws(JSONParseError) -> StringToken {
         let open = i
-        i += 1
-        let start = i
+        let start = i + 1
+        var j = start  // a local index: the loop below keeps it in a register
         var ascii = true
-        // Fast path: no escapes.
-        while i < count {
-            let c = p[i]
+        // Fast path: no escapes. Eight bytes a step to the first that is a quote, a backslash, a
+        // control character or non-ASCII; byte by byte in the last seven.
+        while j < count {
+            if count - j >= 8 {
+                let special = Self.specialBytes(UInt64(littleEndian: UnsafeRawPointer(p + j).loadUnaligned(as: UInt64.self)))
+                if special == 0 {
+                    j += 8
+                    continue
+                }
+                j += special.trailingZeroBitCount &>> 3  // the first special byte
+            }
+            let c = p[j]
             if c == UInt8(ascii: "\"") {
-                let run = UnsafeBufferPointer(start: p + start, count: i - start)
-                i += 1
+                let run = UnsafeBufferPointer(start: p + start, count: j - start)
+                i = j + 1
                 if ascii { return .ascii(run) }
                 guard let s = String(validating: run, as: UTF8.self) else {
                     throw fail("invalid UTF-8 in a string", at: start)
@@ -50,8 +68,9 @@ extension Parser {
             }
             if c == UInt8(ascii: "\\") || c < 0x20 { break }
             if c >= 0x80 { ascii = false }
-            i += 1
+            j += 1
         }
+        i = j
         guard i < count else { throw fail("unterminated string", at: open) }
         // Slow path: escapes.
         var buffer: [UInt8] = []
@@ -102,6 +121,18 @@ extension Parser {
             throw fail("invalid UTF-8 in a string", at: start)
         }
         return .decoded(s)
+    }
+
+    /// The high bit of each byte of `word` (read little-endian: its first byte is the lowest) that
+    /// is a quote, a backslash, below 0x20 or above 0x7F, or a higher byte's bit set by a borrow
+    /// from one of those: so the lowest bit set, if any, is the first such byte's. (`(x - 0x01…)
+    /// & ~x & 0x80…` marks a zero byte of x, `(x - 0x20…) & ~x & 0x80…` a byte below 0x20; a
+    /// borrow only runs upward from a byte marked rightly.)
+    @inline(__always)
+    static func specialBytes(_ word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22), backslash = word ^ (ones &* 0x5C)
+        return (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word) | word) & highs
     }
 
     mutating func hex4() throws(JSONParseError) -> UInt32 {

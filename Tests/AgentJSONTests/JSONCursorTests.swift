@@ -1,5 +1,6 @@
-import Testing
 import AgentJSON
+import Foundation
+import Testing
 
 /// Reads a document member by member and element by element with a cursor, every scalar
 /// through its typed read: the same value `JSONReader.parse` gives (objects: last key wins).
@@ -114,5 +115,54 @@ private func outcome(_ body: () throws(JSONParseError) -> JSONValue) -> Result<J
             try JSONCursor.read(bad) { (c) throws(JSONParseError) in _ = try c.readObject { _, _ in } }
         }
         #expect(throws: JSONParseError(offset: 2, reason: "invalid UTF-8 in a string")) { try JSONReader.parse(bad) }
+    }
+}
+
+/// The string scan goes eight bytes a step and objects start from shared empty ones: strings
+/// of every length with a special byte at every place, and objects of every size, read as
+/// before (`JSONDecoder` agrees).
+@Suite struct JSONReaderStepTests {
+    @Test("Strings of every length to 40 with a quote, backslash, control character or non-ASCII at every place")
+    func stringsWithASpecialByteAnywhere() throws {
+        let specials: [(text: String, value: String?)] = [(#"\""#, "\""), (#"\\"#, "\\"), (#"\n"#, "\n"), (#"\u00e9"#, "é"),
+                                                          ("é", "é"), ("🚀", "🚀"), ("\u{7F}", "\u{7F}"), ("\t", nil), ("\u{1F}", nil)]
+        for length in 0...40 {
+            for at in 0...length {
+                for special in specials {
+                    let text = String(repeating: "a", count: at) + special.text + String(repeating: "b", count: length - at)
+                    for document in ["\"\(text)\"", "[\"\(text)\"]", "{\"\(text)\":\"\(text)\"}"] {
+                        let parsed = try? JSONReader.parse(document)
+                        guard let value = special.value else {
+                            let offset = (document.hasPrefix("\"") ? 1 : 2) + at  // the control character
+                            #expect(throws: JSONParseError(offset: offset, reason: "control character in a string")) { try JSONReader.parse(document) }
+                            continue
+                        }
+                        let expected = String(repeating: "a", count: at) + value + String(repeating: "b", count: length - at)
+                        let want: JSONValue = document.hasPrefix("{") ? [expected: .string(expected)] : document.hasPrefix("[") ? [.string(expected)] : .string(expected)
+                        #expect(parsed == want, "\(document)")
+                    }
+                }
+            }
+        }
+        // Unterminated, at every length: the error names the opening quote.
+        for length in 0...20 {
+            #expect(throws: JSONParseError(offset: 1, reason: "unterminated string")) { try JSONReader.parse("[\"" + String(repeating: "x", count: length)) }
+        }
+    }
+
+    @Test("Objects of every size to 30 are their members, each its own dictionary")
+    func objectsOfEverySize() throws {
+        var previous: [JSONValue] = []
+        for size in 0...30 {
+            let members = (0..<size).map { (key: "k\($0)", value: JSONValue.number(Double($0))) }
+            let text = "[" + (0..<3).map { _ in "{" + members.map { "\"\($0.key)\":\(Int($0.value.numberValue!))" }.joined(separator: ",") + "}" }.joined(separator: ",") + "]"
+            let parsed = try JSONReader.parse(text)
+            let object = JSONValue.object(Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value) }))
+            #expect(parsed == .array([object, object, object]))
+            #expect(try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) == parsed)
+            previous.append(parsed)
+        }
+        // Still intact once later objects (made from the same empty ones) were filled.
+        for (size, value) in previous.enumerated() { #expect(value.arrayValue?.first?.objectValue?.count == size) }
     }
 }
