@@ -80,19 +80,9 @@ extension PersistentState {
             registeredUser = RegisteredUser(userId: userId, at: date(at))
         }
         if let f = s.flags {
-            guard let entries = f.flags else { throw fail("flags.flags is not an object") }
-            // A key that comes twice: its last flag wins (and an incomplete one counts only if it is the last).
-            var flags = [String: FeatureFlag](minimumCapacity: entries.count)
-            var incomplete: Set<String> = []
-            for (key, flag) in entries {
-                flags[key] = flag
-                if flag == nil {
-                    incomplete.insert(key)
-                } else if !incomplete.isEmpty {
-                    incomplete.remove(key)
-                }
-            }
-            if let first = entries.first(where: { incomplete.contains($0.key) }) { throw fail("flag \(first.key) is incomplete") }
+            guard let list = f.flags else { throw fail("flags.flags is not an object") }
+            let (flags, incomplete) = list.resolved()
+            if let key = incomplete { throw fail("flag \(key) is incomplete") }
             guard let receivedAt = f.receivedAt else { throw fail("flags.receivedAt is not a time") }
             guard let applicationCode = f.applicationCode else { throw fail("flags.applicationCode is not a string") }
             guard let userId = f.userId else { throw fail("flags.userId is not a string") }
@@ -223,8 +213,8 @@ private struct StoredUser {
 }
 
 private struct StoredFlags {
-    /// Each member of `flags.flags` in order, nil for an incomplete flag; nil when it is not an object.
-    var flags: [(key: String, flag: FeatureFlag?)]?
+    /// nil when `flags.flags` is not an object.
+    var flags: StoredFlagList?
     var receivedAt: Double?
     var applicationCode: String?
     var userId: String?
@@ -233,7 +223,7 @@ private struct StoredFlags {
     static func read(_ c: inout JSONCursor, into f: inout StoredFlags) throws(JSONParseError) {
         _ = try c.readObject { (c, key) throws(JSONParseError) in
             switch key {
-            case "flags": f.flags = try readFlags(&c)
+            case "flags": f.flags = try StoredFlagList(&c)
             case "receivedAt": f.receivedAt = try c.readNumber()
             case "applicationCode": f.applicationCode = try c.readString()
             case "userId": f.userId = try c.readString()
@@ -242,10 +232,20 @@ private struct StoredFlags {
             }
         }
     }
+}
 
-    /// `flags.flags`: one member per flag, named by its key (a flag's own `key` member is not read).
-    static func readFlags(_ c: inout JSONCursor) throws(JSONParseError) -> [(key: String, flag: FeatureFlag?)]? {
-        var flags: [(key: String, flag: FeatureFlag?)] = []
+/// `flags.flags` as read: one member per flag, named by its key (a flag's own `key` member is
+/// not read). The complete flags in order, and where incomplete ones came between them.
+private struct StoredFlagList {
+    var complete: [FeatureFlag] = []
+    /// Each incomplete flag's key, after how many complete ones it came.
+    var incomplete: [(position: Int, key: String)] = []
+
+    private init() {}
+
+    /// nil when the value is not an object.
+    init?(_ c: inout JSONCursor) throws(JSONParseError) {
+        var list = StoredFlagList()
         let isObject = try c.readObject { (c, key) throws(JSONParseError) in
             var isEnabled: Bool?, ruleId: String?, properties: [String: JSONValue]?
             _ = try c.readObject { (c, member) throws(JSONParseError) in
@@ -258,11 +258,39 @@ private struct StoredFlags {
             }
             let name = key.string
             if let isEnabled, let ruleId, let properties {
-                flags.append((name, FeatureFlag(key: name, isEnabled: isEnabled, ruleId: ruleId, properties: properties)))
+                list.complete.append(FeatureFlag(key: name, isEnabled: isEnabled, ruleId: ruleId, properties: properties))
             } else {
-                flags.append((name, nil))
+                list.incomplete.append((list.complete.count, name))
             }
         }
-        return isObject ? flags : nil
+        guard isObject else { return nil }
+        self = list
+    }
+
+    /// The flags by key, a key that comes twice counting with its last flag; and the first
+    /// incomplete flag no later one replaces.
+    func resolved() -> (flags: [String: FeatureFlag], incomplete: String?) {
+        var flags = [String: FeatureFlag](minimumCapacity: complete.count)
+        guard !incomplete.isEmpty else {
+            for flag in complete { flags[flag.key] = flag }
+            return (flags, nil)
+        }
+        var missing: [String] = []  // keys whose last flag so far is incomplete
+        var next = 0
+        func dropIncomplete(before position: Int) {
+            while next < incomplete.count, incomplete[next].position <= position {
+                let key = incomplete[next].key
+                flags[key] = nil
+                if !missing.contains(key) { missing.append(key) }
+                next += 1
+            }
+        }
+        for (index, flag) in complete.enumerated() {
+            dropIncomplete(before: index)
+            flags[flag.key] = flag
+            missing.removeAll { $0 == flag.key }
+        }
+        dropIncomplete(before: Int.max)
+        return (flags, missing.first)
     }
 }
