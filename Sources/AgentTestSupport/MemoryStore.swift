@@ -7,7 +7,7 @@ import Foundation
 ///
 /// It keeps bytes, not values: every save goes through the state's own JSON codec
 /// (`PersistentState.json`, the body of the state file) and every load back through
-/// `PersistentState(json:)`, so a virtual restart (the 30-day virtual soak's included) runs
+/// `PersistentState(stateBody:)`, so a virtual restart (the 30-day virtual soak's included) runs
 /// the codec the real store writes with, and a field the codec forgets is lost here too.
 public final class MemoryStore: StateStore {
     public enum Fault: Equatable, Sendable {
@@ -40,7 +40,7 @@ public final class MemoryStore: StateStore {
     public init(committed: PersistentState? = nil) { committedBytes = committed.map(Self.encode) }
 
     static func encode(_ state: PersistentState) -> [UInt8] { JSONWriter.encode(state.json) }
-    static func decode(_ bytes: [UInt8]) throws -> PersistentState { try PersistentState(json: JSONReader.parse(bytes)) }
+    static func decode(_ bytes: [UInt8]) throws -> PersistentState { try PersistentState(stateBody: bytes) }
 
     public func load() throws -> StoreLoad {
         defer { damageOnLoad = nil }

@@ -207,14 +207,16 @@ import Testing
 
 /// The stored form reads `null` as absent, as Codable (whose shape it keeps) does.
 @Suite struct PersistentStateJSONTests {
+    func read(_ json: JSONValue) throws -> PersistentState { try PersistentState(stateBody: JSONWriter.encode(json)) }
+
     @Test("ST-6: a null optional field of a stored state is absent, not damage")
     func nullFieldsAreAbsent() throws {
-        let state = try PersistentState(json: ["hwid": "H", "userId": nil, "flags": nil, "primerLastShownAt": nil,
-                                               "clockOffset": nil, "push": ["token": "t", "notificationTypes": 7, "registeredAt": nil]])
+        let state = try read(["hwid": "H", "userId": nil, "flags": nil, "primerLastShownAt": nil,
+                              "clockOffset": nil, "push": ["token": "t", "notificationTypes": 7, "registeredAt": nil]])
         #expect(state.hwid == "H")
         #expect(state.userId == nil && state.flags == nil && state.primerLastShownAt == nil && state.clockOffset == nil)
         #expect(state.push?.token == "t" && state.push?.registeredAt == nil)
         // A wrong kind is still damage, naming the field.
-        #expect(throws: StateFormatError.self) { try PersistentState(json: ["hwid": "H", "clockOffset": "soon"]) }
+        #expect(throws: StateFormatError.self) { try read(["hwid": "H", "clockOffset": "soon"]) }
     }
 }
