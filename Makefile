@@ -18,6 +18,8 @@ SWIFTFLAGS ?= -Xswiftc -warnings-as-errors
 # pages went from 7.0 to 3.4 MiB and its peak RSS from 22.1 to 19.5 MiB (docs/performance.md).
 # Its ~38,000 relative relocations are packed (DT_RELR, glibc >= 2.36): 900 KiB of relocation
 # entries the dynamic loader read at every start become 7.5 KiB (peak RSS 19.5 -> 18.7 MiB).
+# The project's modules are compiled with function sections, so each of its hot functions moves on
+# its own (without, a file's non-public functions share one section and move together).
 STATIC_CXX_DIR = $(CURDIR)/.build/static-libstdc++
 HOT_FUNCTIONS  = $(CURDIR)/Benchmarks/pushwoosh-agentd.order
 RELEASEFLAGS ?= --static-swift-stdlib --disable-local-rpath -Xlinker -L$(STATIC_CXX_DIR) \
