@@ -117,6 +117,7 @@ public final class Connection {
     /// (or when the socket can take them). Ignored once closed or closing.
     public func send(_ bytes: UnsafeRawBufferPointer) {
         guard acceptsOutput else { return }
+        if output.capacity == 0 { output = loop.takeOutputBuffer() }
         output.append(contentsOf: bytes)
         queued()
     }
@@ -125,6 +126,7 @@ public final class Connection {
     /// `String.UTF8View`).
     public func send<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         guard acceptsOutput else { return }
+        if output.capacity == 0 { output = loop.takeOutputBuffer() }
         output.append(contentsOf: bytes)
         queued()
     }
@@ -182,12 +184,13 @@ public final class Connection {
                 return
             }
         }
-        // Everything written.
-        // A small buffer is kept for the next answers (16 pipelined isEnabled answers take 2 KiB);
-        // a larger one is given back, so a client that once fell behind, or was sent a few
-        // large answers (`status`), does not keep their memory: with 16 KiB kept, 256 clients
-        // that had each asked for a few statuses held 2.8 MiB of heap between their requests.
-        output.removeAll(keepingCapacity: output.capacity <= 4 * 1024)
+        // Everything written. The buffer goes back to the loop for the next connection that
+        // queues output, so a connection holds one only while it has output waiting: 256
+        // clients held 256 buffers between their requests, now the loop keeps as many as one
+        // iteration used (at most one per event of an `epoll_wait`). A larger buffer than 4 KiB
+        // (16 pipelined isEnabled answers take 2 KiB; a `status` more) is freed, so a client
+        // that once fell behind, or was sent large answers, leaves no large buffer behind.
+        loop.giveBackOutputBuffer(&output)
         outputStart = 0
         if closeWhenDrained {
             close(reason: inputOpen ? .local : .eof)
@@ -329,5 +332,20 @@ public final class Connection {
                 return
             }
         }
+    }
+}
+
+extension EventLoop {
+    /// An empty output buffer: one a connection gave back, or a new one.
+    func takeOutputBuffer() -> [UInt8] { outputBuffers.popLast() ?? [] }
+
+    /// Takes `buffer` (leaving it empty, without storage) and keeps it for `takeOutputBuffer`,
+    /// unless it is larger than 4 KiB or as many as an iteration's events are kept already.
+    func giveBackOutputBuffer(_ buffer: inout [UInt8]) {
+        if buffer.capacity <= 4 * 1024, outputBuffers.count < Int(maxEvents) {
+            buffer.removeAll(keepingCapacity: true)
+            outputBuffers.append(buffer)
+        }
+        buffer = []
     }
 }

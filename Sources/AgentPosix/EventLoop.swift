@@ -76,7 +76,7 @@ public final class EventLoop: @unchecked Sendable {
     private let epollFD: FileDescriptor
     private let wakeFD: FileDescriptor
     private let eventsBuffer: UnsafeMutableRawPointer
-    private let maxEvents: Int32 = 128
+    let maxEvents: Int32 = 128
 
     // Loop-thread state.
     /// Indexed by descriptor number (small integers): no hashing per event.
@@ -104,6 +104,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Shared by all connections of the loop so that idle clients cost no
     /// read buffer each.
     public let readBuffer: UnsafeMutableRawBufferPointer
+    /// Output buffers of connections whose output drained, for the next that queues some (Connection.swift).
+    var outputBuffers: [[UInt8]] = []
 
     /// `clock`: the system's monotonic clock unless a test passes a `ManualLoopClock`.
     public init(clock: any LoopClock = SystemLoopClock.shared) throws(PosixError) {

@@ -1,4 +1,4 @@
-import AgentPosix
+@testable import AgentPosix
 import Dispatch
 import Glibc
 import Testing
@@ -41,6 +41,56 @@ private let echo: @Sendable (Connection) -> Void = { connection in
 }
 
 @Suite struct ConnectionTests {
+    /// A connection holds an output buffer only while it has output waiting: 200 clients, each
+    /// answered, leave the loop at most one buffer per event of an `epoll_wait`, none over 4 KiB
+    /// (a 10 KiB echo's buffer is freed, not kept).
+    @Test func connectionsHoldNoOutputBufferBetweenAnswers() throws {
+        let served = try Served()
+        defer { served.stop() }
+        try served.start(configure: echo)
+        var fds: [Int32] = []
+        defer { for fd in fds { Glibc.close(fd) } }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        for _ in 0..<200 {
+            let fd = try UnixSocket.connect(to: served.path).take()
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            fds.append(fd)
+        }
+        func exchange(_ fd: Int32, _ bytes: [UInt8]) -> Int {
+            _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var got = 0
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while got < bytes.count {
+                let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+                guard n > 0 else { break }
+                got += n
+            }
+            return got
+        }
+        // One client at a time: the one buffer went from connection to connection.
+        for fd in fds { #expect(exchange(fd, Array("ping\n".utf8)) == 5) }
+        #expect(try served.thread.sync { loop, _ in loop.outputBuffers.count } == 1)
+        // The 10 KiB answer's buffer is freed, not kept.
+        #expect(exchange(fds[0], [UInt8](repeating: UInt8(ascii: "x"), count: 10 * 1024)) == 10 * 1024)
+        #expect(try served.thread.sync { loop, _ in loop.outputBuffers.count } == 0)
+        // All at once: at most as many buffers as an `epoll_wait` gives events, none over 4 KiB.
+        for fd in fds { _ = Glibc.send(fd, "ping\n", 5, Int32(MSG_NOSIGNAL)) }
+        for fd in fds { #expect(exchange(fd, []) == 0 && recvAll(fd, 5) == 5) }
+        let kept = try served.thread.sync { loop, _ in loop.outputBuffers.map(\.capacity) }
+        #expect(!kept.isEmpty && kept.count <= 128, "buffers kept: \(kept.count)")
+        #expect(kept.allSatisfy { $0 <= 4 * 1024 }, "capacities: \(kept)")
+        func recvAll(_ fd: Int32, _ count: Int) -> Int {
+            var got = 0
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while got < count {
+                let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, count - got, 0) }
+                guard n > 0 else { break }
+                got += n
+            }
+            return got
+        }
+    }
+
     @Test func manyMessagesInOneReadAreAnsweredInOneSend() throws {
         let served = try Served()
         defer { served.stop() }
