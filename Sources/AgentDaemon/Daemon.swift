@@ -153,7 +153,7 @@ public final class Daemon {
             "source": status.flagsSource.rawValue, "http": http?.address, "startup_ms": Int((monotonicSeconds() - started) * 1000),
         ])
         // The HTTP interface's socket listens since `init`; libmicrohttpd is loaded and serves it
-        // from here (docs/http.md F): a connection made before waits in the backlog.
+        // from here (docs/configuration.md, systemd): a connection made before waits in the backlog.
         do {
             try http?.start()
         } catch {
