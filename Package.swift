@@ -74,7 +74,7 @@ let package = Package(
         // The lab as a service (docs/emulator.md M): devices started, attached, called and moved together.
         .target(name: "Lab", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "EmulatorCore", "HarnessSupport", "LabClock", "ToolSupport"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
-        .target(name: "MicroHTTPD", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+        .target(name: "MicroHTTPD", dependencies: ["AgentPosix", "CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner

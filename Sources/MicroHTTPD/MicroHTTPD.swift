@@ -1,5 +1,5 @@
+import AgentPosix
 @_exported import CMicroHTTPD
-import Glibc
 
 /// libmicrohttpd, loaded with `dlopen` when an HTTP server first starts instead of by the
 /// dynamic loader at `exec`: the agent starts its HTTP interface after `READY=1` (its
@@ -7,41 +7,28 @@ import Glibc
 /// and the ~10 libraries it brings (GnuTLS, p11-kit, nettle, gmp, …) were two thirds of the
 /// dynamic loader's symbol lookups before `READY=1` (docs/performance.md "Where the time
 /// went"). Its functions are called through these pointers, the variadic ones through
-/// the shim's wrappers. A missing libmicrohttpd.so.12 is a broken installation: the process
-/// stops with the loader's message.
+/// the shim's wrappers. A missing libmicrohttpd.so.12 is a broken installation (`DynamicLibrary`).
 public enum MHD {
-    nonisolated(unsafe) private static let handle: UnsafeMutableRawPointer = {
-        guard let handle = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL) else {
-            fatalError("cannot load libmicrohttpd.so.12: \(dlerror().map { String(cString: $0) } ?? "unknown error")")
-        }
-        return handle
-    }()
+    private static let library = DynamicLibrary("libmicrohttpd.so.12")
 
-    private static func symbol(_ name: String) -> UnsafeMutableRawPointer {
-        guard let address = dlsym(handle, name) else { fatalError("libmicrohttpd.so.12 has no \(name)") }
-        return address
-    }
-
-    private static func function<F>(_ name: String, as type: F.Type) -> F { unsafeBitCast(symbol(name), to: type) }
-
-    nonisolated(unsafe) public static let stopDaemon = function("MHD_stop_daemon", as: pw_mhd_stop_daemon_fn.self)
-    nonisolated(unsafe) public static let run = function("MHD_run", as: pw_mhd_run_fn.self)
-    nonisolated(unsafe) public static let getTimeout = function("MHD_get_timeout", as: pw_mhd_get_timeout_fn.self)
-    nonisolated(unsafe) public static let isFeatureSupported = function("MHD_is_feature_supported", as: pw_mhd_is_feature_supported_fn.self)
-    nonisolated(unsafe) public static let queueResponse = function("MHD_queue_response", as: pw_mhd_queue_response_fn.self)
-    nonisolated(unsafe) public static let createResponseFromBuffer = function(
+    nonisolated(unsafe) public static let stopDaemon = library.function("MHD_stop_daemon", as: pw_mhd_stop_daemon_fn.self)
+    nonisolated(unsafe) public static let run = library.function("MHD_run", as: pw_mhd_run_fn.self)
+    nonisolated(unsafe) public static let getTimeout = library.function("MHD_get_timeout", as: pw_mhd_get_timeout_fn.self)
+    nonisolated(unsafe) public static let isFeatureSupported = library.function("MHD_is_feature_supported", as: pw_mhd_is_feature_supported_fn.self)
+    nonisolated(unsafe) public static let queueResponse = library.function("MHD_queue_response", as: pw_mhd_queue_response_fn.self)
+    nonisolated(unsafe) public static let createResponseFromBuffer = library.function(
         "MHD_create_response_from_buffer", as: pw_mhd_create_response_from_buffer_fn.self)
-    nonisolated(unsafe) public static let createResponseFromCallback = function(
+    nonisolated(unsafe) public static let createResponseFromCallback = library.function(
         "MHD_create_response_from_callback", as: pw_mhd_create_response_from_callback_fn.self)
-    nonisolated(unsafe) public static let addResponseHeader = function("MHD_add_response_header", as: pw_mhd_add_response_header_fn.self)
-    nonisolated(unsafe) public static let destroyResponse = function("MHD_destroy_response", as: pw_mhd_destroy_response_fn.self)
-    nonisolated(unsafe) public static let suspendConnection = function("MHD_suspend_connection", as: pw_mhd_suspend_connection_fn.self)
-    nonisolated(unsafe) public static let resumeConnection = function("MHD_resume_connection", as: pw_mhd_resume_connection_fn.self)
-    nonisolated(unsafe) public static let getConnectionValues = function(
+    nonisolated(unsafe) public static let addResponseHeader = library.function("MHD_add_response_header", as: pw_mhd_add_response_header_fn.self)
+    nonisolated(unsafe) public static let destroyResponse = library.function("MHD_destroy_response", as: pw_mhd_destroy_response_fn.self)
+    nonisolated(unsafe) public static let suspendConnection = library.function("MHD_suspend_connection", as: pw_mhd_suspend_connection_fn.self)
+    nonisolated(unsafe) public static let resumeConnection = library.function("MHD_resume_connection", as: pw_mhd_resume_connection_fn.self)
+    nonisolated(unsafe) public static let getConnectionValues = library.function(
         "MHD_get_connection_values", as: pw_mhd_get_connection_values_fn.self)
-    nonisolated(unsafe) private static let startDaemonVA = UnsafeRawPointer(symbol("MHD_start_daemon_va"))
-    nonisolated(unsafe) private static let getDaemonInfo = UnsafeRawPointer(symbol("MHD_get_daemon_info"))
-    nonisolated(unsafe) private static let getConnectionInfo = UnsafeRawPointer(symbol("MHD_get_connection_info"))
+    nonisolated(unsafe) private static let startDaemonVA = library.address("MHD_start_daemon_va")
+    nonisolated(unsafe) private static let getDaemonInfo = library.address("MHD_get_daemon_info")
+    nonisolated(unsafe) private static let getConnectionInfo = library.address("MHD_get_connection_info")
 
     /// `MHD_start_daemon_va`.
     public static func startDaemon(_ flags: UInt32, _ port: UInt16, _ apc: MHD_AcceptPolicyCallback?, _ apcCls: UnsafeMutableRawPointer?,
