@@ -36,6 +36,7 @@ struct BenchOptions {
     static let usage = """
         usage: pushwoosh-bench [run] [options]      the whole benchmark (what `make bench` runs)
                pushwoosh-bench echo-server --socket PATH
+               pushwoosh-bench put-app --port PORT [--flags N] [--apps FILE]   (the bench's app, on a running emulator)
                pushwoosh-bench load --socket PATH [--method isEnabled|get] [--clients N] [--depth N] [--seconds S]
                                                   (one cell against a running server, e.g. under a profiler)
 
@@ -123,6 +124,7 @@ enum BenchMain {
     static func run(_ args: [String]) -> Int32 {
         if args.first == "echo-server" { return EchoCommand.run(Array(args.dropFirst())) }
         if args.first == "load" { return LoadCommand.run(Array(args.dropFirst())) }
+        if args.first == "put-app" { return BenchApp.command(Array(args.dropFirst())) }
         let options: BenchOptions
         do {
             options = try BenchOptions.parse(args)
@@ -156,7 +158,7 @@ final class Bench {
     let directory: String
     let agentd: String
     let emulatorBinary: String
-    let applicationCode = "BENCH-01000"
+    let applicationCode = BenchApp.code
     var report = Report()
     private var emulatorPID: pid_t = 0
     private(set) var emulatorPort: UInt16 = 0
@@ -227,26 +229,10 @@ final class Bench {
         throw BenchError("emulator did not start: \(readText(err) ?? "")")
     }
 
-    /// The example app's flags plus generated ones, `flagCount` served flags in all.
+    /// The example app's flags plus generated ones, `flagCount` served flags in all (`BenchApp`).
     private func loadFlags() throws {
-        let example = try JSONReader.parse(Array(FileManager.default.contents(atPath: options.appsFile) ?? Data()))
-        var flags = example["flags"]?.arrayValue ?? []
-        let served = flags.filter { $0["archived"]?.boolValue != true }.count
-        for n in 0..<max(0, options.flagCount - served) {
-            let key = String(format: "bench_flag_%04d", n)
-            flags.append([
-                "key": .string(key),
-                "properties": ["color": ["type": "string", "default": "blue"], "limit": ["type": "number", "default": 3],
-                               "express": ["type": "boolean", "default": false]],
-                "rules": [["id": .string("r_\(key)"), "enabled": true, "when": ["rolloutPercent": 50],
-                           "properties": ["color": "green", "limit": 5]]],
-            ])
-        }
-        let app: JSONValue = ["code": .string(applicationCode), "featureFlagsInPlan": true, "flags": .array(flags)]
-        let answer = try HTTP.request(port: emulatorPort, method: "PUT", path: "/admin/apps/\(applicationCode)",
-                                      body: JSONWriter.encode(app))
-        guard answer.status / 100 == 2 else { throw BenchError("PUT /admin/apps: HTTP \(answer.status) \(answer.body)") }
-        log("emulator app \(applicationCode): \(flags.count) flags (\(options.flagCount) served)")
+        let count = try BenchApp.put(port: emulatorPort, appsFile: options.appsFile, flagCount: options.flagCount)
+        log("emulator app \(applicationCode): \(count) flags (\(options.flagCount) served)")
     }
 
     var socketPath: String { directory + "/agent.sock" }
