@@ -53,6 +53,7 @@ test: deps
 	$(SWIFT) build --build-tests $(SWIFTFLAGS)
 	$(SWIFT) test --skip-build --no-parallel
 	scripts/lab-test-curl "$(DEBUG_BIN)"
+	scripts/lab-test-node "$(DEBUG_BIN)"
 	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory ofrep-test
 

@@ -14,6 +14,8 @@ public enum DaemonCommand: Sendable, Equatable {
     case listKeys
     /// `--doctor [--json]`: one exchange with the configured server, checked, nothing written.
     case doctor(DaemonOptions, json: Bool)
+    /// `--check-config [--json]`: the configuration read as a start reads it, nothing started.
+    case checkConfig(DaemonOptions, json: Bool)
 }
 
 /// The daemon's options; those given override the configuration file.
@@ -98,7 +100,10 @@ public enum DaemonCommandLine {
           --doctor          check the configured server once, as the device would at start
                             (applicationOpen, getFeatureFlags), writing nothing: each step,
                             the answer against the contract, the flags; exit 0 usable, 1 not
-          --json            with --doctor: the report as JSON
+          --check-config    read the configuration as a start would (the file, NAME.conf,
+                            the options), start nothing: exit 0 and "ok", or exit 1 and
+                            the first problem (file, line, key, reason)
+          --json            with --doctor or --check-config: the report as JSON
 
         Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.
         """
@@ -107,7 +112,7 @@ public enum DaemonCommandLine {
     /// Parses `arguments` (without the program name). `--opt VALUE` and `--opt=VALUE` both work.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> DaemonCommand {
         var options = DaemonOptions()
-        var doctor = false, json = false
+        var doctor = false, check = false, json = false
         var i = 0
         func value(for option: String, inline: String?) throws(CommandLineError) -> String {
             if let inline {
@@ -146,6 +151,8 @@ public enum DaemonCommandLine {
                 return .listKeys
             case "--doctor":
                 doctor = true
+            case "--check-config":
+                check = true
             case "--json":
                 json = true
             case "--config":
@@ -168,7 +175,9 @@ public enum DaemonCommandLine {
             }
             i += 1
         }
-        if json && !doctor { throw CommandLineError("--json goes with --doctor") }
+        if json && !doctor && !check { throw CommandLineError("--json goes with --doctor or --check-config") }
+        if doctor && check { throw CommandLineError("--doctor and --check-config exclude each other") }
+        if check { return .checkConfig(options, json: json) }
         return doctor ? .doctor(options, json: json) : .run(options)
     }
 }

@@ -24,6 +24,8 @@ public enum DaemonMain {
         case .listKeys:
             print(AgentConfiguration.keyList, terminator: "")
             return 0
+        case .checkConfig(let options, let json):
+            return checkConfiguration(options, json: json, environment: environment)
         case .doctor(let options, let json):
             let configuration: AgentConfiguration
             do {
@@ -44,6 +46,26 @@ public enum DaemonMain {
                 log(.error, "cannot start", ["error": error])
                 return 1
             }
+        }
+    }
+
+    /// `--check-config [--json]`: the configuration read as a start reads it (the lab checks a
+    /// device's configuration so before it starts one, docs/lab.md).
+    static func checkConfiguration(_ options: DaemonOptions, json: Bool, environment: [String: String]) -> Int32 {
+        do {
+            _ = try options.loadConfiguration(environment: environment)
+            print(json ? JSONWriter.string(.object(["ok": true, "file": .string(options.configFile)])) : "\(options.configFile): ok")
+            return 0
+        } catch {
+            if json {
+                var o: [String: JSONValue] = ["ok": false, "file": .string(error.file), "message": .string(error.message)]
+                o["line"] = error.line.map { .number(Double($0)) } ?? .null
+                o["key"] = error.key.map(JSONValue.string) ?? .null
+                print(JSONWriter.string(.object(o)))
+            } else {
+                writeStandardError("pushwoosh-agentd --check-config: \(Visible.escape("\(error)"))\n")
+            }
+            return 1
         }
     }
 }

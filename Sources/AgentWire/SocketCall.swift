@@ -79,8 +79,22 @@ public enum SocketCall: Sendable, Equatable {
     }
 
     /// Reads `method`'s parameters. The required ones are checked first, in the order of
-    /// docs/socket-api.md B, then unknown names are refused (`SocketMethod.parameters`).
+    /// docs/socket-api.md B, then unknown names are refused (`SocketMethod.parameters`). A
+    /// missing parameter's error names the unknown ones given too (`{"kye": "a"}`: "missing
+    /// required parameter 'key' (unknown parameter 'kye' given)"), so that a misspelling is seen.
     public static func decode(_ method: SocketMethod, _ p: RPCParams) throws(RPCError) -> SocketCall {
+        do throws(RPCError) {
+            return try decodeInOrder(method, p)
+        } catch {
+            let unknown = p.values.keys.filter { !method.parameters.contains($0) }.sorted()
+            guard error.message.hasPrefix("missing required parameter"), !unknown.isEmpty else { throw error }
+            var named = error
+            named.message += " (unknown parameter\(unknown.count == 1 ? "" : "s") \(unknown.map { "'\($0)'" }.joined(separator: ", ")) given)"
+            throw named
+        }
+    }
+
+    private static func decodeInOrder(_ method: SocketMethod, _ p: RPCParams) throws(RPCError) -> SocketCall {
         let call: SocketCall
         switch method {
         case .get: call = .get(key: try p.string("key"))

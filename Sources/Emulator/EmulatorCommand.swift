@@ -30,7 +30,7 @@ public enum EmulatorCommand {
           --admin-token FILE     the admin API (/admin/...) needs "Authorization: Bearer TOKEN",
                                  TOKEN being the file's content, else HTTP 401
           --allow-remote         allow a --listen address other hosts can reach (then lock the
-                                 admin API with --admin-token)
+                                 admin API with --admin-token; with --lab it is required)
           --threads N            HTTP worker threads (default: number of CPUs, at least 2)
           --record-limit N       device API calls kept for GET /admin/requests (default 20000)
           --max-connections N    connections at once, parked waits included (default 4096; the
@@ -52,10 +52,14 @@ public enum EmulatorCommand {
           --replay FILE.har      answer the device API from a recording: per method, in order,
                                  the last answer repeated; faults and waits on top
           --apps-from-har FILE   print an --apps definition serving the recorded flags, and exit
-          --lab DIR              serve the lab at /lab/ (docs/lab.md M): devices started
+          --lab DIR              serve the lab at /lab/ (docs/lab.md): devices started
                                  (pushwoosh-agentd children, their state under DIR/devices/NAME),
                                  attached, called, restarted and moved together by one clock;
-                                 under the same --admin-token; the devices end with the lab
+                                 the devices end with the lab. DIR must be this user's and
+                                 writable by no one else. The lab is always locked: under
+                                 --admin-token, else a new token in DIR/token (0600, made at
+                                 each start; "lab token: DIR/token" is printed). Whoever holds
+                                 the token runs programs as this user; a lab needs no root
           --agentd PATH          the daemon the lab starts (default: beside this binary, then PATH)
           --verbose              log every request to standard error
           --help                 show this help
@@ -66,7 +70,7 @@ public enum EmulatorCommand {
         on the device API and 8 MiB on the admin API (HTTP 413).
 
         Exit status: 0 after SIGTERM or SIGINT, 1 when the apps, state or token file or the
-        address is unusable, 2 for bad arguments.
+        address is unusable, 2 for bad arguments or a --lab DIR that is not this user's own.
         """
 
     public struct Options: Sendable, Equatable {
@@ -179,6 +183,10 @@ public enum EmulatorCommand {
         } catch {
             throw UsageError(description: error.description)
         }
+        if o.allowRemote, o.labDirectory != nil, o.adminTokenFile == nil {
+            throw UsageError(description: "--allow-remote with --lab needs --admin-token FILE: whoever reaches a lab runs programs "
+                             + "as its user, so a lab other hosts can reach is never without a token of your choosing")
+        }
         if !o.allowRemote, !host.hasPrefix("127.") {
             throw UsageError(description: "--listen \(o.listen): not a loopback address: other hosts could reach the device and admin APIs; "
                              + "add --allow-remote to mean it (and lock the admin API with --admin-token FILE)")
@@ -231,48 +239,6 @@ public enum EmulatorCommand {
             return try StateDocument(json: StrictJSONParser.parse(data))
         } catch {
             throw EmulatorServerError(description: "\(path): \(error.description)")
-        }
-    }
-
-    /// Reads a HAR file for `--replay`; errors name the file and the entry.
-    public static func loadRecording(path: String) throws(EmulatorServerError) -> Recording {
-        do throws(DefinitionError) {
-            return try Recording(har: try readJSON(path, option: "--replay"))
-        } catch {
-            throw EmulatorServerError(description: "--replay: \(path): \(error.description)")
-        }
-    }
-
-    /// `--apps-from-har`: the definition reproducing a recording's flags.
-    public static func appsFromHAR(path: String) throws(EmulatorServerError) -> JSONValue {
-        do throws(DefinitionError) {
-            return try AppsFromHAR.definitions(try readJSON(path, option: "--apps-from-har"))
-        } catch {
-            throw EmulatorServerError(description: "--apps-from-har: \(path): \(error.description)")
-        }
-    }
-
-    /// A HAR read once into one buffer and parsed; the buffer is gone when this returns, so a
-    /// recording costs its parsed values, not its bytes twice over.
-    private static func readJSON(_ path: String, option: String) throws(DefinitionError) -> JSONValue {
-        try StrictJSONParser.parse(try readInput(path, maxBytes: maxRecordingBytes))
-    }
-
-    /// The largest `--apps` or `--state` file, and the largest recording, read.
-    static let maxDefinitionBytes = 256 << 20
-    static let maxRecordingBytes = 8 << 30
-
-    /// A file given as input (apps, a saved lab, a recording): a regular file of at most
-    /// `maxBytes`, read into one buffer of its size; a FIFO or a device (`/dev/zero`) is refused
-    /// at once rather than read without end (`readTrustedFile`, whoever may write it).
-    static func readInput(_ path: String, maxBytes: Int) throws(DefinitionError) -> [UInt8] {
-        do {
-            return try readTrustedFile(path: path, maxBytes: maxBytes, refuseWritableByOthers: false)
-        } catch {
-            if case .system("open", let code) = error.problem {
-                throw DefinitionError([], "cannot read the file (\(String(cString: strerror(code))))")
-            }
-            throw DefinitionError([], error.reason)
         }
     }
 
@@ -332,6 +298,7 @@ public enum EmulatorCommand {
         signal(SIGPIPE, SIG_IGN)
 
         let server: EmulatorServer
+        var lab: LabDirectory?
         do throws(EmulatorServerError) {
             var apps: [Application] = []
             if let file = options.appsFile {
@@ -346,8 +313,13 @@ public enum EmulatorCommand {
                 logLine("state loaded apps=\(doc.apps.count) devices=\(doc.devices.count) clockOffsetSeconds=\(doc.clockOffset) file=\(file)")
                 saved = doc
             }
-            let adminToken = try options.adminTokenFile.map { (file) throws(EmulatorServerError) in try loadAdminToken(path: file) }
+            var adminToken = try options.adminTokenFile.map { (file) throws(EmulatorServerError) in try loadAdminToken(path: file) }
             if adminToken != nil { logLine("admin API locked: Authorization: Bearer token from \(options.adminTokenFile ?? "")") }
+            if let directory = options.labDirectory {
+                guard let prepared = prepareLab(directory, adminToken: adminToken, options: options) else { return 2 }
+                lab = prepared
+                adminToken = prepared.token
+            }
             var tls: TLSIdentity?
             if let certificate = options.tlsCertificate, let key = options.tlsKey {
                 tls = try TLSIdentity.load(certificate: certificate, key: key)
@@ -372,9 +344,11 @@ public enum EmulatorCommand {
                 connectionLimit: min(options.maxConnections, max(16, files - 64 - EmulatorServer.acceptReserve)),
                 idleTimeout: options.idleTimeout, tls: tls, upstream: upstream)
             let port = try server.start()
-            if let directory = options.labDirectory {
-                try server.startLab(directory: directory, agentd: options.agentd)
+            if let lab {
+                try server.startLab(lab.directory, agentd: options.agentd)
             }
+            // The token's file first: a client that has read "listening on" finds it said.
+            if let lab { print("lab token: \(options.adminTokenFile ?? lab.directory.file(LabDirectory.tokenFile))") }
             print("listening on \(server.host):\(port)")
             fflush(nil)
         } catch {
@@ -387,5 +361,15 @@ public enum EmulatorCommand {
         server.stopLab()
         server.stop()
         return 0
+    }
+
+    /// `--lab DIR` made ready (`LabDirectory.prepare`), or nil once the refusal is said (exit 2).
+    static func prepareLab(_ directory: String, adminToken: String?, options: Options) -> LabDirectory? {
+        do throws(PrivateDirectoryError) {
+            return try LabDirectory.prepare(directory, adminToken: adminToken, adminTokenFile: options.adminTokenFile, log: logLine)
+        } catch {
+            FileHandle.standardError.write(Data("pushwoosh-emulator: --lab \(error.description)\n".utf8))
+            return nil
+        }
     }
 }

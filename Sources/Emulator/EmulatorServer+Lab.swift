@@ -7,16 +7,9 @@ import MicroHTTPD
 /// `--lab DIR` (docs/lab.md M): the lab's service over this server, and its requests handed to
 /// it with their connections suspended until the answer comes.
 extension EmulatorServer {
-    /// `--lab DIR`: the directory made (0700) if missing and made absolute, the daemon found
-    /// (`--agentd PATH`, else beside this binary, else on `PATH`), the lab started.
-    public func startLab(directory: String, agentd: String?) throws(EmulatorServerError) {
-        let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
-        do {
-            try FileManager.default.createDirectory(atPath: absolute + "/devices", withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw EmulatorServerError(description: "--lab \(directory): cannot make it: \(error.localizedDescription)")
-        }
+    /// `--lab DIR`, made ready (`LabDirectory.prepare`): the daemon found (`--agentd PATH`, else
+    /// beside this binary, else on `PATH`), the lab started.
+    public func startLab(_ directory: PrivateDirectory, agentd: String?) throws(EmulatorServerError) {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         guard let daemon = agentd ?? LabService.defaultAgentd(besides: executable) else {
             throw EmulatorServerError(description: "--lab: no pushwoosh-agentd beside \(executable) or on PATH; name it with --agentd PATH")
@@ -24,10 +17,10 @@ extension EmulatorServer {
         guard FileManager.default.isExecutableFile(atPath: daemon) else {
             throw EmulatorServerError(description: "--agentd \(daemon): not an executable file")
         }
-        startLab(absolute: absolute, agentd: daemon)
+        startLab(directory: directory, agentd: daemon)
     }
 
-    private func startLab(absolute directory: String, agentd: String) {
+    private func startLab(directory: PrivateDirectory, agentd: String) {
         let admin: @Sendable (String, String, JSONValue?) -> (status: Int, body: JSONValue) = { [self] method, path, body in
             let outcome = state.withLock { state in
                 // The lab's own call, in-process: it carries the admin token the `/lab/*` request
@@ -42,7 +35,7 @@ extension EmulatorServer {
         let scheme = tls == nil ? "http" : "https"
         let emulator = LabEmulator(serverURL: "\(scheme)://\(host == "0.0.0.0" ? "127.0.0.1" : host):\(port)/json/1.3/", admin: admin)
         labService.withLock { $0 = LabService(directory: directory, agentd: agentd, emulator: emulator) }
-        log?("lab started dir=\(directory) agentd=\(agentd)")
+        log?("lab started dir=\(directory.path) agentd=\(agentd)")
     }
 
     /// Stops the lab's owned devices (the emulator's stop; a SIGKILL of the emulator ends them
@@ -51,7 +44,15 @@ extension EmulatorServer {
         labService.withLock { $0 }?.shutdown()
     }
 
-    /// A `/lab/*` request: handed to the lab's thread, its connection suspended until the answer.
+    /// Whether the lab answers `request` rather than the emulator: `/lab/*`, and a fault armed by
+    /// a lab device's name (`POST /admin/faults {"device": NAME}`), whose HWID only the lab knows.
+    func isForLab(_ request: EmulatorRequest) -> Bool {
+        if LabCommand.isLab(request.path) { return true }
+        guard request.method == "POST", request.path == "/admin/faults", labService.withLock({ $0 }) != nil else { return false }
+        return (try? StrictJSONParser.parse(request.body))?["device"] != nil
+    }
+
+    /// A `/lab/*` request: handed to the lab, its connection suspended until the answer.
     func lab(_ request: EmulatorRequest, _ connection: OpaquePointer, _ ctx: RequestContext) -> MHD_Result {
         guard let lab = labService.withLock({ $0 }) else {
             let off = EmulatorResponse.json(404, .object(["error": .string("the lab is off: start pushwoosh-emulator with --lab DIR (docs/lab.md M)")]))

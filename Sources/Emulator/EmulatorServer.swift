@@ -287,7 +287,7 @@ public final class EmulatorServer: Sendable {
                                   query: Self.values(connection, MHD_ValueKind.GET_ARGUMENT_KIND).reduce(into: [:]) { $0[$1.name] = $1.value },
                                   headers: Self.values(connection, MHD_ValueKind.HEADER_KIND), body: ctx.body)
         ctx.releaseBody()
-        if LabCommand.isLab(request.path) { return lab(request, connection, ctx) }
+        if isForLab(request) { return lab(request, connection, ctx) }
         let prepared = PreparedRequest(request)   // routing and JSON parsing: outside the lock
         let now = clock.now()
         let outcome = state.withLock { $0.handle(prepared, now: now) }

@@ -74,7 +74,7 @@ public struct Fault: Sendable, Equatable {
     public static let maxForSeconds = 315_360_000.0
     public static let maxTruncateBytes = 1 << 30
     public static let fields: Set<String> = ["method", "times", "http", "retryAfter", "statusCode", "body", "drop", "delayMs",
-                                             "partial", "hwid", "userId", "forSeconds", "probability", "seed",
+                                             "partial", "hwid", "device", "userId", "forSeconds", "probability", "seed",
                                              "truncateAfterBytes", "stallAfterHeaders", "reset"]
     /// Every kind a fault can have, as its field is spelled (`delayMs` may also accompany any other).
     public static let kindFields = ["http", "statusCode", "body", "drop", "partial", "delayMs",
@@ -136,6 +136,12 @@ public struct Fault: Sendable, Equatable {
         }
         kind = kinds.first ?? .delayOnly
         hwid = try r.string("hwid")
+        // `device` names a lab device: the lab (docs/lab.md) puts its HWID in `hwid` before the
+        // fault reaches here, so one that gets here names no device this emulator knows.
+        if r.members["device"] != nil {
+            throw DefinitionError([.key("device")], "names a lab device, and this emulator serves no lab (start it with --lab DIR), "
+                                  + "or give the device's hwid instead")
+        }
         userId = try r.string("userId")
         forSeconds = try r.number("forSeconds", expectation: "a number of seconds > 0 and at most \(Int(Self.maxForSeconds))",
                                   range: 0...Self.maxForSeconds)

@@ -29,6 +29,9 @@ public enum LabCommand: Sendable, Equatable {
     case advance(LabAdvance)
     /// `POST /lab/reset`.
     case reset
+    /// `POST /admin/faults {"device": NAME, …}`: a fault scoped to a lab device by its name (the
+    /// lab puts the device's HWID in `hwid`); `fault` is the body without `device`.
+    case armFault(device: String, fault: [String: JSONValue])
 }
 
 public enum LabSignal: String, Sendable, Equatable {
@@ -55,6 +58,14 @@ public struct LabAdvance: Sendable, Equatable {
     public var until: Until
     /// nil: every device of the lab.
     public var devices: [String]?
+    /// All or none: when any targeted device cannot move, 409 and nothing moved.
+    public var strict: Bool
+
+    public init(until: Until, devices: [String]? = nil, strict: Bool = false) {
+        self.until = until
+        self.devices = devices
+        self.strict = strict
+    }
 }
 
 /// A refusal: the status, the message and, for a 400, the field at fault.
@@ -69,8 +80,17 @@ public struct LabRefusal: Error, Sendable, Equatable {
         self.path = path
     }
 
+    /// More members of the answer (a 409's `skipped`).
+    public var details: [String: JSONValue] = [:]
+
+    public init(_ status: Int, _ message: String, details: [String: JSONValue]) {
+        self.init(status, message)
+        self.details = details
+    }
+
     public var response: EmulatorResponse {
-        var o: [String: JSONValue] = ["error": .string(message)]
+        var o: [String: JSONValue] = details
+        o["error"] = .string(message)
         if let path { o["path"] = .string(path) }
         return .json(status, .object(o))
     }
@@ -104,6 +124,14 @@ extension LabCommand {
             if let extra = request.query.keys.sorted().first(where: { !allowed.contains($0) }) {
                 throw LabRefusal(400, "unknown query parameter \"\(extra)\"", path: extra)
             }
+        }
+        if request.path == "/admin/faults" {
+            try only("POST")
+            var body = try object(request.body)
+            guard let value = body.removeValue(forKey: "device") else { throw LabRefusal(400, "expected the lab device's name", path: "device") }
+            guard let text = value.stringValue else { throw LabRefusal(400, "expected a lab device's name", path: "device") }
+            guard body["hwid"] == nil else { throw LabRefusal(400, "give device or hwid, not both (device names the lab device whose hwid the fault takes)", path: "device") }
+            return .armFault(device: try deviceName(text, path: "device"), fault: body)
         }
         switch parts.count {
         case 2 where parts[1] == "devices":
@@ -148,7 +176,7 @@ extension LabCommand {
                 guard let method = try string(body, "method"), !method.isEmpty else {
                     throw LabRefusal(400, "expected the socket method to call (e.g. \"status\")", path: "method")
                 }
-                let params = body["params"]
+                let params = body["params"] == .null ? nil : body["params"]  // null: absent, as the socket API takes it
                 if let params, params.objectValue == nil, params.arrayValue == nil {
                     throw LabRefusal(400, "expected an object or an array", path: "params")
                 }
@@ -188,7 +216,12 @@ extension LabCommand {
     // MARK: - Bodies
 
     private static func advance(_ body: [String: JSONValue]) throws(LabRefusal) -> LabAdvance {
-        try allowed(body, ["seconds", "until", "devices"])
+        try allowed(body, ["seconds", "until", "devices", "strict"])
+        var strict = false
+        if let value = body["strict"] {
+            guard case .bool(let on) = value else { throw LabRefusal(400, "expected true or false", path: "strict") }
+            strict = on
+        }
         var devices: [String]?
         if let value = body["devices"] {
             guard let items = value.arrayValue, !items.isEmpty else { throw LabRefusal(400, "expected a non-empty array of device names", path: "devices") }
@@ -204,17 +237,17 @@ extension LabCommand {
             guard let s = seconds.numberValue, s > 0, s <= 366 * 86_400 else {
                 throw LabRefusal(400, "expected a number of seconds above 0, at most a year", path: "seconds")
             }
-            return LabAdvance(until: .seconds(s), devices: devices)
+            return LabAdvance(until: .seconds(s), devices: devices, strict: strict)
         case (nil, let until?):
             guard let text = until.stringValue else { throw LabRefusal(400, "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time", path: "until") }
             switch text {
-            case "nextRefresh": return LabAdvance(until: .nextRefresh, devices: devices)
-            case "nextTimer": return LabAdvance(until: .nextTimer, devices: devices)
+            case "nextRefresh": return LabAdvance(until: .nextRefresh, devices: devices, strict: strict)
+            case "nextTimer": return LabAdvance(until: .nextTimer, devices: devices, strict: strict)
             default:
                 guard let time = Timestamp.parse(text) else {
                     throw LabRefusal(400, "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time, found \"\(text)\"", path: "until")
                 }
-                return LabAdvance(until: .time(time), devices: devices)
+                return LabAdvance(until: .time(time), devices: devices, strict: strict)
             }
         case (_?, _?): throw LabRefusal(400, "expected only one of seconds, until", path: "until")
         case (nil, nil): throw LabRefusal(400, "expected one of seconds, until", path: "")

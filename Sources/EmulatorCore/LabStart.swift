@@ -53,6 +53,24 @@ public struct LabStart: Sendable, Equatable {
         return text
     }
 
+    /// Where line `line` (1-based) of device `index`'s configuration came from, as a request
+    /// path: `config.SECTION` (its header), `config.SECTION.KEY`, `extraConfig`, or `config` for
+    /// the lines the lab adds after them.
+    public func origin(ofLine line: Int, index: Int) -> String {
+        var at = 0
+        for section in config.keys.sorted() {
+            at += 1
+            if at == line { return "config.\(section)" }
+            for key in config[section]!.keys.sorted() {
+                at += 1
+                if at == line { return "config.\(section).\(key)" }
+            }
+        }
+        let extra = extraConfig.isEmpty ? 0 : extraConfig.split(separator: "\n", omittingEmptySubsequences: false).count
+            - (extraConfig.hasSuffix("\n") ? 1 : 0)
+        return line <= at + extra ? "extraConfig" : "config"
+    }
+
     /// The longest `directory`: its `agent.sock` must fit a socket address (107 bytes).
     static let maximumDirectory = 107 - "/agent.sock".utf8.count
 }

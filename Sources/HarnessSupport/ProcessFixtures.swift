@@ -53,6 +53,9 @@ public final class EmulatorProcess {
     private let output: TempDir
     private var running = true
     public var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// The admin (and lab) token and its file: the one it printed (`--lab`), or `--admin-token`'s.
+    public let token: String?
+    public let tokenFile: String?
     public var serverURL: String { baseURL + "/json/1.3/" }
 
     /// `arguments`: more of the emulator's options (`--require-token T`).
@@ -72,6 +75,16 @@ public final class EmulatorProcess {
             throw FixtureError("emulator did not say where it listens: \((try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "")")
         }
         self.port = Int(port)
+        // A lab is always locked: its token is in the file it names ("lab token: FILE").
+        let said = (try? String(contentsOfFile: stdout, encoding: .utf8)) ?? ""
+        if let line = said.split(separator: "\n").first(where: { $0.hasPrefix("lab token: ") }) {
+            tokenFile = String(line.dropFirst("lab token: ".count))
+        } else if let at = arguments.firstIndex(of: "--admin-token"), at + 1 < arguments.count {
+            tokenFile = arguments[at + 1]
+        } else {
+            tokenFile = nil
+        }
+        token = tokenFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     public func stop() {
@@ -86,14 +99,17 @@ public final class EmulatorProcess {
     /// An admin call; returns status and body.
     @discardableResult
     public func admin(_ method: String, _ path: String, _ body: String? = nil) -> (Int, String) {
-        http(method, baseURL + path, body)
+        http(method, baseURL + path, body, token: token)
     }
 }
 
 /// One HTTP call to a loopback `http://` URL; status and body, `(0, "")` when it failed.
-public func http(_ method: String, _ url: String, _ body: String?) -> (Int, String) {
-    guard let (server, path) = LoopbackHTTP.parse(url: url, timeout: 10),
-          let answer = try? server.call(method, path, body: body.map { Array($0.utf8) }) else { return (0, "") }
+public func http(_ method: String, _ url: String, _ body: String?, token: String? = nil) -> (Int, String) {
+    guard let parsed = LoopbackHTTP.parse(url: url, timeout: 10) else { return (0, "") }
+    var server = parsed.server
+    let path = parsed.path
+    server.bearerToken = token
+    guard let answer = try? server.call(method, path, body: body.map { Array($0.utf8) }) else { return (0, "") }
     return (answer.status, String(decoding: answer.body, as: UTF8.self))
 }
 

@@ -5,6 +5,7 @@ import EmulatorCore
 import Foundation
 import Glibc
 import HarnessSupport
+import Synchronization
 import ToolSupport
 
 /// Why a device could not be reached or did not answer.
@@ -22,15 +23,27 @@ struct DeviceProblem: Error, CustomStringConvertible {
 }
 
 /// One device of the lab: an owned `pushwoosh-agentd` child (its directory, configuration,
-/// log and process) or an attached one (a socket only, e.g. a systemd instance). Touched on
-/// the lab's thread only.
-final class LabDevice {
+/// log and process) or an attached one (a socket only, e.g. a systemd instance).
+///
+/// Its mutable parts are touched only by the thread holding its lock (`lock()`), one
+/// request's work at a time; `phase` and the names may be read by anyone, so that a listing
+/// never waits for a device that is starting or restarting (`lookedAt`).
+final class LabDevice: @unchecked Sendable {
+    enum Phase: String, Sendable {
+        case starting, running, restarting, stopping
+    }
+
     let name: String
-    let socket: String
     /// The lab started it (and stops it); false for an attached device.
     let owned: Bool
-    /// `DIR/devices/NAME/` for an owned device.
-    let directory: String?
+    private let attachedSocket: String?
+    private let operation = NSLock()
+    private let currentPhase: Mutex<Phase>
+    /// `DIR/devices/NAME/` (or the caller's `directory`) for an owned device; opened and
+    /// checked (`directory`) when it is prepared.
+    let directoryPath: String?
+    var directory: PrivateDirectory?
+    var socket: String { attachedSocket ?? directoryPath.map { $0 + "/agent.sock" } ?? "" }
     /// Its process (the one launcher's, `AgentLauncher`): the current run, or the last one,
     /// which tells how it ended.
     private var launcher: AgentLauncher?
@@ -44,54 +57,93 @@ final class LabDevice {
     private(set) var notifiedDropped = 0
     static let notifiedLimit = 1_000
     /// The daemon it runs and what its environment adds (kept for a restart).
-    var agentd = ""
-    var environment: [String: String] = [:]
+    let agentd: String
+    let environment: [String: String]
 
     init(attached name: String, socket: String) {
         self.name = name
-        self.socket = socket
+        attachedSocket = socket
         owned = false
-        directory = nil
+        directoryPath = nil
+        agentd = ""
+        environment = [:]
+        currentPhase = Mutex(.starting)
     }
 
-    init(owned name: String, directory: String) {
+    init(owned name: String, directory: String, agentd: String, environment: [String: String]) {
         self.name = name
-        self.directory = directory
-        socket = directory + "/agent.sock"
+        attachedSocket = nil
+        directoryPath = directory
         owned = true
+        self.agentd = agentd
+        self.environment = environment
+        currentPhase = Mutex(.starting)
     }
 
-    var logPath: String? { directory.map { $0 + "/agent.log" } }
-    var configPath: String? { directory.map { $0 + "/agent.conf" } }
+    var phase: Phase {
+        get { currentPhase.withLock { $0 } }
+        set { currentPhase.withLock { $0 = newValue } }
+    }
+
+    func lock() { operation.lock() }
+    func unlock() { operation.unlock() }
+
+    var logPath: String? { directoryPath.map { $0 + "/agent.log" } }
+    var configPath: String? { directoryPath.map { $0 + "/agent.conf" } }
+    /// The environment its process gets (`NOTIFY_SOCKET` is the launcher's).
+    var launchEnvironment: [String: String] { ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(environment) { $1 } }
+
+    /// As a listing shows it: its record (`json()`) when it is free within half a second, else
+    /// what it is busy with, without waiting for it (a start may take up to its READY deadline).
+    func lookedAt() -> JSONValue {
+        let now = phase
+        if now == .running, operation.lock(before: Date().addingTimeInterval(0.5)) {
+            defer { operation.unlock() }
+            return json()
+        }
+        return .object(["name": .string(name), "socket": .string(socket), "owned": .bool(owned),
+                        "pid": .null, "directory": directoryPath.map(JSONValue.string) ?? .null,
+                        "log": logPath.map(JSONValue.string) ?? .null, "config": configPath.map(JSONValue.string) ?? .null,
+                        "state": .string(now == .running ? "busy" : now.rawValue)])
+    }
 
     // MARK: - The process
 
-    /// Starts `agentd` on the device's configuration and waits for its READY=1, then for its
-    /// first exchange with the emulator to end (a device on a controlled clock; on the system
-    /// clock, whatever `status` says once READY=1 came).
+    /// Starts `agentd` on the device's configuration (forked on `spawner`, the lab's
+    /// long-lived thread) and waits for its READY=1, then for its first exchange with the
+    /// emulator to end (a device on a controlled clock; on the system clock, whatever `status`
+    /// says once READY=1 came).
     ///
     /// The child runs under `setpriv --pdeathsig KILL` (util-linux): it ends when the thread
-    /// that started it does, and the lab starts every device from its one thread, which
-    /// lives as long as the lab: so a lab killed with SIGKILL leaves no device behind.
-    func launch(readyTimeout: Double = 15) throws(LabRefusal) {
+    /// that forked it does, which lives as long as the lab: so a lab killed with SIGKILL
+    /// leaves no device behind.
+    func launch(spawner: LabThread, readyTimeout: Double = 15) throws(LabRefusal) {
         guard let directory, let configPath, let logPath else { return }
         collectNotifications()
         let mark = notifiedDropped + notified.count
         launcher = nil  // the last run's notify socket is released before the next is bound
-        do {
-            let started = try AgentLauncher(.init(agentd: agentd, arguments: ["--config", configPath],
-                                                  environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"].merging(environment) { $1 },
-                                                  notifyPath: directory + "/notify",  // not *.sock: `fleet --socket-dir` takes those for devices
-                                                  logPath: logPath))
-            started.keepsNotifications = true  // read into `notified`, here
-            launcher = started
+        do throws(PrivateDirectoryError) {
+            for name in ["agent.sock", "notify", "agent.log"] { try directory.refuseSymlink(name) }
         } catch {
+            throw LabRefusal(409, "\(name) not started: \(error.description)")
+        }
+        let configuration = AgentLauncher.Configuration(agentd: agentd, arguments: ["--config", configPath], environment: launchEnvironment,
+                                                        notifyPath: directory.file("notify"),  // not *.sock: `fleet --socket-dir` takes those for devices
+                                                        logPath: logPath)
+        let started = spawner.sync { () -> Result<AgentLauncher, AgentLaunchError> in
+            do throws(AgentLaunchError) { return .success(try AgentLauncher(configuration)) } catch { return .failure(error) }
+        }
+        switch started {
+        case .success(let process):
+            process.keepsNotifications = true  // read into `notified`, here
+            launcher = process
+        case .failure(let error):
             throw LabRefusal(500, "\(name): \(error)")
         }
         guard waitForNotification("READY=1", after: mark, timeout: readyTimeout) else {
             let why = reap().map { "it exited (\($0))" } ?? "no READY=1 within \(Int(readyTimeout)) s"
             stop(signal: SIGKILL)
-            throw LabRefusal(502, "\(name) did not start: \(why); its log ends: \(tail(5).joined(separator: " | "))")
+            throw LabRefusal(502, "\(name) did not start: \(why); its log ends: \(((try? tail(5)) ?? []).joined(separator: " | "))")
         }
         let settled = Date().addingTimeInterval(readyTimeout)
         while Date() < settled, case .success(let clock) = call(.clock, timeout: 3),
@@ -157,8 +209,12 @@ final class LabDevice {
         launcher = nil
     }
 
-    /// The last `lines` lines of its log (at most the last MiB of it).
-    func tail(_ lines: Int) -> [String] { launcher?.tail(lines) ?? [] }
+    /// The last `lines` lines of its log (at most the last MiB of it), read without following
+    /// a symbolic link.
+    func tail(_ lines: Int) throws(PrivateDirectoryError) -> [String] {
+        guard let directory else { return [] }
+        return try directory.tail("agent.log", lines: lines)
+    }
 
     // MARK: - Its socket
 
@@ -185,7 +241,7 @@ final class LabDevice {
     /// As `GET /lab/devices` shows it: every age and time in the device's own time.
     func json() -> JSONValue {
         var o: [String: JSONValue] = ["name": .string(name), "socket": .string(socket), "owned": .bool(owned),
-                                      "pid": pid.map { .number(Double($0)) } ?? .null, "directory": directory.map(JSONValue.string) ?? .null,
+                                      "pid": pid.map { .number(Double($0)) } ?? .null, "directory": directoryPath.map(JSONValue.string) ?? .null,
                                       "log": logPath.map(JSONValue.string) ?? .null, "config": configPath.map(JSONValue.string) ?? .null]
         if owned, reap() != nil, pid == nil {
             o["state"] = .string("exited")
@@ -212,6 +268,7 @@ final class LabDevice {
             o["lastRefreshAgeSeconds"] = deviceNow.flatMap { now in last.map { .number((now.timeIntervalSince($0) * 1000).rounded() / 1000) } } ?? .null
             o["nextRefreshAt"] = status["nextRefreshAt"] ?? .null
             o["flagsCount"] = status["flagsCount"] ?? .null
+            o["flagsSource"] = status["flagsSource"] ?? .null
             o["http"] = status["httpAddress"] ?? .null
         case (.failure(let why), _), (_, .failure(let why)):
             o["state"] = .string("down")

@@ -18,27 +18,30 @@ public struct LabEmulator: Sendable {
     }
 }
 
-/// The lab as a service (docs/lab.md M): `/lab/*` beside the emulator's `/admin/*`. It
-/// starts devices (`pushwoosh-agentd` children), attaches running ones, relays
-/// their calls, restarts and stops them, and moves the lab's clock (the one implementation of
-/// the lab clock, `LabClockDriver`, over the emulator and the devices).
+/// The lab as a service (docs/lab.md): `/lab/*` beside the emulator's `/admin/*`. It starts
+/// devices (`pushwoosh-agentd` children), attaches running ones, relays their calls, restarts
+/// and stops them, and moves the lab's clock (the one implementation of the lab clock,
+/// `LabClockDriver`, over the emulator and the devices).
 ///
-/// Everything runs on one thread of its own, one request after another: devices are started
-/// from it (their parent-death signal follows it: it lives as long as the lab), and the
-/// emulator's threads only hand requests over and get answers back.
+/// Requests run side by side, each on a thread of its own, so that one slow device holds no
+/// other request (a start waits up to its READY deadline): what one device does is
+/// serialized by that device's lock, the clock's moves and the reset by the clock's lock, and
+/// the table of devices is behind a mutex held only to look up, add or remove. The processes
+/// themselves are forked on one thread that lives as long as the lab (`spawner`): their
+/// parent-death signal follows the thread that forked them.
 public final class LabService: Sendable {
-    let directory: String
+    let directory: PrivateDirectory
     let agentd: String
     let emulator: LabEmulator
-    private let worker = LabThread()
-    /// Touched on the lab's thread only.
-    private let state: LabState
+    private let spawner = LabThread()
+    private let devices = Mutex<[String: LabDevice]>([:])
+    /// Held by an advance and a reset: one move of the lab at a time.
+    private let clock = NSLock()
 
-    public init(directory: String, agentd: String, emulator: LabEmulator) {
+    public init(directory: PrivateDirectory, agentd: String, emulator: LabEmulator) {
         self.directory = directory
         self.agentd = agentd
         self.emulator = emulator
-        state = LabState()
     }
 
     /// The daemon beside `executable` (the emulator's own binary), else on `PATH`.
@@ -52,9 +55,9 @@ public final class LabService: Sendable {
         return nil
     }
 
-    /// Answers a `/lab/*` request on the lab's thread; `reply` gets the answer there.
+    /// Answers a lab request on a thread of its own; `reply` gets the answer there.
     public func handle(_ request: EmulatorRequest, reply: @escaping @Sendable (EmulatorResponse) -> Void) {
-        worker.submit { [self] in
+        Thread.detachNewThread { [self] in
             switch LabCommand.parse(request) {
             case .failure(let refusal): reply(refusal.response)
             case .success(let command):
@@ -65,10 +68,9 @@ public final class LabService: Sendable {
 
     /// Stops every owned device (SIGTERM, then SIGKILL), and waits for them: the emulator's stop.
     public func shutdown() {
-        worker.sync { [self] in
-            for device in state.devices.values { device.release() }
-            state.devices.removeAll()
-        }
+        clock.lock()
+        defer { clock.unlock() }
+        releaseAll()
     }
 
     // MARK: - Commands
@@ -77,36 +79,27 @@ public final class LabService: Sendable {
         switch command {
         case .start(let start): return try startDevices(start)
         case .attach(let name, let socket):
-            guard state.devices[name] == nil else { throw LabRefusal(409, "a device named \(name) is in the lab already") }
             let device = LabDevice(attached: name, socket: socket)
+            try reserve([device])
+            defer { device.unlock() }
             if case .failure(let why) = device.call(.status, timeout: 3) {
+                forget([device])
                 throw LabRefusal(502, "\(name) does not answer at \(socket): \(why)")
             }
-            state.devices[name] = device
+            device.phase = .running
             return .json(201, .object(["devices": .array([device.json()])]))
         case .list:
-            return .json(200, .object(["devices": .array(state.devices.keys.sorted().map { state.devices[$0]!.json() })]))
+            let all = devices.withLock { $0 }.sorted { $0.key < $1.key }.map(\.value)
+            return .json(200, .object(["devices": .array(all.map { $0.lookedAt() })]))
         case .show(let name):
-            return .json(200, try device(name).json())
-        case .stop(let name):
-            let d = try device(name)
-            if d.owned { d.stop() }
-            var answer = d.json().objectValue ?? [:]  // as it ended, before its process is let go
-            d.release()
-            state.devices[name] = nil
-            answer["stopped"] = .bool(d.owned)
-            answer["released"] = .bool(!d.owned)
-            if d.owned { answer["notifications"] = .array(d.notified.map(JSONValue.string)) }
-            return .json(200, .object(answer))
-        case .restart(let name, let signal):
-            let d = try device(name)
-            guard d.owned else { throw LabRefusal(409, "\(name) is attached, not the lab's: restart it where it runs (systemctl restart)") }
-            d.stop(signal: signal == .kill ? SIGKILL : SIGTERM)
-            try d.launch()
-            return .json(200, d.json())
+            return .json(200, try device(name).lookedAt())
+        case .stop(let name): return try stop(device(name))
+        case .restart(let name, let signal): return try restart(device(name), signal: signal)
         case .signal(let name, let signal):
             let d = try device(name)
             guard d.owned else { throw LabRefusal(409, "\(name) is attached, not the lab's: signal it where it runs (systemctl kill)") }
+            d.lock()
+            defer { d.unlock() }
             guard d.send(signal: LabCommand.signals[signal] ?? SIGTERM) else {
                 throw LabRefusal(409, "\(name) is not running (\(d.exit ?? "stopped"))")
             }
@@ -114,6 +107,8 @@ public final class LabService: Sendable {
         case .notifications(let name, let after):
             let d = try device(name)
             guard d.owned else { throw LabRefusal(409, "\(name) is attached: its notifications go to its service manager") }
+            d.lock()
+            defer { d.unlock() }
             d.collectNotifications()
             let from = max(0, after - d.notifiedDropped)
             return .json(200, .object(["name": .string(name), "notifications": .array(d.notified.dropFirst(from).map(JSONValue.string)),
@@ -121,6 +116,8 @@ public final class LabService: Sendable {
                                        "dropped": .number(Double(max(0, d.notifiedDropped - after)))]))
         case .call(let name, let method, let params):
             let d = try device(name)
+            d.lock()
+            defer { d.unlock() }
             var request: [String: JSONValue] = ["jsonrpc": "2.0", "id": 1, "method": .string(method)]
             if let params { request["params"] = params }
             switch d.relay(JSONWriter.encode(.object(request))) {
@@ -132,35 +129,109 @@ public final class LabService: Sendable {
         case .log(let name, let tail):
             let d = try device(name)
             guard d.owned else { throw LabRefusal(409, "\(name) is attached: its log is where it runs (journalctl)") }
-            return .json(200, .object(["name": .string(name), "lines": .array(d.tail(tail).map(JSONValue.string))]))
+            do throws(PrivateDirectoryError) {
+                return .json(200, .object(["name": .string(name), "lines": .array(try d.tail(tail).map(JSONValue.string))]))
+            } catch {
+                throw LabRefusal(409, "\(name)'s log: \(error.description)")
+            }
         case .advance(let request):
+            clock.lock()
+            defer { clock.unlock() }
             return try advance(request)
+        case .armFault(let name, var fault):
+            guard let d = devices.withLock({ $0[name] }) else { throw LabRefusal(400, "no device named \(name) in the lab", path: "device") }
+            d.lock()
+            let status = d.call(.status, timeout: 3)
+            d.unlock()
+            guard case .success(let answer) = status, let hwid = answer["hwid"]?.stringValue else {
+                throw LabRefusal(502, "\(name) does not tell its hwid: \(status)")
+            }
+            fault["hwid"] = .string(hwid)
+            let armed = emulator.admin("POST", "/admin/faults", .object(fault))
+            return .json(armed.status, armed.body)
         case .reset:
-            let owned = state.devices.values.filter(\.owned).count
-            let attached = state.devices.count - owned
-            for device in state.devices.values { device.release() }
-            state.devices.removeAll()
+            clock.lock()
+            defer { clock.unlock() }
+            let (owned, attached) = releaseAll()
             let reset = emulator.admin("POST", "/admin/reset", nil)
             guard reset.status == 200 else { throw LabRefusal(500, "the emulator's reset failed: \(JSONWriter.string(reset.body))") }
             return .json(200, .object(["reset": true, "stopped": .number(Double(owned)), "released": .number(Double(attached))]))
         }
     }
 
+    /// `DELETE /lab/devices/NAME`: the device as it ended, then let go.
+    private func stop(_ d: LabDevice) -> EmulatorResponse {
+        d.phase = .stopping
+        d.lock()
+        defer { d.unlock() }
+        if d.owned { d.stop() }
+        var answer = d.json().objectValue ?? [:]  // as it ended, before its process is let go
+        d.release()
+        forget([d])
+        answer["stopped"] = .bool(d.owned)
+        answer["released"] = .bool(!d.owned)
+        if d.owned { answer["notifications"] = .array(d.notified.map(JSONValue.string)) }
+        return .json(200, .object(answer))
+    }
+
+    /// `POST /lab/devices/NAME/restart`: stopped with `signal`, started again on its directory.
+    private func restart(_ d: LabDevice, signal: LabSignal) throws(LabRefusal) -> EmulatorResponse {
+        guard d.owned else { throw LabRefusal(409, "\(d.name) is attached, not the lab's: restart it where it runs (systemctl restart)") }
+        d.phase = .restarting
+        d.lock()
+        defer { d.unlock() }
+        d.stop(signal: signal == .kill ? SIGKILL : SIGTERM)
+        defer { d.phase = .running }
+        try d.launch(spawner: spawner)
+        return .json(200, d.json())
+    }
+
+    /// Ends or lets go every device; how many of each.
+    @discardableResult
+    private func releaseAll() -> (owned: Int, attached: Int) {
+        let all = devices.withLock { table in
+            defer { table.removeAll() }
+            return Array(table.values)
+        }
+        for device in all {
+            device.phase = .stopping
+            device.lock()
+            device.release()
+            device.unlock()
+        }
+        let owned = all.filter(\.owned).count
+        return (owned, all.count - owned)
+    }
+
     private func device(_ name: String) throws(LabRefusal) -> LabDevice {
-        guard let d = state.devices[name] else { throw LabRefusal(404, "no device named \(name) in the lab") }
+        guard let d = devices.withLock({ $0[name] }) else { throw LabRefusal(404, "no device named \(name) in the lab") }
         return d
     }
 
+    /// Puts `new` in the table, each locked by this thread (so that others see it starting and
+    /// wait for it), or refuses them all when a name is taken.
+    private func reserve(_ new: [LabDevice]) throws(LabRefusal) {
+        let taken: String? = devices.withLock { table in
+            if let taken = new.first(where: { table[$0.name] != nil }) { return taken.name }
+            for device in new { table[device.name] = device }
+            return nil
+        }
+        if let taken { throw LabRefusal(409, "a device named \(taken) is in the lab already") }
+        for device in new { device.lock() }
+    }
+
+    private func forget(_ gone: [LabDevice]) {
+        devices.withLock { table in
+            for device in gone where table[device.name] === device { table[device.name] = nil }
+        }
+    }
+
     private func lastWords(_ d: LabDevice) -> String {
-        let lines = d.tail(3)
+        let lines = (try? d.tail(3)) ?? []
         return lines.isEmpty ? "" : "; its log ends: " + lines.joined(separator: " | ")
     }
 
     private func startDevices(_ start: LabStart) throws(LabRefusal) -> EmulatorResponse {
-        let names = start.names
-        if let taken = names.first(where: { state.devices[$0] != nil }) {
-            throw LabRefusal(409, "a device named \(taken) is in the lab already")
-        }
         var config = start.config
         // The application, unless `config` or `extraConfig` names it (as a shipped agent.conf does).
         let named = start.extraConfig.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("ApplicationCode=") }
@@ -172,66 +243,83 @@ public final class LabService: Sendable {
             }
             config["Agent", default: [:]]["ApplicationCode"] = apps[0]
         }
-        // A device pointed elsewhere (config.Agent.ServerURL) keeps that server.
-        let server = config["Agent"]?["ServerURL"] == nil ? "ServerURL=\(emulator.serverURL)\n" : ""
-        var started: [LabDevice] = []
-        for (index, name) in names.enumerated() {
-            let dir = start.directory ?? directory + "/devices/" + name
-            guard (dir + "/agent.sock").utf8.count < 108 else {
-                throw LabRefusal(400, "the lab's directory is too long for a socket path (\(dir)/agent.sock is over 107 bytes)", path: "name")
-            }
-            do {
-                // The lab's own directory for a device is made afresh; a test's (`directory`) is
-                // kept as found: a second start there continues on its state.
-                if start.directory == nil {
-                    try? FileManager.default.removeItem(atPath: dir)
-                    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                    chmod(dir, 0o700)
-                }
-                try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
-                var own = start
-                own.config = config
-                let text = own.configurationText(index: index)
-                    + "[Agent]\n\(server)Socket=\(dir)/agent.sock\nStateDirectory=\(dir)/state\n"
-                    + "[Device]\nClock=\(start.controlledClock ? "controlled" : "system")\n"
-                try text.write(toFile: dir + "/agent.conf", atomically: true, encoding: .utf8)
-            } catch {
-                throw LabRefusal(500, "cannot prepare \(dir): \(error)")
-            }
-            let device = LabDevice(owned: name, directory: dir)
-            device.agentd = start.agentd ?? agentd
-            device.environment = start.environment
-            do throws(LabRefusal) {
-                try device.launch()
-            } catch {
-                device.release()
-                for d in started { d.release() }
-                started.forEach { state.devices[$0.name] = nil }
-                throw error
-            }
-            state.devices[name] = device
-            started.append(device)
+        var own = start
+        own.config = config
+        let new = start.names.map {
+            LabDevice(owned: $0, directory: start.directory ?? directory.file("devices/" + $0), agentd: start.agentd ?? agentd,
+                      environment: start.environment)
         }
-        return .json(201, .object(["devices": .array(started.map { $0.json() })]))
+        try reserve(new)
+        defer {
+            for device in new { device.unlock() }
+        }
+        do throws(LabRefusal) {
+            // Every device's directory and configuration, checked with the agent's own parser,
+            // before any of them starts: a mistake is the caller's (400), found before a process runs.
+            for (index, device) in new.enumerated() { try prepare(device, own, index: index) }
+            for device in new {
+                try device.launch(spawner: spawner)
+                device.phase = .running
+            }
+        } catch {
+            for device in new {
+                device.release()
+            }
+            forget(new)
+            throw error
+        }
+        return .json(201, .object(["devices": .array(new.map { $0.json() })]))
+    }
+
+    /// Device `index`'s directory (the lab's `DIR/devices/NAME/`, made afresh, or the caller's
+    /// `directory`, kept as found: a second start there continues on its state), both the lab
+    /// user's own, and its configuration, written there and checked by `agentd --check-config`.
+    private func prepare(_ device: LabDevice, _ start: LabStart, index: Int) throws(LabRefusal) {
+        let dir: PrivateDirectory
+        do throws(PrivateDirectoryError) {
+            let path = device.directoryPath!
+            if start.directory == nil { try? FileManager.default.removeItem(atPath: path) }
+            dir = try PrivateDirectory(path, create: true)
+        } catch {
+            throw LabRefusal(400, "\(error.description)", path: start.directory == nil ? "name" : "directory")
+        }
+        guard dir.file("agent.sock").utf8.count < 108 else {
+            throw LabRefusal(400, "the lab's directory is too long for a socket path (\(dir.path)/agent.sock is over 107 bytes)", path: "name")
+        }
+        let server = start.config["Agent"]?["ServerURL"] == nil ? "ServerURL=\(emulator.serverURL)\n" : ""
+        let body = start.configurationText(index: index)
+        let tail = "[Agent]\n\(server)Socket=\(dir.path)/agent.sock\nStateDirectory=\(dir.path)/state\n"
+            + "[Device]\nClock=\(start.controlledClock ? "controlled" : "system")\n"
+        do throws(PrivateDirectoryError) {
+            for name in ["agent.sock", "notify", "agent.log"] { try dir.refuseSymlink(name) }
+            try dir.makeSubdirectory("state")
+            try dir.write("agent.conf", body + tail)
+        } catch {
+            throw LabRefusal(400, error.description, path: start.directory == nil ? "name" : "directory")
+        }
+        device.directory = dir
+        if let problem = ConfigCheck.run(agentd: device.agentd, config: dir.file("agent.conf"), environment: device.launchEnvironment,
+                                         output: dir) {
+            throw problem.refusal(start: start, index: index)
+        }
     }
 
     // MARK: - The clock
 
     private func advance(_ request: LabAdvance) throws(LabRefusal) -> EmulatorResponse {
-        let names = request.devices ?? state.devices.keys.sorted()
-        for name in names where state.devices[name] == nil { throw LabRefusal(404, "no device named \(name) in the lab") }
-        let clock = LabTime(emulator: emulator, devices: names.map { state.devices[$0]! })
-        return .json(200, try clock.advance(request.until))
+        let table = devices.withLock { $0 }
+        let names = request.devices ?? table.keys.sorted()
+        for name in names where table[name] == nil { throw LabRefusal(404, "no device named \(name) in the lab") }
+        let targets = names.map { table[$0]! }
+        for device in targets { device.lock() }
+        defer { for device in targets { device.unlock() } }
+        let clock = LabTime(emulator: emulator, devices: targets)
+        return .json(200, try clock.advance(request))
     }
 }
 
-/// The lab's devices by name; touched on the lab's thread only.
-private final class LabState: @unchecked Sendable {
-    var devices: [String: LabDevice] = [:]
-}
-
-/// One thread that runs the lab's work in order, for the lab's whole life.
+/// One thread that runs the lab's forks in order, for the lab's whole life (a device's
+/// parent-death signal follows the thread that forked it).
 final class LabThread: Sendable {
     private let jobs = Mutex<[@Sendable () -> Void]>([])
     private let ready = DispatchSemaphore(value: 0)
@@ -253,13 +341,16 @@ final class LabThread: Sendable {
         ready.signal()
     }
 
-    /// Runs `job` on the lab's thread and waits for it.
-    func sync(_ job: @escaping @Sendable () -> Void) {
+    /// Runs `job` on the lab's thread and waits for its result.
+    func sync<T: Sendable>(_ job: @escaping @Sendable () -> T) -> T {
         let done = DispatchSemaphore(value: 0)
+        let result = Mutex<T?>(nil)
         submit {
-            job()
+            let value = job()
+            result.withLock { $0 = value }
             done.signal()
         }
         done.wait()
+        return result.withLock { $0! }
     }
 }

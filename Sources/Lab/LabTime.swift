@@ -21,7 +21,8 @@ struct LabTime {
         fired.event == AgentMachine.TimerKind.refresh.rawValue && fired.trigger == .periodic
     }
 
-    func advance(_ until: LabAdvance.Until) throws(LabRefusal) -> JSONValue {
+    func advance(_ request: LabAdvance) throws(LabRefusal) -> JSONValue {
+        let until = request.until
         let clock = emulator.admin("GET", "/admin/clock", nil)
         guard clock.status == 200, let labOffset = clock.body["offsetSeconds"]?.numberValue else {
             throw LabRefusal(500, "cannot read the emulator's clock: \(JSONWriter.string(clock.body))")
@@ -40,6 +41,18 @@ struct LabTime {
             } else {
                 movable.append(d)
             }
+        }
+        // Never a silent move: an advance to a device's next timer or refresh that no targeted
+        // device can make moves nothing (the emulator's clock included), and a strict one moves
+        // nothing unless every targeted device can follow.
+        let reasons = JSONValue.array(skipped.map { .object(["name": .string($0.name), "reason": .string($0.reason)]) })
+        if movable.isEmpty, until == .nextRefresh || until == .nextTimer {
+            let what = until == .nextRefresh ? "nextRefresh" : "nextTimer"
+            throw LabRefusal(409, devices.isEmpty ? "until \(what): the lab has no device to move to it; nothing moved"
+                             : "until \(what): no targeted device can get there; nothing moved", details: ["skipped": reasons])
+        }
+        if request.strict, !skipped.isEmpty {
+            throw LabRefusal(409, "strict: \(skipped.map(\.name).joined(separator: ", ")) cannot move; nothing moved", details: ["skipped": reasons])
         }
         let driver = LabClockDriver(world: LabWorld(devices: movable, emulator: emulator), labOffset: labOffset)
         if case .time(let time) = until, time.timeIntervalSince1970 <= driver.labNow() {

@@ -7,9 +7,10 @@ import Glibc
 /// soak runner, the fault tool, the benchmarks and the tests' emulator fixture.
 public enum ChildProcess {
     public enum Output: Sendable {
-        /// Standard output truncated into this file; standard error into `stderr`.
+        /// Standard output truncated into this file; standard error into `stderr` (neither
+        /// opened through a symbolic link).
         case files(stdout: String, stderr: String)
-        /// Both appended to one log file.
+        /// Both appended to one log file (not opened through a symbolic link).
         case appendBoth(String)
     }
 
@@ -22,10 +23,10 @@ public enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         switch output {
         case .files(let stdout, let stderr):
-            posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0o644)
         case .appendBoth(let log):
-            posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0o644)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
 

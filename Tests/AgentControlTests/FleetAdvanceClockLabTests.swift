@@ -60,8 +60,11 @@ import Testing
         }
     }
 
-    func agentctl(_ agents: Agents, _ emulator: EmulatorProcess, _ args: [String]) throws -> CapturedRun {
-        try runCapturing(Binaries.agentctl, ["fleet", "--socket-dir", agents.dir.path] + args + ["--emulator", emulator.baseURL])
+    /// `fleet ARGS --emulator URL`, with the lab's token file (`--admin-token`) unless `withToken`
+    /// is false or ARGS name one.
+    func agentctl(_ agents: Agents, _ emulator: EmulatorProcess, _ args: [String], withToken: Bool = true) throws -> CapturedRun {
+        let token = withToken && !args.contains("--admin-token") ? emulator.tokenFile.map { ["--admin-token", $0] } ?? [] : []
+        return try runCapturing(Binaries.agentctl, ["fleet", "--socket-dir", agents.dir.path] + args + ["--emulator", emulator.baseURL] + token)
     }
 
     func emulatorOffset(_ emulator: EmulatorProcess) -> Double {
@@ -120,7 +123,7 @@ import Testing
         let run = try agentctl(agents, emulator, ["advance-clock", "30min", "--admin-token", lab.file("token")])
         #expect(run.status == 0, "\(run.err)")
         #expect(!run.err.contains("no lab"), "\(run.err)")
-        let refused = try agentctl(agents, emulator, ["advance-clock", "30min"])
+        let refused = try agentctl(agents, emulator, ["advance-clock", "30min"], withToken: false)
         #expect(refused.status == 3 && refused.err.contains("cannot read the emulator's clock"), "\(refused.err)")
     }
 

@@ -334,7 +334,29 @@ private let protocolExample = """
         #expect(try DaemonCommandLine.parse(["--doctor"]) == .doctor(DaemonOptions(), json: false))
         #expect(try DaemonCommandLine.parse(["--config", "/x.conf", "--doctor", "--json"])
             == .doctor(DaemonOptions(configFile: "/x.conf"), json: true))
-        #expect(throws: CommandLineError("--json goes with --doctor")) { try DaemonCommandLine.parse(["--json"]) }
+        #expect(throws: CommandLineError("--json goes with --doctor or --check-config")) { try DaemonCommandLine.parse(["--json"]) }
+    }
+
+    // The lab checks a device's configuration with the daemon's own parser before it starts one.
+    @Test func checkConfigOptions() throws {
+        #expect(try DaemonCommandLine.parse(["--check-config"]) == .checkConfig(DaemonOptions(), json: false))
+        #expect(try DaemonCommandLine.parse(["--check-config", "--json", "--config", "/x.conf"])
+            == .checkConfig(DaemonOptions(configFile: "/x.conf"), json: true))
+        #expect(throws: CommandLineError("--doctor and --check-config exclude each other")) {
+            try DaemonCommandLine.parse(["--doctor", "--check-config"])
+        }
+    }
+
+    @Test func checkConfigRunsTheParserAndStartsNothing() throws {
+        let dir = TempDir(files: ["good.conf": "[Agent]\nApplicationCode=A\n", "bad.conf": "[Agent]\nApplicationCode=A\nRequestTimeout=soon\n"])
+        let good = try runCapturing(Binaries.agentd, ["--check-config", "--json", "--config", dir.file("good.conf")])
+        #expect(good.status == 0 && good.out == #"{"file":"\#(dir.file("good.conf"))","ok":true}"# + "\n", "\(good)")
+        let bad = try runCapturing(Binaries.agentd, ["--check-config", "--json", "--config", dir.file("bad.conf")])
+        let answer = try JSONReader.parse(Array(bad.out.utf8))
+        #expect(bad.status == 1 && answer["ok"] == false && answer["line"] == 3 && answer["key"] == "RequestTimeout", "\(bad)")
+        let plain = try runCapturing(Binaries.agentd, ["--check-config", "--config", dir.file("bad.conf")])
+        #expect(plain.status == 1 && plain.err.contains("bad.conf:3: RequestTimeout: invalid time span"), "\(plain)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["bad.conf", "good.conf"], "nothing written")
     }
 
     @Test func errorDescriptionPointsToHelp() {

@@ -20,6 +20,24 @@ import Testing
         }
     }
 
+    // A misspelt parameter is named beside the missing one it was meant to be.
+    @Test func aMissingParameterNamesTheUnknownOnesGiven() {
+        do {
+            _ = try decode(.get, ["kye": "a"])
+            Issue.record("decoded")
+        } catch {
+            #expect(error.message == "missing required parameter 'key' (unknown parameter 'kye' given)")
+            #expect(error.data?["parameter"] == "key")
+        }
+        do {
+            _ = try decode(.isEnabled, ["key": "a", "defualt": true, "x": 1])
+            Issue.record("decoded")
+        } catch {
+            #expect(error.message == "missing required parameter 'default' (unknown parameters 'defualt', 'x' given)")
+        }
+        #expect(refused(.get, [:])?.parameter == "key")
+    }
+
     @Test func everyMethodDecodesItsParameters() throws {
         #expect(try decode(.get, ["key": "a"]) == .get(key: "a"))
         #expect(try decode(.isEnabled, ["key": "a", "default": true]) == .isEnabled(key: "a", default: true))

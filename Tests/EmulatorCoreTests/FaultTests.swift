@@ -13,7 +13,7 @@ func faultError(_ json: JSONValue) -> String? {
 
 let allKinds = "http, statusCode, body, drop, partial, delayMs, truncateAfterBytes, stallAfterHeaders, reset"
 let allMethods = "applicationOpen, getFeatureFlags, postEvent, registerDevice, registerUser, unregisterDevice"
-let others = "forSeconds, hwid, method, probability, retryAfter, seed, times, userId"
+let others = "device, forSeconds, hwid, method, probability, retryAfter, seed, times, userId"
 
 @Suite struct FaultTests {
     @Test func decodesEveryKind() throws {
@@ -65,7 +65,7 @@ let others = "forSeconds, hwid, method, probability, retryAfter, seed, times, us
         #expect(DeviceMethods.known.joined(separator: ", ") == allMethods)
         #expect(Fault.kindFields.joined(separator: ", ") == allKinds)
         #expect(Set(Fault.kindFields).isSubset(of: Fault.fields))
-        let scope: Set<String> = ["method", "times", "retryAfter", "hwid", "userId", "forSeconds", "probability", "seed"]
+        let scope: Set<String> = ["method", "times", "retryAfter", "hwid", "device", "userId", "forSeconds", "probability", "seed"]
         #expect(Fault.fields.subtracting(scope) == Set(Fault.kindFields))
     }
 

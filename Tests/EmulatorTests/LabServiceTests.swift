@@ -106,9 +106,14 @@ import Testing
         #expect(log.status == 200 && log.json["lines"]?.arrayValue?.count == 3)
         #expect(lab.call("POST", "/lab/devices", #"{"name":"r"}"#).status == 409)
         #expect(lab.call("GET", "/lab/devices/zz").status == 404)
+        // A configuration the daemon refuses is the caller's mistake (LabLockTests has more); a
+        // daemon that does not start is a 502; neither stays in the lab.
         let bad = lab.call("POST", "/lab/devices", #"{"name":"b","config":{"FeatureFlags":{"RefreshInterval":"soon"}}}"#)
-        #expect(bad.status == 502, "a configuration the daemon refuses: \(bad.json)")
-        #expect(bad.json["error"]?.stringValue?.contains("did not start") == true)
+        #expect(bad.status == 400 && bad.json["path"] == "config.FeatureFlags.RefreshInterval", "\(bad.json)")
+        #expect(lab.call("GET", "/lab/devices/b").status == 404, "a device refused is not in the lab")
+        let dead = lab.call("POST", "/lab/devices", #"{"name":"b","agentd":"/bin/false"}"#)
+        #expect(dead.status == 502, "a daemon that exits at once: \(dead.json)")
+        #expect(dead.json["error"]?.stringValue?.contains("did not start") == true)
         #expect(lab.call("GET", "/lab/devices/b").status == 404, "a device that did not start is not in the lab")
         // Attach: a running device joins without being owned; a dead socket is a 502.
         let socket = lab.call("GET", "/lab/devices/r").json["socket"]?.stringValue ?? ""
@@ -173,7 +178,9 @@ import Testing
         let dir = TempDir(files: ["token": "lab-secret\n"])
         chmod(dir.file("token"), 0o600)
         let lab = try Lab(arguments: ["--admin-token", dir.file("token")])
-        #expect(lab.call("GET", "/lab/devices").status == 401)
+        #expect(http("GET", lab.emulator.baseURL + "/lab/devices", nil).0 == 401)
+        #expect(http("GET", lab.emulator.baseURL + "/lab/devices", nil, token: "not-it").0 == 401)
+        #expect(lab.call("GET", "/lab/devices").status == 200)
         let off = try EmulatorProcess()
         let (status, body) = off.admin("GET", "/lab/devices")
         #expect(status == 404 && body.contains("--lab DIR"))

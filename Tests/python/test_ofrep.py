@@ -35,16 +35,18 @@ def of(agent) -> OpenFeatureClient:
     return client_for(agent, "tcp")
 
 
-# Boolean flags: on, off (a rule that switches it off), the default rule, killed.
-@pytest.mark.parametrize("key, value, reason, variant", [
-    ("flag_on", True, Reason.TARGETING_MATCH, "r_everyone"),
-    ("flag_off", False, Reason.TARGETING_MATCH, "r_off"),
-    ("flag_default", False, Reason.DEFAULT, "default"),
-    ("flag_killed", False, Reason.DISABLED, "killed"),
+# Boolean flags: on, off (a rule that switches it off), the default rule (STATIC in OFREP, whose
+# schema has no DEFAULT; the OpenFeature reason in metadata), killed.
+@pytest.mark.parametrize("key, value, reason, variant, socket_reason", [
+    ("flag_on", True, Reason.TARGETING_MATCH, "r_everyone", "TARGETING_MATCH"),
+    ("flag_off", False, Reason.TARGETING_MATCH, "r_off", "TARGETING_MATCH"),
+    ("flag_default", False, Reason.STATIC, "default", "DEFAULT"),
+    ("flag_killed", False, Reason.DISABLED, "killed", "DISABLED"),
 ])
-def test_boolean_flags(of, key, value, reason, variant):
+def test_boolean_flags(of, key, value, reason, variant, socket_reason):
     d = of.get_boolean_details(key, not value)
     assert (d.value, d.reason, d.variant, d.error_code) == (value, reason, variant, None)
+    assert d.flag_metadata["reason"] == socket_reason
     assert d.flag_metadata["ruleId"] == ("" if variant == "killed" else variant)
     assert d.flag_metadata["source"] == "network"
     assert d.flag_metadata["fetchedAt"].endswith("Z")
@@ -59,7 +61,7 @@ def test_properties(of):
     assert of.get_object_value("flag_on.layout", {}) == {"columns": 2}
     assert of.get_object_value("flag_on.steps", {}) == ["cart", "pay"]
     d = of.get_string_details("flag_default.color", "x")
-    assert (d.value, d.reason, d.variant) == ("blue", Reason.DEFAULT, "default")
+    assert (d.value, d.reason, d.variant) == ("blue", Reason.STATIC, "default")
 
 
 def test_flag_not_found(of):

@@ -38,13 +38,9 @@ def ofrep_document(user):
     schemas = doc["components"]["schemas"]
     success = schemas["evaluationSuccess"]
 
-    # Deviation: `reason: DEFAULT` when no rule matched. OpenFeature defines DEFAULT for
-    # exactly that ("fell back to a pre-configured value"), and OFREP's ADR-0006 uses it in
-    # its own example; the document's enum leaves it out. STATIC would say the flag never
-    # varies, which is false for a flag with rules.
+    # No deviation for reasons: a flag no rule matched is STATIC here (metadata.reason DEFAULT).
     reasons = success["allOf"][0]["properties"]["reason"]["enum"]
-    assert "DEFAULT" not in reasons, "the document now has DEFAULT: drop this change"
-    reasons.append("DEFAULT")
+    assert "DEFAULT" not in reasons and "STATIC" in reasons, "the document's reasons changed: review OFREP.reason"
 
     # Correction of the document: `codeDefaultFlag` is described as "no value property" but
     # written as any object, so every answer that has a value also matches it, and an
@@ -150,7 +146,7 @@ def test_the_unchanged_document_refuses_the_documented_deviations(guarded_agent)
     def validator(name):
         schema = {"$ref": f"#/components/schemas/{name}", "components": published["components"]}
         return jsonschema_rs.Draft202012Validator(schema)
-    answer = {"key": "flag_default", "value": False, "reason": "DEFAULT", "variant": "default"}
+    answer = {"key": "flag_default", "value": False, "reason": "STATIC", "variant": "default"}
     assert not validator("evaluationSuccess").is_valid(answer)
     assert not validator("evaluationSuccess").is_valid({**answer, "reason": "TARGETING_MATCH"})  # the oneOf
     assert not validator("evaluationFailure").is_valid({"key": "k", "errorCode": "PROVIDER_NOT_READY"})

@@ -103,10 +103,19 @@ enum OFREP {
         return nil
     }
 
+    /// The OFREP reason of a flag's OpenFeature reason: OFREP's schema allows STATIC,
+    /// TARGETING_MATCH, SPLIT, DISABLED and UNKNOWN, not DEFAULT, so a flag no rule matched (its
+    /// value the same for every user not targeted) is STATIC there; `metadata.reason` keeps the
+    /// OpenFeature reason as the socket API says it (docs/http.md F.1).
+    static func reason(_ reason: EvaluationReason) -> String {
+        reason == .default ? "STATIC" : reason.rawValue
+    }
+
     static func success(_ key: String, _ value: JSONValue, _ flag: FeatureFlag, _ p: Provenance, _ fetchedAt: Date?) -> JSONValue {
-        var metadata: [String: JSONValue] = ["ruleId": .string(flag.ruleId), "source": .string(p.source.rawValue)]
+        var metadata: [String: JSONValue] = ["ruleId": .string(flag.ruleId), "source": .string(p.source.rawValue),
+                                             "reason": .string(flag.reason.rawValue)]
         if let fetchedAt { metadata["fetchedAt"] = SocketTime.json(fetchedAt) }
-        return ["key": .string(key), "value": value, "reason": .string(flag.reason.rawValue),
+        return ["key": .string(key), "value": value, "reason": .string(reason(flag.reason)),
                 "variant": .string(flag.ruleId.isEmpty ? "killed" : flag.ruleId), "metadata": .object(metadata)]
     }
 

@@ -133,7 +133,8 @@ def test_an_outage_for_one_device_of_three_through_agentctl(
 
     def advance(seconds: float) -> Mapping[str, Any]:
         done = _agentctl(pushwoosh_bin, "fleet", "--socket-dir", sockets, "--json", "advance-clock",
-                         f"{int(seconds)}s", "--emulator", pushwoosh_emulator.base_url)
+                         f"{int(seconds)}s", "--emulator", pushwoosh_emulator.base_url,
+                         "--admin-token", str(pushwoosh_emulator.token_file))
         assert done.returncode == 0, done.stderr
         answer: Dict[str, Any] = json.loads(done.stdout)
         answer["fired"] = {names[name]: fired for name, fired in answer["fired"].items()}
@@ -142,7 +143,7 @@ def test_an_outage_for_one_device_of_three_through_agentctl(
     _check_outage(pushwoosh_emulator, hwids, since, window_end, advance)
     # The text form: the time reached, each device's fired timers, the count of requests.
     text = _agentctl(pushwoosh_bin, "fleet", "--socket-dir", sockets, "advance-clock", "1h",
-                     "--emulator", pushwoosh_emulator.base_url)
+                     "--emulator", pushwoosh_emulator.base_url, "--admin-token", str(pushwoosh_emulator.token_file))
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0].startswith("now: ")

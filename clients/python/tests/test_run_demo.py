@@ -16,7 +16,7 @@ from conftest import REPO, process_alive
 
 import pytest
 
-from pushwoosh_agent import EmulatorClient
+from pushwoosh_agent import EmulatorClient, EmulatorError
 from pushwoosh_agent.processes import find_binary
 
 DEMO = os.path.join(REPO, "scripts", "run-demo")
@@ -72,7 +72,14 @@ def test_make_run_with_a_controlled_clock_and_extra_configuration(pushwoosh_bin:
         assert lab.stdout.startswith("now: ") and "agent" in lab.stdout
         # The device, already an hour ahead, waited for the emulator: both are 2 h ahead now.
         url = fleet.split("--emulator", 1)[1].split()[0]
-        assert EmulatorClient(url).clock()["offsetSeconds"] == pytest.approx(7200, abs=0.01)
+        # The lab is locked: its token is in the file the banner names.
+        token_file = next(line.split(":", 1)[1].split()[0] for line in banner if "Lab token:" in line)
+        with open(token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+        with pytest.raises(EmulatorError) as refused:
+            EmulatorClient(url).clock()
+        assert refused.value.status == 401
+        assert EmulatorClient(url, admin_token=token).clock()["offsetSeconds"] == pytest.approx(7200, abs=0.01)
         assert json.loads(_run(f"{ctl} --json clock").stdout)["offsetSeconds"] == pytest.approx(7200, abs=0.01)
     finally:
         os.killpg(demo.pid, signal.SIGTERM)

@@ -91,7 +91,7 @@ def test_certificate_problems_fail_with_code_0_and_name_themselves(
         assert error["code"] == 0, error
         assert words in error["message"], error
         assert status["state"] == "error", status
-        admin = EmulatorClient(emulator.base_url)
+        admin = EmulatorClient(emulator.base_url, admin_token=emulator.admin_token)
         admin.ssl_context = ssl._create_unverified_context()  # the test's own look at a certificate it broke
         assert not admin.requests(method="getFeatureFlags"), "no request may reach a server not trusted"
         log = agent.log()

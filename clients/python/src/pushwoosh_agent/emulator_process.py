@@ -24,8 +24,9 @@ class EmulatorProcess:
     ``apps``: a path, an application definition, a list of them, or None for
     none; by default :data:`EXAMPLE_APP_PATH`. ``state``: a saved lab
     (``--state``: a path or a document from ``EmulatorClient.state()``).
-    ``admin_token``: lock the admin API (``--admin-token``, the token written to a
-    0600 file in ``directory``); :attr:`client` sends it.
+    ``admin_token``: lock the admin API and the lab (``--admin-token``, the token written to a
+    0600 file in ``directory``); without one, the lab's own token (``DIR/token``, read from the
+    file the emulator names). :attr:`client` sends it; :attr:`token_file` is where it is.
     After :meth:`stop`, :meth:`start` starts it again on the same port (the network
     went away and came back); its state starts afresh from ``apps`` and ``state``.
     """
@@ -63,6 +64,9 @@ class EmulatorProcess:
         self.log_path = os.path.join(directory, "emulator.log")
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.port = 0
+        #: The file of the admin and lab token, once started (``DIR/token`` or ``--admin-token``'s):
+        #: what ``pushwoosh-agentctl fleet advance-clock --admin-token`` takes.
+        self.token_file: Optional[str] = None
         self._client: Optional[EmulatorClient] = None
 
     @property
@@ -140,6 +144,13 @@ class EmulatorProcess:
             with open(self.log_path, "rb") as f:
                 f.seek(mark)
                 for line in f:
+                    if line.startswith(b"lab token: "):
+                        # The lab is always locked (docs/lab.md "The token"): its token, from the file it
+                        # names (a restart keeps it: it is then this object's --admin-token).
+                        self.token_file = line[len(b"lab token: "):].strip().decode()
+                        if self.admin_token is None:
+                            with open(self.token_file, encoding="utf-8") as token:
+                                self.admin_token = token.read().strip()
                     if line.startswith(b"listening on "):
                         self.port = int(line.rsplit(b":", 1)[1])
                         return self

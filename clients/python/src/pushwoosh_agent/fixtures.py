@@ -24,6 +24,8 @@ class RunningEmulator(EmulatorClient):
         #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
         self.ca_file = process.ca_file
         self.log_path = process.log_path
+        #: The file of its admin (and lab) token.
+        self.token_file = process.token_file
         #: The example application's code.
         self.app_code = "ABCDE-12345"
 

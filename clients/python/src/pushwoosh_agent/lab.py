@@ -92,11 +92,16 @@ def _positive_seconds(seconds: object) -> float:
 
 class LabClient:
     """The lab's API at ``url`` (``http://HOST:PORT`` of ``pushwoosh-emulator --lab DIR``).
-    ``token``: the emulator's ``--admin-token``. Errors are :class:`EmulatorError` with the
+    The lab is always locked: ``token`` is its token (``--admin-token``'s), or ``token_file`` the
+    file it is in (``DIR/token``, which ``--lab DIR`` writes when no ``--admin-token`` is given;
+    the emulator prints ``lab token: FILE``). Errors are :class:`EmulatorError` with the
     lab's status, message and the field at fault (``.path``)."""
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = 300.0,
-                 ca_file: Optional[str] = None) -> None:
+                 ca_file: Optional[str] = None, *, token_file: Optional[str] = None) -> None:
+        if token is None and token_file is not None:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.read().strip()
         #: The emulator behind the lab (its admin API: flags, faults, requests).
         self.emulator = EmulatorClient(url, timeout=timeout, ca_file=ca_file, admin_token=token)
 
