@@ -75,9 +75,14 @@ ofrep-test: python-venv
 
 # `make run CLOCK=controlled` runs the device on a clock that advance-clock moves;
 # `AGENT_CONF='[Agent]\nUserId=alice'` appends configuration lines (a later key wins).
+# Only what the demo runs: the packages it needs (install-deps --run) and its three binaries.
 run: export CLOCK := $(CLOCK)
 run: export AGENT_CONF := $(AGENT_CONF)
-run: build
+run:
+	@scripts/install-deps --run
+	$(SWIFT) build $(SWIFTFLAGS) --product pushwoosh-agentd
+	$(SWIFT) build $(SWIFTFLAGS) --product pushwoosh-emulator
+	$(SWIFT) build $(SWIFTFLAGS) --product pushwoosh-agentctl
 	@setpriv --pdeathsig TERM -- scripts/run-demo "$(DEBUG_BIN)"
 
 install: release

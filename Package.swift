@@ -65,22 +65,22 @@ let package = Package(
         .target(name: "AgentFleet", dependencies: ["AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agent-fleet-generator", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix"],
                           swiftSettings: strict),
-        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix", "AgentWire", "LabClock", "ToolSupport"], swiftSettings: strict),
+        .target(name: "AgentControl", dependencies: ["AgentConfigFile", "AgentCore", "AgentFleet", "AgentPosix", "AgentWire", "ToolSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-agentctl", dependencies: ["AgentControl"], swiftSettings: strict),
 
         // MARK: The Pushwoosh emulator
-        .target(name: "EmulatorCore", dependencies: ["AgentCore"], swiftSettings: strict),
+        .target(name: "EmulatorCore", dependencies: ["AgentCore", "AgentWire"], swiftSettings: strict),
         .target(name: "Emulator", dependencies: ["AgentCore", "AgentCurl", "AgentPosix", "EmulatorCore", "Lab", "MicroHTTPD"], swiftSettings: strict),
         // The lab as a service (docs/emulator.md M): devices started, attached, called and moved together.
-        .target(name: "Lab", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "EmulatorCore", "HarnessSupport", "LabClock", "ToolSupport"], swiftSettings: strict),
+        .target(name: "Lab", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "EmulatorCore", "LabClock", "Launcher", "ToolSupport"], swiftSettings: strict),
         // What the agent's HTTP interface and the emulator share of libmicrohttpd.
         .target(name: "MicroHTTPD", dependencies: ["AgentPosix", "CMicroHTTPD"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock", "ToolSupport"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock", "Launcher", "ToolSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["AgentCore", "Soak"], swiftSettings: strict),
-        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "ToolSupport"],
+        .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "Launcher", "ToolSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),
 
         // MARK: The blocking tools' floor, which the daemon does not link: the line client of a
@@ -91,12 +91,16 @@ let package = Package(
         // (echo server, NOTIFY_SOCKET receiver, state file reader; the tests' process fixtures:
         // the built binaries, temporary directories, a real emulator)
         .target(name: "HarnessSupport", dependencies: ["AgentCore", "AgentPosix", "ToolSupport"], swiftSettings: strict),
-        // The lab clock (the emulator's and every device's moved together, timer to timer): what
-        // the soak runner and agentctl share, without the daemon's modules.
+        // The one launcher of long-running `pushwoosh-agentd` processes (a NOTIFY_SOCKET receiver,
+        // a parent-death signal, a log) and the notify receiver: the lab's, and the soak's, the
+        // bench's and the fault tool's, without the tests' harness.
+        .target(name: "Launcher", dependencies: ["AgentPosix", "ToolSupport"], swiftSettings: strict),
+        // The lab clock (the emulator's and every device's moved together, timer to timer): the
+        // lab's and the soak runner's, without the daemon's modules.
         .target(name: "LabClock", dependencies: ["AgentCore", "AgentWire", "ToolSupport"], swiftSettings: strict),
 
         // The fault suite's helper (scripts/fault-kill9, scripts/fault-disk).
-        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
+        .executableTarget(name: "pushwoosh-fault", dependencies: ["AgentCore", "AgentPosix", "AgentWire", "HarnessSupport", "Launcher", "ToolSupport"], swiftSettings: strict),
 
         // MARK: Deterministic doubles for tests
         .target(name: "AgentTestSupport", dependencies: ["AgentCore"], swiftSettings: strict),
@@ -105,12 +109,12 @@ let package = Package(
         .testTarget(name: "AgentJSONTests", dependencies: ["AgentJSON"], swiftSettings: strict),
         .testTarget(name: "AgentCoreTests", dependencies: ["AgentCore", "AgentTestSupport"], swiftSettings: strict),
         .testTarget(name: "AgentWireTests", dependencies: ["AgentWire", "AgentCore"], swiftSettings: strict),
-        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport", "Launcher", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
         .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
-        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
-        .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore"], swiftSettings: strict),
+        .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport", "Launcher", "ToolSupport"], swiftSettings: strict),
+        .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore", "AgentPosix", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "ToolSupportTests", dependencies: ["ToolSupport", "AgentCore", "AgentPosix"], swiftSettings: strict),

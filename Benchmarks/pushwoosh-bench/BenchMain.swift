@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import ToolSupport
 
 struct BenchOptions {

@@ -3,6 +3,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import ToolSupport
 
 /// Many idle devices on one host: the memory each costs (`--devices`), and one

@@ -31,6 +31,9 @@ struct FleetLabClient {
             switch r.status {
             case 200: return .lab(self)
             case 404: return .none
+            case 401:
+                return .failed(FleetAdvanceFailure(.permissionDenied, "the lab at \(url) is locked: give its token with --admin-token FILE "
+                                                   + "(DIR/token of pushwoosh-emulator --lab DIR, or its --admin-token); nothing was moved"))
             default: return .failed(refusal(r, "GET /lab/devices"))
             }
         } catch {
@@ -42,32 +45,39 @@ struct FleetLabClient {
     /// ones attached here go.
     func advance(_ targets: [FleetTarget], _ until: FleetAdvance.Until) -> Result<FleetAdvanced, FleetAdvanceFailure> {
         var attached: [String] = []
+        var unmovable: [(name: String, reason: String)] = []
         defer { release(attached) }
         for target in targets {
             switch attach(target) {
             case .attached: attached.append(target.name)
             case .held: break
+            case .unreachable(let why): unmovable.append((target.name, why))
             case .failed(let failure): return .failure(failure)
             }
         }
-        var body: [String: JSONValue] = ["devices": .array(targets.map { .string($0.name) })]
-        switch until {
-        case .seconds(let seconds): body["seconds"] = .number(seconds)
-        case .time(let time): body["until"] = .string(SocketTime.string(time))
-        case .nextTimer: body["until"] = "nextTimer"
-        case .nextRefresh: body["until"] = "nextRefresh"
+        // All or none: every instance the lab cannot reach is named, and nothing moves.
+        if !unmovable.isEmpty {
+            return .failure(FleetAdvanceFailure(.notRunning, "\(unmovable.count) of \(targets.count) instance\(targets.count == 1 ? "" : "s") "
+                                                + "cannot be moved; nothing was moved", unmovable: unmovable))
         }
+        let request = LabAdvanceRequest(until: until, devices: targets.map(\.name), strict: true)
         var long = http
         long.timeout = Self.advanceTimeout
         let r: LoopbackHTTP.Response
         do {
-            r = try long.call("POST", "/lab/advance", json: .object(body))
+            r = try long.call("POST", "/lab/advance", json: request.json)
         } catch {
             return .failure(FleetAdvanceFailure(.notRunning, "the lab at \(url) did not answer POST /lab/advance: \(error)"))
         }
+        if r.status == 409, let skipped = r.json?["skipped"]?.arrayValue, !skipped.isEmpty {
+            // All or none: the lab moved nothing, and says which instances could not follow.
+            let unmovable = skipped.map { ($0["name"]?.stringValue ?? "?", $0["reason"]?.stringValue ?? "?") }
+            return .failure(FleetAdvanceFailure(.notRunning, "\(unmovable.count) of \(targets.count) instance\(targets.count == 1 ? "" : "s") "
+                                                + "cannot be moved; nothing was moved", unmovable: unmovable))
+        }
         guard r.status == 200, let answer = r.json else { return .failure(refusal(r, "POST /lab/advance")) }
         do throws(AnswerError) {
-            return .success(try Self.result(answer))
+            return .success(FleetAdvanced(try LabAdvanceAnswer(json: answer)))
         } catch {
             return .failure(FleetAdvanceFailure(.agentError, "the lab's answer is not understood (\(error)): \(String(decoding: r.body.prefix(300), as: UTF8.self))"))
         }
@@ -77,6 +87,8 @@ struct FleetLabClient {
         case attached
         /// The lab holds it already under that name (409, the same socket): not ours to let go.
         case held
+        /// The lab could not reach it (502: down, or no socket): why.
+        case unreachable(String)
         case failed(FleetAdvanceFailure)
     }
 
@@ -86,6 +98,7 @@ struct FleetLabClient {
         do {
             let r = try http.call("POST", "/lab/devices", json: ["attach": .string(socket), "name": .string(target.name)])
             if (200..<300).contains(r.status) { return .attached }
+            if r.status == 502 { return .unreachable(r.json?["error"]?.stringValue ?? "does not answer at \(socket)") }
             guard r.status == 409 else { return .failed(refusal(r, "attaching \(target.name)")) }
             let held = try http.call("GET", "/lab/devices/\(target.name)")
             guard held.status == 200, let device = held.json, device["socket"]?.stringValue == socket else {
@@ -114,28 +127,6 @@ struct FleetLabClient {
         default: .agentError
         }
         return FleetAdvanceFailure(exit, "the lab at \(url) refused \(what): HTTP \(r.status): \(error)\(path)")
-    }
-
-    /// `POST /lab/advance`'s answer: `{"now", "steps", "fired": {NAME: [...]}, "requests",
-    /// "skipped": [{"name", "reason"}]}`.
-    static func result(_ answer: JSONValue) throws(AnswerError) -> FleetAdvanced {
-        guard let nowText = answer["now"]?.stringValue, let now = SocketTime.parse(nowText) else { throw AnswerError("now", "not a time") }
-        guard let steps = answer["steps"]?.numberValue else { throw AnswerError("steps", "not a number") }
-        guard let requests = answer["requests"]?.numberValue else { throw AnswerError("requests", "not a number") }
-        guard let firedObject = answer["fired"]?.objectValue else { throw AnswerError("fired", "not an object") }
-        var fired: [String: [FiredTimer]] = [:]
-        for (name, list) in firedObject {
-            guard let items = list.arrayValue else { throw AnswerError("fired.\(name)", "not an array") }
-            var timers: [FiredTimer] = []
-            for item in items { timers.append(try FiredTimer(json: item)) }
-            fired[name] = timers
-        }
-        var problems: [(name: String, reason: String)] = []
-        for item in answer["skipped"]?.arrayValue ?? [] {
-            guard let name = item["name"]?.stringValue, let reason = item["reason"]?.stringValue else { throw AnswerError("skipped", "not [{name, reason}]") }
-            problems.append((name, reason))
-        }
-        return FleetAdvanced(now: now, fired: fired, requests: Int(requests), steps: Int(steps), problems: problems)
     }
 
     /// `path` from the root (the lab runs in its own directory).

@@ -2,66 +2,22 @@ import AgentCore
 import AgentWire
 import Foundation
 import AgentPosix
-import LabClock
 #if canImport(Glibc)
 import Glibc
 import ToolSupport
 #endif
 
 // `pushwoosh-agentctl fleet advance-clock SPAN|--until WHEN --emulator URL` (docs/device-clock.md
-// J): the lab clock over the emulator and every instance `fleet status` finds. An emulator that
-// serves a lab (`--lab DIR`) moves them itself (FleetAdvanceClock+Lab.swift); without one, the
-// lab clock (LabClock, the one implementation) runs here, over the emulator's admin API.
-
-/// The lab as agentctl sees it: the instances' sockets and the emulator's admin API.
-struct FleetLab: LabClockWorld {
-    let targets: [FleetTarget]
-    let emulator: LoopbackHTTP
-    /// Per `clock` call; an `advanceClock` may take longer (its timers' requests run inside it).
-    let timeout: Double
-
-    var deviceCount: Int { targets.count }
-    func hostNow() -> Double { Date().timeIntervalSince1970 }
-    func pause(seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
-
-    func call(_ i: Int, _ call: SocketCall, timeout: Double) throws(LabClockError) -> JSONValue {
-        let outcome: Result<JSONValue, RPCError>
-        do throws(ClientError) {
-            outcome = try SocketClient(path: targets[i].socketPath, timeout: timeout).call(method: call.method, params: call.params).outcome
-        } catch {
-            throw LabClockError(error.message)
-        }
-        switch outcome {
-        case .success(let r): return r
-        case .failure(let e): throw LabClockError("\(call.method.rawValue) answered \(e.code): \(e.message)")
-        }
-    }
-
-    func deviceClock(_ i: Int) -> ClockAnswer? {
-        guard let r = try? call(i, .clock, timeout: timeout) else { return nil }
-        return try? ClockAnswer(json: r)
-    }
-
-    func advanceEmulator(by seconds: Double) throws(LabClockError) { try emulator.advanceEmulatorClock(by: seconds) }
-
-    func advanceDevice(_ i: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
-        let r = try call(i, .advanceClock(.seconds(seconds)), timeout: max(timeout, 60))
-        do throws(AnswerError) { return try AdvanceClockAnswer(json: r) } catch {
-            throw LabClockError("advanceClock answer: \(error)")
-        }
-    }
-}
+// J): the lab clock over the emulator and every instance `fleet status` finds, moved by the lab
+// of that emulator (`pushwoosh-emulator --lab DIR`, FleetAdvanceClock+Lab.swift), the one
+// implementation of the lab clock: agentctl attaches the instances, asks it to move them all or
+// none (`"strict": true`), and lets them go.
 
 /// `fleet advance-clock`'s arguments.
 public struct FleetAdvance: Sendable, Equatable {
     /// How far: a span, a lab time, or until the next timer or periodic refresh has run (the
     /// lab's `until`, docs/lab.md M.2).
-    public enum Until: Sendable, Equatable {
-        case seconds(Double)
-        case time(Date)
-        case nextTimer
-        case nextRefresh
-    }
+    public typealias Until = LabAdvanceRequest.Until
 
     public var until: Until
     public var emulator: String
@@ -88,13 +44,14 @@ public enum FleetAdvanceClock {
             the emulator first, then every instance, once no request is in
             flight; prints the time reached, each instance's fired timers
             and the number of requests sent; --until nextRefresh, nextTimer
-            or an ISO 8601 time instead of SPAN; an emulator started with
-            --lab moves them (each instance attached under its name), else
-            agentctl does, saying so; --admin-token FILE: the
-            token of an emulator started with --admin-token. Every
-            instance it cannot move (down, missing, a clock that is not
-            controlled, or one that did not follow a step) is named with
-            the reason, and the exit status is 3
+            or an ISO 8601 time instead of SPAN; the emulator's lab moves
+            them (pushwoosh-emulator --lab DIR; each instance attached
+            under its name, then let go); --admin-token FILE: the lab's
+            token (DIR/token, or the emulator's --admin-token). All or
+            none: every instance it cannot move (down, missing, a clock
+            that is not controlled) is named with the reason, nothing
+            moves and the exit status is 3; an emulator without a lab is
+            a usage error (exit 2)
             """,
         valued: ["--emulator", "--admin-token", "--until"],
         build: { p throws(UsageError) in
@@ -163,42 +120,18 @@ public enum FleetAdvanceClock {
                 return fail(.usage, "--admin-token \(error)")
             }
         }
-        // Nothing moves unless every instance runs a controlled clock and the emulator answers;
-        // every instance that cannot be moved is named, each with its reason.
-        let clocks = FleetCaller.call(targets, method: .clock, params: [:], timeout: invocation.timeout)
-        let unmovable = clocks.compactMap { answer -> String? in
-            switch answer.outcome {
-            case .down(let why): "\(answer.target.name): down (\(why))"
-            case .missing(let why): "\(answer.target.name): missing (\(why))"
-            case .error(let e): "\(answer.target.name): \(e.message) (\(e.code))"
-            case .result: nil
-            }
-        }
-        if !unmovable.isEmpty {
-            for why in unmovable { output.err("pushwoosh-agentctl: fleet advance-clock: cannot move \(why)") }
-            return fail(.notRunning, "\(unmovable.count) of \(targets.count) instance\(targets.count == 1 ? "" : "s") cannot be moved; nothing was moved")
-        }
-        let labOffset: Double
-        do {
-            let clock = try http.json("GET", "/admin/clock")
-            guard let offset = clock["offsetSeconds"]?.numberValue else { return fail(.agentError, "the emulator's clock has no offsetSeconds: \(JSONWriter.string(clock))") }
-            labOffset = offset
-        } catch {
-            return fail(.notRunning, "cannot read the emulator's clock at \(emulator): \(error); nothing was moved")
-        }
         let result: FleetAdvanced
         switch FleetLabClient(http: http, url: emulator).probe() {
         case .lab(let lab):
             switch lab.advance(targets, advance.until) {
             case .success(let moved): result = moved
-            case .failure(let failure): return fail(failure.exit, failure.message)
+            case .failure(let failure):
+                for (name, why) in failure.unmovable { output.err("pushwoosh-agentctl: fleet advance-clock: cannot move \(name): \(why)") }
+                return fail(failure.exit, failure.message)
             }
         case .none:
-            output.err("pushwoosh-agentctl: fleet advance-clock: (no lab at \(emulator): moved in-process)")
-            switch inProcess(targets, advance.until, http: http, labOffset: labOffset, timeout: invocation.timeout) {
-            case .success(let moved): result = moved
-            case .failure(let failure): return fail(failure.exit, failure.message)
-            }
+            return fail(.usage, "no lab at \(emulator): the lab moves the fleet; start the emulator with --lab DIR "
+                        + "and give its token with --admin-token DIR/token (docs/lab.md); nothing was moved")
         case .failed(let failure):
             return fail(failure.exit, failure.message)
         }
@@ -207,43 +140,6 @@ public enum FleetAdvanceClock {
             output.err("pushwoosh-agentctl: fleet advance-clock: \(name) did not follow: \(why)")
         }
         return result.problems.isEmpty ? .success : .notRunning
-    }
-
-    /// The lab clock run here, over the emulator's admin API and the instances' sockets.
-    static func inProcess(_ targets: [FleetTarget], _ until: FleetAdvance.Until, http: LoopbackHTTP, labOffset: Double,
-                          timeout: Double) -> Result<FleetAdvanced, FleetAdvanceFailure> {
-        let driver = LabClockDriver(world: FleetLab(targets: targets, emulator: http, timeout: timeout), labOffset: labOffset)
-        let search = 3.0 * 3600  // past the hour and every RF-12 phase, with room for a retry (as the lab's)
-        var result: LabClockAdvance
-        do throws(LabClockError) {
-            switch until {
-            case .seconds(let seconds):
-                result = try driver.advance(by: seconds)
-            case .time(let time):
-                let now = Date(timeIntervalSince1970: driver.labNow())
-                guard time > now else {
-                    return .failure(FleetAdvanceFailure(.usage, "--until: \(SocketTime.string(time)) is not after the lab's time \(SocketTime.string(now)); nothing was moved"))
-                }
-                result = try driver.advance(by: time.timeIntervalSince(now))
-            case .nextTimer:
-                result = try driver.advance(by: search * 8) { $0.steps >= 1 }
-            case .nextRefresh:
-                result = try driver.advance(by: search) { partial in targets.indices.allSatisfy { hasPeriodicRefresh(partial.fired[$0]) } }
-                for i in targets.indices where result.problems[i] == nil && !hasPeriodicRefresh(result.fired[i]) {
-                    result.problems[i] = "no periodic refresh within \(TimeSpan.format(search)) of lab time"
-                }
-            }
-        } catch {
-            // The driver counts devices from 0: the message names the instance.
-            let named = error.device.map { "\(targets[$0].name): " + error.description.replacingOccurrences(of: "device \($0): ", with: "") }
-                ?? error.description
-            return .failure(FleetAdvanceFailure(.notRunning, named))
-        }
-        return .success(FleetAdvanced(result, targets))
-    }
-
-    static func hasPeriodicRefresh(_ fired: [FiredTimer]?) -> Bool {
-        (fired ?? []).contains { $0.event == AgentMachine.TimerKind.refresh.rawValue && $0.trigger == .periodic }
     }
 
     /// `now …`, then one line per fired timer (instance, time, event), then the counts.
@@ -272,7 +168,7 @@ public enum FleetAdvanceClock {
     }
 }
 
-/// What an advance did, by instance name (from the lab's answer or the driver's).
+/// What an advance did, by instance name (the lab's answer).
 struct FleetAdvanced {
     var now: Date
     var fired: [String: [FiredTimer]]
@@ -281,19 +177,12 @@ struct FleetAdvanced {
     /// Instances that could not follow, with the reason, in the order reported.
     var problems: [(name: String, reason: String)]
 
-    init(now: Date, fired: [String: [FiredTimer]], requests: Int, steps: Int, problems: [(name: String, reason: String)]) {
-        self.now = now
-        self.fired = fired
-        self.requests = requests
-        self.steps = steps
-        self.problems = problems
-    }
-
-    init(_ r: LabClockAdvance, _ targets: [FleetTarget]) {
-        var fired: [String: [FiredTimer]] = [:]
-        for (i, t) in targets.enumerated() { fired[t.name] = r.fired[i] ?? [] }
-        self.init(now: r.now, fired: fired, requests: r.requests, steps: r.steps,
-                  problems: r.problems.sorted { $0.key < $1.key }.map { (targets[$0.key].name, $0.value) })
+    init(_ answer: LabAdvanceAnswer) {
+        now = answer.now
+        fired = answer.fired
+        requests = answer.requests
+        steps = answer.steps
+        problems = answer.skipped.map { ($0.name, $0.reason) }
     }
 }
 
@@ -301,8 +190,11 @@ struct FleetAdvanced {
 struct FleetAdvanceFailure: Error {
     var exit: ExitCode
     var message: String
-    init(_ exit: ExitCode, _ message: String) {
+    /// The instances the lab could not move (an advance refused all or none), each with why.
+    var unmovable: [(name: String, reason: String)]
+    init(_ exit: ExitCode, _ message: String, unmovable: [(name: String, reason: String)] = []) {
         self.exit = exit
         self.message = message
+        self.unmovable = unmovable
     }
 }

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentWire
 import Foundation
 
 /// A request to the lab (docs/lab.md M), read and checked: what the lab service
@@ -26,7 +27,7 @@ public enum LabCommand: Sendable, Equatable {
     /// `GET /lab/devices/NAME/log?tail=N`.
     case log(String, tail: Int)
     /// `POST /lab/advance`.
-    case advance(LabAdvance)
+    case advance(LabAdvanceRequest)
     /// `POST /lab/reset`.
     case reset
     /// `POST /admin/faults {"device": NAME, …}`: a fault scoped to a lab device by its name (the
@@ -42,30 +43,6 @@ extension LabCommand {
     /// The signals `POST /lab/devices/NAME/signal` sends (Linux numbers): a reload, a stop, a
     /// crash, an interrupt.
     public static let signals: [String: Int32] = ["HUP": 1, "INT": 2, "KILL": 9, "TERM": 15, "USR1": 10, "USR2": 12]
-}
-
-/// How far `POST /lab/advance` moves the lab, and which devices.
-public struct LabAdvance: Sendable, Equatable {
-    public enum Until: Sendable, Equatable {
-        case seconds(Double)
-        /// Until every targeted device has sent its next periodic refresh (RF-2, at its RF-12 phase).
-        case nextRefresh
-        /// To the earliest timer any targeted device has armed.
-        case nextTimer
-        case time(Date)
-    }
-
-    public var until: Until
-    /// nil: every device of the lab.
-    public var devices: [String]?
-    /// All or none: when any targeted device cannot move, 409 and nothing moved.
-    public var strict: Bool
-
-    public init(until: Until, devices: [String]? = nil, strict: Bool = false) {
-        self.until = until
-        self.devices = devices
-        self.strict = strict
-    }
 }
 
 /// A refusal: the status, the message and, for a 400, the field at fault.
@@ -215,42 +192,13 @@ extension LabCommand {
 
     // MARK: - Bodies
 
-    private static func advance(_ body: [String: JSONValue]) throws(LabRefusal) -> LabAdvance {
-        try allowed(body, ["seconds", "until", "devices", "strict"])
-        var strict = false
-        if let value = body["strict"] {
-            guard case .bool(let on) = value else { throw LabRefusal(400, "expected true or false", path: "strict") }
-            strict = on
-        }
-        var devices: [String]?
-        if let value = body["devices"] {
-            guard let items = value.arrayValue, !items.isEmpty else { throw LabRefusal(400, "expected a non-empty array of device names", path: "devices") }
-            var names: [String] = []
-            for (i, item) in items.enumerated() {
-                guard let text = item.stringValue else { throw LabRefusal(400, "expected a device name", path: "devices[\(i)]") }
-                names.append(try deviceName(text, path: "devices[\(i)]"))
+    private static func advance(_ body: [String: JSONValue]) throws(LabRefusal) -> LabAdvanceRequest {
+        do throws(AnswerError) {
+            return try LabAdvanceRequest(json: body) { (text, path) throws(AnswerError) in
+                do throws(LabRefusal) { return try deviceName(text, path: path) } catch { throw AnswerError(path, error.message) }
             }
-            devices = names
-        }
-        switch (body["seconds"], body["until"]) {
-        case (let seconds?, nil):
-            guard let s = seconds.numberValue, s > 0, s <= 366 * 86_400 else {
-                throw LabRefusal(400, "expected a number of seconds above 0, at most a year", path: "seconds")
-            }
-            return LabAdvance(until: .seconds(s), devices: devices, strict: strict)
-        case (nil, let until?):
-            guard let text = until.stringValue else { throw LabRefusal(400, "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time", path: "until") }
-            switch text {
-            case "nextRefresh": return LabAdvance(until: .nextRefresh, devices: devices, strict: strict)
-            case "nextTimer": return LabAdvance(until: .nextTimer, devices: devices, strict: strict)
-            default:
-                guard let time = Timestamp.parse(text) else {
-                    throw LabRefusal(400, "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time, found \"\(text)\"", path: "until")
-                }
-                return LabAdvance(until: .time(time), devices: devices, strict: strict)
-            }
-        case (_?, _?): throw LabRefusal(400, "expected only one of seconds, until", path: "until")
-        case (nil, nil): throw LabRefusal(400, "expected one of seconds, until", path: "")
+        } catch {
+            throw LabRefusal(400, error.message, path: error.field)
         }
     }
 

@@ -4,7 +4,7 @@ import AgentWire
 import EmulatorCore
 import Foundation
 import Glibc
-import HarnessSupport
+import Launcher
 import Synchronization
 import ToolSupport
 

@@ -306,7 +306,7 @@ public final class LabService: Sendable {
 
     // MARK: - The clock
 
-    private func advance(_ request: LabAdvance) throws(LabRefusal) -> EmulatorResponse {
+    private func advance(_ request: LabAdvanceRequest) throws(LabRefusal) -> EmulatorResponse {
         let table = devices.withLock { $0 }
         let names = request.devices ?? table.keys.sorted()
         for name in names where table[name] == nil { throw LabRefusal(404, "no device named \(name) in the lab") }

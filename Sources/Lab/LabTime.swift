@@ -21,13 +21,19 @@ struct LabTime {
         fired.event == AgentMachine.TimerKind.refresh.rawValue && fired.trigger == .periodic
     }
 
-    func advance(_ request: LabAdvance) throws(LabRefusal) -> JSONValue {
+    func advance(_ request: LabAdvanceRequest) throws(LabRefusal) -> JSONValue {
         let until = request.until
         let clock = emulator.admin("GET", "/admin/clock", nil)
         guard clock.status == 200, let labOffset = clock.body["offsetSeconds"]?.numberValue else {
             throw LabRefusal(500, "cannot read the emulator's clock: \(JSONWriter.string(clock.body))")
         }
-        var skipped: [(name: String, reason: String)] = []
+        // A time already past is the caller's mistake, whatever the devices.
+        let labNow = Date().timeIntervalSince1970 + labOffset
+        if case .time(let time) = until, time.timeIntervalSince1970 <= labNow {
+            throw LabRefusal(400, "\(SocketTime.string(time)) is not after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: labNow)))",
+                             path: "until")
+        }
+        var skipped: [LabAdvanceAnswer.Skipped] = []
         var movable: [LabDevice] = []
         for d in devices {
             // Where the lab's offset ends, when the advance says (a device past it cannot follow).
@@ -37,7 +43,7 @@ struct LabTime {
             case .nextRefresh, .nextTimer: nil
             }
             if let why = Self.unmovable(d, labOffset: labOffset, goal: goal, forRefresh: until == .nextRefresh) {
-                skipped.append((d.name, why))
+                skipped.append(.init(name: d.name, reason: why))
             } else {
                 movable.append(d)
             }
@@ -45,7 +51,7 @@ struct LabTime {
         // Never a silent move: an advance to a device's next timer or refresh that no targeted
         // device can make moves nothing (the emulator's clock included), and a strict one moves
         // nothing unless every targeted device can follow.
-        let reasons = JSONValue.array(skipped.map { .object(["name": .string($0.name), "reason": .string($0.reason)]) })
+        let reasons = JSONValue.array(skipped.map(\.json))
         if movable.isEmpty, until == .nextRefresh || until == .nextTimer {
             let what = until == .nextRefresh ? "nextRefresh" : "nextTimer"
             throw LabRefusal(409, devices.isEmpty ? "until \(what): the lab has no device to move to it; nothing moved"
@@ -55,10 +61,6 @@ struct LabTime {
             throw LabRefusal(409, "strict: \(skipped.map(\.name).joined(separator: ", ")) cannot move; nothing moved", details: ["skipped": reasons])
         }
         let driver = LabClockDriver(world: LabWorld(devices: movable, emulator: emulator), labOffset: labOffset)
-        if case .time(let time) = until, time.timeIntervalSince1970 <= driver.labNow() {
-            throw LabRefusal(400, "\(SocketTime.string(time)) is not after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: driver.labNow())))",
-                             path: "until")
-        }
         let result: LabClockAdvance
         do throws(LabClockError) {
             switch until {
@@ -75,21 +77,18 @@ struct LabTime {
                 }
                 for i in targets where !(result.fired[i] ?? []).contains(where: { Self.isPeriodicRefresh($0) }) {
                     if result.problems[i] == nil {
-                        skipped.append((movable[i].name, "no periodic refresh within \(TimeSpan.format(Self.refreshSearch)) of lab time"))
+                        skipped.append(.init(name: movable[i].name, reason: "no periodic refresh within \(TimeSpan.format(Self.refreshSearch)) of lab time"))
                     }
                 }
             }
         } catch {
             throw LabRefusal(502, "the lab clock stopped: \(error.description)")
         }
-        for (i, why) in result.problems.sorted(by: { $0.key < $1.key }) { skipped.append((movable[i].name, why)) }
-        var fired: [String: JSONValue] = [:]
-        for (i, d) in movable.enumerated() { fired[d.name] = .array((result.fired[i] ?? []).map(\.json)) }
-        return .object([
-            "now": SocketTime.jsonMilliseconds(result.now), "steps": .number(Double(result.steps)), "fired": .object(fired),
-            "requests": .number(Double(result.requests)),
-            "skipped": .array(skipped.map { .object(["name": .string($0.name), "reason": .string($0.reason)]) }),
-        ])
+        for (i, why) in result.problems.sorted(by: { $0.key < $1.key }) { skipped.append(.init(name: movable[i].name, reason: why)) }
+        var fired: [String: [FiredTimer]] = [:]
+        for (i, d) in movable.enumerated() { fired[d.name] = result.fired[i] ?? [] }
+        return LabAdvanceAnswer(now: result.now, steps: result.steps, fired: fired,
+                                requests: result.requests, skipped: skipped).json
     }
 
     /// Why `d` cannot follow the lab (nil: it can): it does not answer, its clock is the

@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import ToolSupport
 
 /// Drives one agent from its own thread: starts it, sends random actions and observations

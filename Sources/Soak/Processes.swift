@@ -1,5 +1,6 @@
 import AgentPosix
 import Foundation
+import Launcher
 import Synchronization
 #if canImport(Glibc)
 import Glibc

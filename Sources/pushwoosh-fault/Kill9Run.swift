@@ -7,6 +7,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import ToolSupport
 
 final class Kill9Run {

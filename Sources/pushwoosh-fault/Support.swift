@@ -6,6 +6,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import ToolSupport
 
 // MARK: - Small helpers (the rest is HarnessSupport's)

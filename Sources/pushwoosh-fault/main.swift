@@ -24,6 +24,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import ToolSupport
 
 // MARK: - Entry

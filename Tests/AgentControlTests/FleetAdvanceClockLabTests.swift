@@ -7,9 +7,9 @@ import HarnessSupport
 import Testing
 @testable import AgentControl
 
-/// `fleet advance-clock` against real agents (Clock=controlled) and a real emulator: one
-/// started with `--lab DIR` moves them itself (each instance attached under its name and let go
-/// again), one without moves them in-process and says so (docs/device-clock.md J).
+/// `fleet advance-clock` against real agents (Clock=controlled) and a real emulator: its lab
+/// (`--lab DIR`) moves them (each instance attached under its name and let go again), all or
+/// none; an emulator without a lab is a usage error (docs/device-clock.md J).
 @Suite(.serialized) struct FleetAdvanceClockLabTests {
     /// Two agents with controlled clocks, their sockets `device-0.sock` and `device-1.sock` in
     /// one directory, pointed at `emulator`.
@@ -107,11 +107,15 @@ import Testing
                     "\(next.out)")
         }
 
-        // A device the lab skips (in the background: no periodic refresh) is named; exit 3.
+        // All or none: a device the lab cannot move (in the background: no periodic refresh) is
+        // named, nothing moves, exit 3.
         _ = try runCapturing(Binaries.agentctl, ["--socket", agents.dir.file("device-0.sock"), "set-app-state", "background"])
+        let before = emulatorOffset(emulator)
         let skipped = try agentctl(agents, emulator, ["advance-clock", "--until", "nextRefresh"])
         #expect(skipped.status == 3, "\(skipped.out) \(skipped.err)")
-        #expect(skipped.err.contains("pushwoosh-agentctl: fleet advance-clock: device-0 did not follow: in the background"), "\(skipped.err)")
+        #expect(skipped.err.contains("pushwoosh-agentctl: fleet advance-clock: cannot move device-0: in the background"), "\(skipped.err)")
+        #expect(skipped.err.contains("1 of 2 instances cannot be moved; nothing was moved"), "\(skipped.err)")
+        #expect(emulatorOffset(emulator) == before)
         #expect(labDevices(emulator) == ["device-1"])
     }
 
@@ -124,22 +128,47 @@ import Testing
         #expect(run.status == 0, "\(run.err)")
         #expect(!run.err.contains("no lab"), "\(run.err)")
         let refused = try agentctl(agents, emulator, ["advance-clock", "30min"], withToken: false)
-        #expect(refused.status == 3 && refused.err.contains("cannot read the emulator's clock"), "\(refused.err)")
+        #expect(refused.status == 4 && refused.err.contains("is locked: give its token with --admin-token FILE"), "\(refused.err)")
     }
 
-    @Test func anEmulatorWithoutALabMovesInProcessAndSaysSo() throws {
+    @Test func anEmulatorWithoutALabIsAUsageError() throws {
         let emulator = try EmulatorProcess()
         defer { emulator.stop() }
-        let agents = try Agents(emulator)
+        let agents = try Agents(emulator, count: 1)
         let run = try agentctl(agents, emulator, ["advance-clock", "2h"])
-        #expect(run.status == 0, "\(run.err)")
-        #expect(run.err == "pushwoosh-agentctl: fleet advance-clock: (no lab at \(emulator.baseURL): moved in-process)\n", "\(run.err)")
-        #expect(run.out.split(separator: "\n").contains { $0.hasPrefix("device-1  ") && $0.hasSuffix("refresh (periodic)") }, "\(run.out)")
-        #expect(abs(emulatorOffset(emulator) - 7200) < 5)
-        // --until works in-process too.
+        #expect(run.status == 2, "\(run.err)")
+        #expect(run.err.contains("no lab at \(emulator.baseURL): the lab moves the fleet; start the emulator with --lab DIR"), "\(run.err)")
+        #expect(emulatorOffset(emulator) == 0, "nothing moved")
+    }
+
+    @Test func aTimeBeforeTheLabsIsRefused() throws {
+        let dir = TempDir()
+        let emulator = try EmulatorProcess(arguments: ["--lab", dir.path + "/lab"])
+        defer { emulator.stop() }
+        let agents = try Agents(emulator, count: 1)
+        let past = try agentctl(agents, emulator, ["advance-clock", "--until", "2020-01-01T00:00:00Z"])
+        #expect(past.status == 2 && past.err.contains("2020-01-01T00:00:00Z is not after the lab's time"), "\(past.err)")
         let next = try agentctl(agents, emulator, ["advance-clock", "--until", "nextTimer"])
         #expect(next.status == 0 && next.out.hasSuffix(", 1 step\n"), "\(next.out) \(next.err)")
-        let past = try agentctl(agents, emulator, ["advance-clock", "--until", "2020-01-01T00:00:00Z"])
-        #expect(past.status == 2 && past.err.contains("--until: 2020-01-01T00:00:00Z is not after the lab's time"), "\(past.err)")
+    }
+
+    /// Every instance the lab cannot reach is named with its reason (not only the first), the
+    /// exit status is 3, and nothing moves.
+    @Test func everyInstanceThatCannotMoveIsNamed() throws {
+        let lab = TempDir()
+        let emulator = try EmulatorProcess(arguments: ["--lab", lab.path + "/lab"])
+        defer { emulator.stop() }
+        let agents = try Agents(emulator, count: 1)
+        for name in ["device-1", "device-2"] {  // sockets nobody listens on
+            #expect(FileManager.default.createFile(atPath: agents.dir.file("\(name).sock"), contents: nil))
+        }
+        let run = try agentctl(agents, emulator, ["--expect", "device-3", "advance-clock", "1h"])
+        #expect(run.status == 3, "\(run.err)")
+        let err = run.err.split(separator: "\n").map(String.init)
+        for name in ["device-1", "device-2", "device-3"] {
+            #expect(err.contains { $0.hasPrefix("pushwoosh-agentctl: fleet advance-clock: cannot move \(name): ") }, "\(run.err)")
+        }
+        #expect(err.last == "pushwoosh-agentctl: fleet advance-clock: 3 of 4 instances cannot be moved; nothing was moved", "\(run.err)")
+        #expect(emulatorOffset(emulator) == 0 && labDevices(emulator) == [], "nothing moved, nothing left attached")
     }
 }

@@ -2,6 +2,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import Testing
 
 /// HarnessSupport's `AgentLauncher`, with the real `pushwoosh-agentd`.

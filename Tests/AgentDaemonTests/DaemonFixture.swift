@@ -3,6 +3,7 @@ import AgentPosix
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 
 /// A real `pushwoosh-agentd` process with its own state directory, socket and
 /// `NOTIFY_SOCKET` datagram receiver, started by HarnessSupport's `AgentLauncher` (its

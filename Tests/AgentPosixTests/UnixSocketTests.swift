@@ -1,6 +1,7 @@
 import AgentPosix
 import Foundation
 import Glibc
+import Launcher
 import Testing
 import HarnessSupport
 

@@ -1,3 +1,4 @@
+import AgentWire
 import AgentCore
 import Testing
 @testable import EmulatorCore
@@ -28,8 +29,8 @@ import Testing
         #expect(try parse("GET", "/lab/devices/qa-0/notifications").get() == .notifications("qa-0", after: 0))
         #expect(try parse("GET", "/lab/devices/qa-0/notifications", query: ["after": "3"]).get() == .notifications("qa-0", after: 3))
         #expect(try parse("POST", "/lab/advance", #"{"until":"nextRefresh","devices":["a"]}"#).get()
-                == .advance(LabAdvance(until: .nextRefresh, devices: ["a"])))
-        #expect(try parse("POST", "/lab/advance", #"{"seconds":3600}"#).get() == .advance(LabAdvance(until: .seconds(3600), devices: nil)))
+                == .advance(LabAdvanceRequest(until: .nextRefresh, devices: ["a"])))
+        #expect(try parse("POST", "/lab/advance", #"{"seconds":3600}"#).get() == .advance(LabAdvanceRequest(until: .seconds(3600), devices: nil)))
         #expect(try parse("POST", "/lab/devices", #"{"attach":"/run/pushwoosh-agent/qa1.sock","name":"qa1"}"#).get()
                 == .attach(name: "qa1", socket: "/run/pushwoosh-agent/qa1.sock"))
     }

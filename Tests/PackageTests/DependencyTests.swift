@@ -76,6 +76,32 @@ import Testing
         }
     }
 
+    /// The modules `target` links, itself included: its dependencies, theirs, and so on.
+    static func closure(of target: String, in targets: [Target]) -> Set<String> {
+        var seen: Set<String> = []
+        var next = [target]
+        while let name = next.popLast() {
+            guard seen.insert(name).inserted else { continue }
+            next += targets.first { $0.name == name }?.dependencies ?? []
+        }
+        return seen
+    }
+
+    /// The shipped emulator and agentctl carry no test harness: the lab's launcher and clock are
+    /// the lab's own modules (Launcher, LabClock), and agentctl moves a fleet through the lab
+    /// rather than with a clock driver of its own.
+    @Test func theShippedToolsLinkNoHarness() throws {
+        let targets = try Self.targets()
+        let harness: Set<String> = ["HarnessSupport", "AgentTestSupport"]
+        for tool in ["pushwoosh-emulator", "pushwoosh-agentctl", "pushwoosh-agentd", "pushwoosh-agent-fleet-generator"] {
+            let linked = Self.closure(of: tool, in: targets)
+            #expect(linked.count > 1, "\(tool) is in Package.swift")
+            #expect(linked.intersection(harness).sorted() == [], "\(tool)")
+        }
+        #expect(!Self.closure(of: "pushwoosh-agentctl", in: targets).contains("LabClock"), "agentctl drives no lab clock of its own")
+        #expect(Self.closure(of: "pushwoosh-emulator", in: targets).isSuperset(of: ["Lab", "Launcher", "LabClock"]))
+    }
+
     /// The daemon's modules use FoundationEssentials at most, never Foundation (LinkageTests
     /// checks the binary; this names the file's module at once).
     @Test func theDaemonsModulesDoNotImportFoundation() throws {
