@@ -14,6 +14,8 @@ public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConverti
         case tooLarge(maximum: Int)
         /// Others (or a group other than the reader's) may write to it: anyone could change it.
         case writableByOthers(mode: String)
+        /// A secret (a private key) that others, or its group, may read.
+        case readableByOthers(mode: String)
         /// Its directory lets others put another file in its place: writable by others (sticky or
         /// not), by a group other than the reader's, or owned by another user than the reader or root.
         case directoryOpen(directory: String, why: String)
@@ -47,6 +49,7 @@ public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConverti
         case .tooLarge(let maximum): return "larger than \(maximum) bytes"
         case .writableByOthers(let mode): return "writable by others (\(mode)): anyone could change what it says"
         case .directoryOpen(let directory, let why): return "in \(directory), \(why)"
+        case .readableByOthers(let mode): return "readable by others (\(mode)): a secret must be its owner's alone (chmod 600)"
         }
     }
 
@@ -61,8 +64,13 @@ public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConverti
 /// reader's — and only then read, at most `maxBytes` (a file that grows meanwhile is refused).
 /// The check and the read are of the same file: nothing can be swapped in between. Errors
 /// (`TrustedFileError`) name the path and the problem.
-public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers: Bool) throws(TrustedFileError) -> [UInt8] {
-    try TrustedFile.read(path: path, maxBytes: maxBytes, refuseWritableByOthers: refuseWritableByOthers).bytes
+///
+/// `refuseReadableByOthers`: a secret (a private key) is refused when its group or others may
+/// read it.
+public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers: Bool,
+                            refuseReadableByOthers: Bool = false) throws(TrustedFileError) -> [UInt8] {
+    try TrustedFile.read(path: path, maxBytes: maxBytes, refuseWritableByOthers: refuseWritableByOthers,
+                         refuseReadableByOthers: refuseReadableByOthers).bytes
 }
 
 /// `readTrustedFile`, with the typed error and the `stat` the checks were made on (a caller
@@ -77,7 +85,8 @@ public enum TrustedFile {
     /// a file another user owns is theirs to change whatever its mode), when a group other than the
     /// reader's may, or when it belongs to neither the reader nor root.
     public static func read(path: String, maxBytes: Int, refuseWritableByOthers: Bool,
-                            followSymlink: Bool = false, refuseOpenDirectory: Bool = false) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
+                            followSymlink: Bool = false, refuseOpenDirectory: Bool = false,
+                            refuseReadableByOthers: Bool = false) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
         func failure(_ problem: TrustedFileError.Problem) -> TrustedFileError { TrustedFileError(path: path, problem: problem) }
         var directoryFD = AT_FDCWD
         var name = path
@@ -109,6 +118,9 @@ public enum TrustedFile {
         guard Int(info.st_size) <= maxBytes else { throw failure(.tooLarge(maximum: maxBytes)) }
         if refuseWritableByOthers, info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
             throw failure(.writableByOthers(mode: TrustedFileError.modeText(info.st_mode)))
+        }
+        if refuseReadableByOthers, info.st_mode & (S_IRGRP | S_IROTH) != 0 {
+            throw failure(.readableByOthers(mode: TrustedFileError.modeText(info.st_mode)))
         }
         // A regular file: O_NONBLOCK changes nothing for its reads. One byte more than the
         // bound tells a file that grew after the fstat.
