@@ -5,11 +5,11 @@ import Foundation
 import Glibc
 import Lab
 
-/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token TOKEN] [--admin-token FILE]`.
+/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token FILE] [--admin-token FILE]`.
 public enum EmulatorCommand {
     public static let usage = """
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
-                                  [--require-token TOKEN] [--admin-token FILE] [--allow-remote]
+                                  [--require-token FILE] [--admin-token FILE] [--allow-remote]
                                   [--threads N] [--record-limit N] [--max-connections N]
                                   [--idle-timeout SECONDS] [--verbose]
                                   [--tls-cert FILE --tls-key FILE]
@@ -26,7 +26,9 @@ public enum EmulatorCommand {
           --apps FILE            JSON file with one application definition or an array of them
           --state FILE           a saved lab (GET /admin/state): apps, devices, clock offset,
                                  loaded over --apps at start (POST /admin/reset goes back to --apps)
-          --require-token TOKEN  device API calls need "Authorization: Token TOKEN", else HTTP 401
+          --require-token FILE   device API calls need "Authorization: Token TOKEN", TOKEN being
+                                 the file's content, else HTTP 401 (read as --admin-token's: no
+                                 secret on the command line)
           --admin-token FILE     the admin API (/admin/...) needs "Authorization: Bearer TOKEN",
                                  TOKEN being the file's content, else HTTP 401
           --allow-remote         allow a --listen address other hosts can reach (then lock the
@@ -75,7 +77,8 @@ public enum EmulatorCommand {
         public var stateFile: String?
         public var maxConnections = 4096
         public var idleTimeout = EmulatorServer.defaultIdleTimeout
-        public var requireToken: String?
+        /// `--require-token FILE`: the file; the device API's token is read from it at start.
+        public var requireTokenFile: String?
         /// `--admin-token FILE`: the file; its token is read at start.
         public var adminTokenFile: String?
         public var allowRemote = false
@@ -130,9 +133,9 @@ public enum EmulatorCommand {
             case "--max-connections": o.maxConnections = try number(16...1_000_000)
             case "--idle-timeout": o.idleTimeout = try number(1...86_400)
             case "--require-token":
-                let t = try value()
-                guard !t.isEmpty else { throw UsageError(description: "--require-token: expected a non-empty token") }
-                o.requireToken = t
+                let file = try value()
+                guard !file.isEmpty else { throw UsageError(description: "--require-token: expected a file name") }
+                o.requireTokenFile = file
             case "--admin-token":
                 let file = try value()
                 guard !file.isEmpty else { throw UsageError(description: "--admin-token: expected a file name") }
@@ -347,6 +350,7 @@ public enum EmulatorCommand {
                 saved = doc
             }
             let adminToken = try options.adminTokenFile.map { (file) throws(EmulatorServerError) in try loadAdminToken(path: file) }
+            let requireToken = try options.requireTokenFile.map { (file) throws(EmulatorServerError) in try loadRequireToken(path: file) }
             if adminToken != nil { logLine("admin API locked: Authorization: Bearer token from \(options.adminTokenFile ?? "")") }
             var tls: TLSIdentity?
             if let certificate = options.tlsCertificate, let key = options.tlsKey {
@@ -366,7 +370,7 @@ public enum EmulatorCommand {
             let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
                 listen: options.listen,
-                configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit,
+                configuration: EmulatorConfiguration(requireToken: requireToken, recordLimit: options.recordLimit,
                                                      upstream: options.upstream, replay: replay, adminToken: adminToken),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
                 connectionLimit: min(options.maxConnections, max(16, files - 64 - EmulatorServer.acceptReserve)),
