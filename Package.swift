@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore", "AgentPosix", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
-        .testTarget(name: "ToolSupportTests", dependencies: ["ToolSupport", "AgentCore", "AgentPosix"], swiftSettings: strict),
+        .testTarget(name: "ToolSupportTests", dependencies: ["ToolSupport", "AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "LabClockTests", dependencies: ["LabClock", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),
         // Package.swift against the imports of each target's sources.

@@ -70,9 +70,19 @@ public enum ControlTool {
         // `refresh` says what it changed: the updates heard on this connection while it is
         // waited for (the agent sends them before its answer).
         var changed: [String]?
-        if case .typed(.refresh) = invocation.command.call, !invocation.json,
-           case .success = try client.call(method: .subscribe, params: [:]).outcome {
-            changed = []
+        if case .typed(.refresh) = invocation.command.call, !invocation.json {
+            let subscribed = try client.call(method: .subscribe, params: [:])
+            switch subscribed.outcome {
+            case .success:
+                changed = []
+            case .failure(let error) where subscribed.id == .null:
+                // Not an answer to the request: the connection refused (-32000, the reason), its end.
+                let (text, exit) = OutputFormatter.format(error: error)
+                output.err(text)
+                return exit
+            case .failure:
+                break
+            }
         }
         let (method, params) = invocation.command.request
         let response = try client.call(method: method, params: params) { method, params in

@@ -113,6 +113,8 @@ private final class Exchange {
     private var connecting = false
     private var pending: [UInt8]
     private var framer = LineFramer(maximumLineLength: LineClient.defaultMaximumLineLength)
+    /// Why the request could not be written (the answer is still read: it may have come first).
+    private var writeError: String?
 
     var wantsWrite: Bool { connecting || !pending.isEmpty }
 
@@ -176,20 +178,24 @@ private final class Exchange {
         }
         if !pending.isEmpty {
             let n = pending.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EAGAIN || errno == EINTR { return }
-                return finish(.down("lost the connection: \(String(cString: strerror(errno)))"))
+            guard n < 0 else {
+                pending.removeFirst(n)
+                return
             }
-            pending.removeFirst(n)
-            return
+            if errno == EAGAIN || errno == EINTR { return }
+            // The agent may have answered and closed before the request was written (a refused
+            // connection's -32000): that answer, read next, is the outcome; the failed write
+            // only when none came.
+            writeError = String(cString: strerror(errno))
+            pending = []
         }
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         if n < 0 {
             if errno == EAGAIN || errno == EINTR { return }
-            return finish(.down("lost the connection: \(String(cString: strerror(errno)))"))
+            return finish(.down("lost the connection: \(writeError ?? String(cString: strerror(errno)))"))
         }
-        if n == 0 { return finish(.down("closed the connection before answering")) }
+        if n == 0 { return finish(.down(writeError.map { "lost the connection: \($0)" } ?? "closed the connection before answering")) }
         var lines: [[UInt8]] = []
         var tooLong = false
         buffer.withUnsafeBytes { raw in

@@ -60,10 +60,10 @@ public struct CAFile: Sendable, Equatable {
 
     /// The file, read with AgentPosix's `TrustedFile` (docs/shared-host.md L.4): never through a
     /// symlink, a FIFO or a device, at most `maximumBytes`, and refused when others may write to
-    /// it (anyone could add a CA).
+    /// it, or to its directory, /tmp included (anyone could add a CA, or put their file there).
     private static func readFile(_ path: String) throws(ValueError) -> [UInt8] {
         do {
-            return try TrustedFile.read(path: path, maxBytes: maximumBytes, refuseWritableByOthers: true).bytes
+            return try TrustedFile.read(path: path, maxBytes: maximumBytes, refuseWritableByOthers: true, refuseOpenDirectory: true).bytes
         } catch {
             if case .system = error.problem { throw ValueError("cannot read \"\(path)\": \(error.reason)") }
             throw ValueError("\"\(path)\": \(error.reason)")

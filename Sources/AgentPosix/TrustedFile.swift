@@ -14,6 +14,11 @@ public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConverti
         case tooLarge(maximum: Int)
         /// Others (or a group other than the reader's) may write to it: anyone could change it.
         case writableByOthers(mode: String)
+        /// A secret (a private key) that others, or its group, may read.
+        case readableByOthers(mode: String)
+        /// Its directory lets others put another file in its place: writable by others (sticky or
+        /// not), by a group other than the reader's, or owned by another user than the reader or root.
+        case directoryOpen(directory: String, why: String)
     }
 
     public let path: String
@@ -43,6 +48,8 @@ public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConverti
         case .notARegularFile(let kind): return "not a regular file (\(kind))"
         case .tooLarge(let maximum): return "larger than \(maximum) bytes"
         case .writableByOthers(let mode): return "writable by others (\(mode)): anyone could change what it says"
+        case .directoryOpen(let directory, let why): return "in \(directory), \(why)"
+        case .readableByOthers(let mode): return "readable by others (\(mode)): a secret must be its owner's alone (chmod 600)"
         }
     }
 
@@ -57,8 +64,13 @@ public struct TrustedFileError: Error, Sendable, Equatable, CustomStringConverti
 /// reader's — and only then read, at most `maxBytes` (a file that grows meanwhile is refused).
 /// The check and the read are of the same file: nothing can be swapped in between. Errors
 /// (`TrustedFileError`) name the path and the problem.
-public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers: Bool) throws(TrustedFileError) -> [UInt8] {
-    try TrustedFile.read(path: path, maxBytes: maxBytes, refuseWritableByOthers: refuseWritableByOthers).bytes
+///
+/// `refuseReadableByOthers`: a secret (a private key) is refused when its group or others may
+/// read it.
+public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers: Bool,
+                            refuseReadableByOthers: Bool = false) throws(TrustedFileError) -> [UInt8] {
+    try TrustedFile.read(path: path, maxBytes: maxBytes, refuseWritableByOthers: refuseWritableByOthers,
+                         refuseReadableByOthers: refuseReadableByOthers).bytes
 }
 
 /// `readTrustedFile`, with the typed error and the `stat` the checks were made on (a caller
@@ -66,13 +78,35 @@ public func readTrustedFile(path: String, maxBytes: Int, refuseWritableByOthers:
 public enum TrustedFile {
     /// `followSymlink`: a symlink at `path` is followed (the configuration file, which
     /// configuration management often links into place); the file it names is checked all the same.
+    ///
+    /// `refuseOpenDirectory`: the file's directory is checked too, on its open descriptor, and the
+    /// file opened relative to it (`openat`): refused when others may write to it (the sticky bit
+    /// changes nothing: in a sticky directory such as /tmp anyone may have made the name first, and
+    /// a file another user owns is theirs to change whatever its mode), when a group other than the
+    /// reader's may, or when it belongs to neither the reader nor root.
     public static func read(path: String, maxBytes: Int, refuseWritableByOthers: Bool,
-                            followSymlink: Bool = false) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
+                            followSymlink: Bool = false, refuseOpenDirectory: Bool = false,
+                            refuseReadableByOthers: Bool = false) throws(TrustedFileError) -> (bytes: [UInt8], info: stat) {
         func failure(_ problem: TrustedFileError.Problem) -> TrustedFileError { TrustedFileError(path: path, problem: problem) }
+        var directoryFD = AT_FDCWD
+        var name = path
+        if refuseOpenDirectory {
+            let (directory, base) = split(path)
+            do {
+                directoryFD = try retryingEINTR("open", path: directory) { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            } catch {
+                throw failure(.system(call: "open", errno: error.errno))
+            }
+            name = base
+        }
+        defer { if directoryFD != AT_FDCWD { close(directoryFD) } }
+        if refuseOpenDirectory, let why = openDirectory(directoryFD) {
+            throw failure(.directoryOpen(directory: split(path).directory, why: why))
+        }
         let fd: Int32
         let flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (followSymlink ? 0 : O_NOFOLLOW)
         do {
-            fd = try retryingEINTR("open", path: path) { open(path, flags) }
+            fd = try retryingEINTR("open", path: path) { openat(directoryFD, name, flags) }
         } catch {
             // O_NOFOLLOW on a symlink: ELOOP.
             throw failure(error.errno == ELOOP && !followSymlink ? .symbolicLink : .system(call: "open", errno: error.errno))
@@ -84,6 +118,9 @@ public enum TrustedFile {
         guard Int(info.st_size) <= maxBytes else { throw failure(.tooLarge(maximum: maxBytes)) }
         if refuseWritableByOthers, info.st_mode & S_IWOTH != 0 || (info.st_mode & S_IWGRP != 0 && info.st_gid != getegid()) {
             throw failure(.writableByOthers(mode: TrustedFileError.modeText(info.st_mode)))
+        }
+        if refuseReadableByOthers, info.st_mode & (S_IRGRP | S_IROTH) != 0 {
+            throw failure(.readableByOthers(mode: TrustedFileError.modeText(info.st_mode)))
         }
         // A regular file: O_NONBLOCK changes nothing for its reads. One byte more than the
         // bound tells a file that grew after the fstat.
@@ -105,6 +142,35 @@ public enum TrustedFile {
         guard filled <= maxBytes else { throw failure(.tooLarge(maximum: maxBytes)) }
         bytes.removeSubrange(filled...)
         return (bytes, info)
+    }
+
+    /// `path`'s directory and last component (`/ca.pem`: `/` and `ca.pem`; `ca.pem`: `.`).
+    static func split(_ path: String) -> (directory: String, base: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        let directory = String(path[..<slash])
+        return (directory.isEmpty ? "/" : directory, String(path[path.index(after: slash)...]))
+    }
+
+    /// Why the open directory `fd` lets someone else put another file in place of one in it; nil
+    /// when only the reader (and root) may.
+    static func openDirectory(_ fd: Int32) -> String? {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return "fstat: \(String(cString: strerror(errno)))" }
+        let mode = TrustedFileError.modeText(info.st_mode)
+        if info.st_mode & S_IWOTH != 0 {
+            if info.st_mode & S_ISVTX != 0 {
+                return "which others can write (\(mode), sticky: whoever made the name first owns the file and may change it); "
+                    + "keep it in a directory only its owner can write"
+            }
+            return "which others can write (\(mode)): anyone could put another file in its place"
+        }
+        if info.st_mode & S_IWGRP != 0, info.st_gid != getegid() {
+            return "which group \(info.st_gid) can write (\(mode)): its members could put another file in its place"
+        }
+        if info.st_uid != geteuid(), info.st_uid != 0 {
+            return "owned by uid \(info.st_uid): that user could put another file in its place"
+        }
+        return nil
     }
 
     static func kind(_ mode: mode_t) -> String {

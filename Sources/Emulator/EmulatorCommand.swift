@@ -5,11 +5,11 @@ import Foundation
 import Glibc
 import Lab
 
-/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token TOKEN] [--admin-token FILE]`.
+/// `pushwoosh-emulator [--listen 127.0.0.1:8080] [--apps FILE] [--state FILE] [--require-token FILE] [--admin-token FILE]`.
 public enum EmulatorCommand {
     public static let usage = """
         usage: pushwoosh-emulator [--listen HOST:PORT] [--apps FILE] [--state FILE]
-                                  [--require-token TOKEN] [--admin-token FILE] [--allow-remote]
+                                  [--require-token FILE] [--admin-token FILE] [--allow-remote]
                                   [--threads N] [--record-limit N] [--max-connections N]
                                   [--idle-timeout SECONDS] [--verbose]
                                   [--tls-cert FILE --tls-key FILE]
@@ -26,7 +26,9 @@ public enum EmulatorCommand {
           --apps FILE            JSON file with one application definition or an array of them
           --state FILE           a saved lab (GET /admin/state): apps, devices, clock offset,
                                  loaded over --apps at start (POST /admin/reset goes back to --apps)
-          --require-token TOKEN  device API calls need "Authorization: Token TOKEN", else HTTP 401
+          --require-token FILE   device API calls need "Authorization: Token TOKEN", TOKEN being
+                                 the file's content, else HTTP 401 (read as --admin-token's: no
+                                 secret on the command line)
           --admin-token FILE     the admin API (/admin/...) needs "Authorization: Bearer TOKEN",
                                  TOKEN being the file's content, else HTTP 401
           --allow-remote         allow a --listen address other hosts can reach (then lock the
@@ -40,7 +42,7 @@ public enum EmulatorCommand {
           --idle-timeout SECONDS a connection quiet this long is closed (default 30; a parked
                                  wait or a delayed answer is not quiet)
           --tls-cert FILE        serve HTTPS with this certificate (PEM; the chain, leaf first)
-          --tls-key FILE         and this private key (PEM); both or neither
+          --tls-key FILE         and this private key (PEM, readable by this user only); both or neither
           --upstream URL         forward the device API to URL (e.g. the real server's
                                  https://CODE.api.pushwoosh.com/json/1.3/); faults, waits and
                                  the admin API keep working on top
@@ -79,7 +81,8 @@ public enum EmulatorCommand {
         public var stateFile: String?
         public var maxConnections = 4096
         public var idleTimeout = EmulatorServer.defaultIdleTimeout
-        public var requireToken: String?
+        /// `--require-token FILE`: the file; the device API's token is read from it at start.
+        public var requireTokenFile: String?
         /// `--admin-token FILE`: the file; its token is read at start.
         public var adminTokenFile: String?
         public var allowRemote = false
@@ -134,9 +137,9 @@ public enum EmulatorCommand {
             case "--max-connections": o.maxConnections = try number(16...1_000_000)
             case "--idle-timeout": o.idleTimeout = try number(1...86_400)
             case "--require-token":
-                let t = try value()
-                guard !t.isEmpty else { throw UsageError(description: "--require-token: expected a non-empty token") }
-                o.requireToken = t
+                let file = try value()
+                guard !file.isEmpty else { throw UsageError(description: "--require-token: expected a file name") }
+                o.requireTokenFile = file
             case "--admin-token":
                 let file = try value()
                 guard !file.isEmpty else { throw UsageError(description: "--admin-token: expected a file name") }
@@ -194,26 +197,9 @@ public enum EmulatorCommand {
         return o
     }
 
-    /// The largest `--admin-token` file read.
-    static let maxTokenFileBytes = 64 << 10
-
-    /// Reads `--admin-token FILE` as a file trusted with a secret (`readTrustedFile`: no
-    /// symlink, FIFO or device, not writable by others): its content without trailing
-    /// whitespace, not empty.
+    /// Reads `--admin-token FILE` (`loadToken`).
     public static func loadAdminToken(path: String) throws(EmulatorServerError) -> String {
-        let data: [UInt8]
-        do {
-            data = try readTrustedFile(path: path, maxBytes: maxTokenFileBytes, refuseWritableByOthers: true)
-        } catch {
-            throw EmulatorServerError(description: "--admin-token \(error.description)")
-        }
-        var text = String(decoding: data, as: UTF8.self)
-        while let last = text.last, last.isWhitespace { text.removeLast() }
-        guard !text.isEmpty else { throw EmulatorServerError(description: "--admin-token \(path): the file is empty") }
-        guard !text.contains(where: { $0.isWhitespace || $0.isNewline }) else {
-            throw EmulatorServerError(description: "--admin-token \(path): the token contains whitespace")
-        }
-        return text
+        try loadToken(path: path, option: "--admin-token")
     }
 
     /// Reads an apps file: one application object or an array of them.
@@ -314,6 +300,7 @@ public enum EmulatorCommand {
                 saved = doc
             }
             var adminToken = try options.adminTokenFile.map { (file) throws(EmulatorServerError) in try loadAdminToken(path: file) }
+            let requireToken = try options.requireTokenFile.map { (file) throws(EmulatorServerError) in try loadRequireToken(path: file) }
             if adminToken != nil { logLine("admin API locked: Authorization: Bearer token from \(options.adminTokenFile ?? "")") }
             if let directory = options.labDirectory {
                 guard let prepared = prepareLab(directory, adminToken: adminToken, options: options) else { return 2 }
@@ -338,7 +325,7 @@ public enum EmulatorCommand {
             let files = raiseOpenFilesLimit(toFit: options.maxConnections)
             server = try EmulatorServer(
                 listen: options.listen,
-                configuration: EmulatorConfiguration(requireToken: options.requireToken, recordLimit: options.recordLimit,
+                configuration: EmulatorConfiguration(requireToken: requireToken, recordLimit: options.recordLimit,
                                                      upstream: options.upstream, replay: replay, adminToken: adminToken),
                 apps: apps, threads: options.threads, verbose: options.verbose, log: logLine, initialState: saved,
                 connectionLimit: min(options.maxConnections, max(16, files - 64 - EmulatorServer.acceptReserve)),

@@ -27,13 +27,14 @@ public final class TLSIdentity: Sendable {
     static let maxFileBytes = 1 << 20
 
     /// Reads `--tls-cert FILE` and `--tls-key FILE` as files trusted (`readTrustedFile`: no
-    /// symlink, FIFO or device, at most 1 MiB; the key, a secret, not writable by others); an
-    /// error names the option and what is wrong.
+    /// symlink, FIFO or device, at most 1 MiB; the key, a secret, neither writable nor readable by
+    /// its group or others, as a 0666 admin token is refused); an error names the option and what
+    /// is wrong.
     public static func load(certificate: String, key: String) throws(EmulatorServerError) -> TLSIdentity {
         func read(_ path: String, _ option: String, _ marker: String, secret: Bool) throws(EmulatorServerError) -> [UInt8] {
             let data: [UInt8]
             do {
-                data = try readTrustedFile(path: path, maxBytes: maxFileBytes, refuseWritableByOthers: secret)
+                data = try readTrustedFile(path: path, maxBytes: maxFileBytes, refuseWritableByOthers: secret, refuseReadableByOthers: secret)
             } catch {
                 throw EmulatorServerError(description: "\(option): \"\(path)\": \(error.reason)")
             }

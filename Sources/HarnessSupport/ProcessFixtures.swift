@@ -58,7 +58,7 @@ public final class EmulatorProcess {
     public let tokenFile: String?
     public var serverURL: String { baseURL + "/json/1.3/" }
 
-    /// `arguments`: more of the emulator's options (`--require-token T`).
+    /// `arguments`: more of the emulator's options (`--require-token FILE`).
     public init(apps: String = Binaries.repositoryRoot + "/config/flags.example.json", arguments: [String] = []) throws {
         output = TempDir()
         let stdout = output.path + "/emulator.out"

@@ -133,15 +133,23 @@ public final class LineClient {
     /// Sends one request and waits for the answer with its id (or the id-less answer to a
     /// request the server could not read); notifications that arrive meanwhile go to
     /// `onNotification`.
+    ///
+    /// A write that fails is not the end: the server may have answered and closed before the
+    /// request was written (a connection refused, `-32000 too many connections`), and that
+    /// answer waits in the receive buffer. It is read first; only when none came is the failed
+    /// write (`.write`, e.g. "Broken pipe") the reason.
     public func call(method: SocketMethod, params: [String: JSONValue],
                      onNotification: (String, JSONValue) -> Void = { _, _ in }) throws(CallError) -> RPCResponse {
         let id = RPCID.number(Double(nextID))
         nextID += 1
-        do { try write(RPCEncoder.request(id: id, method: method, params: params)) } catch { throw .write(error) }
+        var failedWrite: PosixError?
+        do { try write(RPCEncoder.request(id: id, method: method, params: params)) } catch { failedWrite = error }
         while true {
             let line: [UInt8]?
-            do { line = try next() } catch { throw .read(error) }
-            guard let line else { throw .closed }
+            do { line = try next() } catch {
+                throw failedWrite.map { .write($0) } ?? .read(error)
+            }
+            guard let line else { throw failedWrite.map { .write($0) } ?? .closed }
             let message: RPCServerMessage
             do { message = try RPCServerMessage.parse(line) } catch { throw .malformed("\(error)") }
             switch message {
@@ -164,9 +172,10 @@ public final class LineClient {
 
     /// One request, one answer (no pipelining: the answer is the next line), parsed; nil when
     /// none came.
+    /// A failed write still reads: the server's answer may have come before it closed.
     public func request(_ call: SocketCall, id: Int = 1) -> JSONValue? {
-        guard send(RPCEncoder.request(id: .number(Double(id)), call)),
-              let line = readLineBytes() else { return nil }
+        send(RPCEncoder.request(id: .number(Double(id)), call))
+        guard let line = readLineBytes() else { return nil }
         return try? JSONReader.parse(line)
     }
 
@@ -174,10 +183,9 @@ public final class LineClient {
     public func call(_ method: SocketMethod, _ params: [String: JSONValue] = [:]) throws(Failure) -> JSONValue {
         let id = nextID
         nextID += 1
-        guard send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params)) else {
-            throw Failure("\(method): the other end is gone")
-        }
-        guard let line = readLineBytes() else { throw Failure("\(method): no answer") }
+        // A failed write still reads: the server's answer (a refusal) may have come before it closed.
+        let written = send(RPCEncoder.request(id: .number(Double(id)), method: method, params: params))
+        guard let line = readLineBytes() else { throw Failure(written ? "\(method): no answer" : "\(method): the other end is gone") }
         guard let answer = try? JSONReader.parse(line), let result = answer["result"] else {
             throw Failure("\(method) failed: \(String(decoding: line, as: UTF8.self))")
         }

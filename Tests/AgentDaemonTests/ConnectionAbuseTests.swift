@@ -5,6 +5,7 @@ import AgentTestSupport
 import Foundation
 import Glibc
 import HarnessSupport
+import Synchronization
 import Testing
 import ToolSupport
 
@@ -198,6 +199,38 @@ import ToolSupport
         #expect(agent.process.isRunning)
     }
 
+    /// 50 agentctl calls refused for the budget while another client keeps the agent's refused
+    /// connections busy (so that a refusal is closed as soon as it is written), `status` and
+    /// `refresh` (which writes twice on one connection) in turn: every one prints the reason,
+    /// never "Broken pipe" (the client reads the agent's answer before it reports a failed
+    /// write). (Before: 25 of 50 said "lost the connection to pushwoosh-agentd: Broken pipe",
+    /// every `refresh`.)
+    @Test func fiftyRefusedCallsAreEachToldWhy() throws {
+        let (_, agent, _) = try start(agent: "MaxConnections=1")
+        let held = try (0..<(1 + 4)).map { _ in try LineClient(path: agent.socketPath) }
+        usleep(100_000)
+        let flood = RefusalFlood(path: agent.socketPath)
+        let thread = Thread { flood.run() }
+        thread.start()
+        defer { flood.stop() }
+        usleep(300_000)
+        var told = 0
+        var other: [String] = []
+        for i in 0..<50 {
+            let run = try runCapturing(Binaries.agentctl, ["--socket", agent.socketPath, i % 2 == 0 ? "status" : "refresh"])
+            if run.err.contains("-32000: too many connections (MaxConnections=1)"), !run.err.contains("Broken pipe"), run.status == 1 {
+                told += 1
+            } else {
+                other.append("exit \(run.status): \(run.err)")
+            }
+        }
+        let opened = flood.stop()
+        #expect(told == 50, "\(50 - told) of 50 refused calls were not told why: \(Set(other).sorted())")
+        #expect(opened > 64, "the flood opened only \(opened) connections")
+        #expect(held.count == 5)
+        #expect(agent.process.isRunning)
+    }
+
     /// 250 clients (as `nobody`) pipelining `status` and never reading their answers: the agent's
     /// RSS stays within 64 MiB of its idle RSS (docs/shared-host.md L.2). (Before: +225 MiB in
     /// 25 s in a debug build, ~1 MiB per client: each was read until 1 MiB of answers waited.)
@@ -225,3 +258,43 @@ import ToolSupport
 }
 
 func connectTCP(_ port: UInt16) -> Int32? { try? BlockingSocket.connectTCP(port: port) }
+
+/// Connections to a full socket, opened without end and never written to: each is refused and
+/// would wait a second for its request, so the agent's refused connections that may wait are
+/// always taken (ControlServer's `maximumRefusedLingering`) and the next refusal is closed as
+/// soon as it is written.
+final class RefusalFlood: Sendable {
+    let path: String
+    private let state = Mutex<(stopped: Bool, done: Bool, opened: Int)>((false, false, 0))
+
+    init(path: String) { self.path = path }
+
+    func run() {
+        var open: [(fd: Int32, at: Double)] = []
+        var opened = 0
+        while !state.withLock({ $0.stopped }) {
+            for _ in 0..<40 {
+                guard let fd = try? UnixSocket.connect(to: path).take() else { continue }
+                open.append((fd, monotonicSeconds()))
+                opened += 1
+            }
+            let now = monotonicSeconds()
+            for old in open where now - old.at > 2 { close(old.fd) }
+            open.removeAll { now - $0.at > 2 }
+            usleep(100_000)
+        }
+        for entry in open { close(entry.fd) }
+        state.withLock {
+            $0.opened = opened
+            $0.done = true
+        }
+    }
+
+    /// Stops the flood (idempotent); how many connections it opened.
+    @discardableResult
+    func stop() -> Int {
+        state.withLock { $0.stopped = true }
+        while !state.withLock({ $0.done }) { usleep(10_000) }
+        return state.withLock { $0.opened }
+    }
+}

@@ -2,6 +2,7 @@ import AgentConfigFile
 import AgentCurl
 import AgentPosix
 import Foundation
+import Glibc
 import Testing
 @testable import AgentDaemon
 import HarnessSupport
@@ -68,7 +69,8 @@ import HarnessSupport
         #expect(error("CAFile=\(path("open.pem"))") == prefix + "\"\(path("open.pem"))\": certificate 1 has no -----END CERTIFICATE----- line")
         #expect(error("CAFile=\(path("junk.pem"))") == prefix + "\"\(path("junk.pem"))\": certificate 1 is not base64 of a DER certificate")
         #expect(error("CAFile=ca.pem") == prefix + "not an absolute path: \"ca.pem\"")
-        #expect(error("CAFile=\(dir.path)") == prefix + "\"\(dir.path)\": not a regular file (a directory)")
+        #expect(mkdir(dir.file("certs"), 0o755) == 0)
+        #expect(error("CAFile=\(dir.file("certs"))") == prefix + "\"\(dir.file("certs"))\": not a regular file (a directory)")
     }
 
     /// A CA file anyone may write to lets anyone add a CA: refused, naming the file and its mode
@@ -87,6 +89,44 @@ import HarnessSupport
         #expect(Date().timeIntervalSince(started) < 1)
         #expect(symlink(dir.file("ca.pem"), dir.file("link.pem")) == 0)
         #expect(error("CAFile=\(dir.file("link.pem"))").hasPrefix(prefix + "\"\(dir.file("link.pem"))\": a symbolic link"))
+    }
+
+    /// A CA file in a directory others can write is refused as a 0666 one is, the directory and
+    /// its mode named: anyone could put their own file in its place. The sticky bit (/tmp) does
+    /// not save it: whoever made the name first owns the file. A group the agent does not run as,
+    /// or another user owning the directory, is refused the same way; 0755 (root's) is fine.
+    static let openDirectories: [(mode_t, String)] = [
+        (0o777, "which others can write (mode 0777): anyone could put another file in its place"),
+        (0o1777, "which others can write (mode 1777, sticky: whoever made the name first owns the file and may change it); "
+            + "keep it in a directory only its owner can write"),
+        (0o773, "which others can write (mode 0773): anyone could put another file in its place"),
+    ]
+
+    @Test(arguments: openDirectories)
+    func caFileInADirectoryOthersCanWriteIsRefused(_ mode: mode_t, _ why: String) throws {
+        let dir = TempDir()
+        let open = dir.file("open")
+        #expect(mkdir(open, 0o700) == 0 && chmod(open, mode) == 0)
+        try Self.certificate.write(toFile: open + "/ca.pem", atomically: false, encoding: .utf8)
+        chmod(open + "/ca.pem", 0o644)
+        #expect(error("CAFile=\(open)/ca.pem") == "\(Self.file):3: CAFile: \"\(open)/ca.pem\": in \(open), \(why)")
+        chmod(open, 0o755)
+        #expect(try parse("CAFile=\(open)/ca.pem").network.caFile?.certificates == 1)
+    }
+
+    @Test func caFileInADirectoryOfAnotherUserOrGroupIsRefused() throws {
+        let dir = TempDir()
+        let theirs = dir.file("theirs")
+        #expect(mkdir(theirs, 0o755) == 0)
+        try Self.certificate.write(toFile: theirs + "/ca.pem", atomically: false, encoding: .utf8)
+        chmod(theirs + "/ca.pem", 0o644)
+        let nobody = try #require(getpwnam("nobody")?.pointee)
+        #expect(chown(theirs, nobody.pw_uid, getegid()) == 0)
+        #expect(error("CAFile=\(theirs)/ca.pem")
+            == "\(Self.file):3: CAFile: \"\(theirs)/ca.pem\": in \(theirs), owned by uid \(nobody.pw_uid): that user could put another file in its place")
+        #expect(chown(theirs, geteuid(), nobody.pw_gid) == 0 && chmod(theirs, 0o775) == 0)
+        #expect(error("CAFile=\(theirs)/ca.pem")
+            == "\(Self.file):3: CAFile: \"\(theirs)/ca.pem\": in \(theirs), which group \(nobody.pw_gid) can write (mode 0775): its members could put another file in its place")
     }
 
     @Test func proxyAccepted() throws {

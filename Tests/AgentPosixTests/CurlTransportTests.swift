@@ -58,7 +58,8 @@ import Testing
     // A.1, FF-7: flags from the emulator, the request as the server saw it.
     @Test("FF-7: flags fetched from the emulator over libcurl leave the archived flag out")
     func fetchesFlagsFromTheEmulator() throws {
-        let emulator = try EmulatorProcess(arguments: ["--require-token", "t0k"])  // a wrong or missing token: 401
+        let tokens = TempDir(files: ["api-token": "t0k\n"])
+        let emulator = try EmulatorProcess(arguments: ["--require-token", tokens.file("api-token")])  // a wrong or missing token: 401
         let outcome = try #require(try exchange([request(to: emulator.serverURL, token: "t0k", retryCount: 2)]).first)
         let success = try PushwooshAPI.classify(outcome).get()
         let flags = try PushwooshAPI.parseFlags(success.response).get()

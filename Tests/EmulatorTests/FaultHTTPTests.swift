@@ -169,9 +169,9 @@ extension Client {
         #expect(try EmulatorCommand.parse([]) == expected)
         expected.listen = "127.0.0.1:0"
         expected.appsFile = "apps.json"
-        expected.requireToken = "tok"
+        expected.requireTokenFile = "api-token"
         expected.verbose = true
-        #expect(try EmulatorCommand.parse(["--listen", "127.0.0.1:0", "--apps=apps.json", "--require-token", "tok", "--verbose"]) == expected)
+        #expect(try EmulatorCommand.parse(["--listen", "127.0.0.1:0", "--apps=apps.json", "--require-token", "api-token", "--verbose"]) == expected)
     }
 
     @Test(arguments: [["--listen"], ["--listen", "nowhere"], ["--listen", "127.0.0.1:99999"], ["--bogus"],

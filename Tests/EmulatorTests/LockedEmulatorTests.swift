@@ -130,7 +130,52 @@ import Testing
         #expect(chmod(key, 0o646) == 0)
         #expect(Self.error { _ = try TLSIdentity.load(certificate: cert, key: key) }
                 == "--tls-key: \"\(key)\": writable by others (mode 0646): anyone could change what it says")
+        #expect(chmod(key, 0o600) == 0)
         #expect(Self.error { _ = try TLSIdentity.load(certificate: fifo, key: key) } == "--tls-cert: \"\(fifo)\": not a regular file (a FIFO)")
+    }
+
+    /// `--require-token FILE`: the device API's token is read from a file, as `--admin-token`'s,
+    /// so it never stands on a command line; a file others can write, a symlink, an empty file, a
+    /// token with whitespace, or a token given in place of the file are refused naming the file.
+    /// (Before: `--require-token TOKEN`, the secret in `ps` for every local user.)
+    @Test func requireTokenIsReadFromAFile() throws {
+        let dir = TempDir(files: ["api-token": "api-s3cret\n", "empty": " \n", "two": "two words\n"])
+        let token = dir.file("api-token")
+        #expect(chmod(token, 0o600) == 0)
+        #expect(try EmulatorCommand.parse(["--require-token", token]).requireTokenFile == token)
+        #expect(try EmulatorCommand.loadRequireToken(path: token) == "api-s3cret")
+        #expect(chmod(token, 0o666) == 0)
+        #expect(Self.error { _ = try EmulatorCommand.loadRequireToken(path: token) }
+                == "--require-token \(token): writable by others (mode 0666): anyone could change what it says")
+        #expect(chmod(token, 0o600) == 0)
+        #expect(symlink(token, dir.file("link")) == 0)
+        #expect(Self.error { _ = try EmulatorCommand.loadRequireToken(path: dir.file("link")) }
+                == "--require-token \(dir.file("link")): a symbolic link (not followed: name the file itself)")
+        #expect(Self.error { _ = try EmulatorCommand.loadRequireToken(path: dir.file("empty")) }
+                == "--require-token \(dir.file("empty")): the file is empty")
+        #expect(Self.error { _ = try EmulatorCommand.loadRequireToken(path: dir.file("two")) }
+                == "--require-token \(dir.file("two")): the token contains whitespace")
+        #expect(Self.error { _ = try EmulatorCommand.loadRequireToken(path: "api-s3cret") }
+                == "--require-token api-s3cret: no such file")
+        #expect(Self.error { _ = try EmulatorCommand.parse(["--require-token", ""]) } == "--require-token: expected a file name")
+    }
+
+    /// A private key its group or others can read is refused, as an admin token others can write
+    /// is: anyone who reads it can be the emulator. 0600 and 0400 are taken; the certificate, no
+    /// secret, may be 0644. (Before: 0644 and 0640 keys were served with.)
+    @Test(arguments: [(0o644 as mode_t, "0644"), (0o640, "0640"), (0o604, "0604"), (0o444, "0444")])
+    func aKeyOthersCanReadIsRefused(_ mode: mode_t, _ shown: String) throws {
+        let dir = TempDir()
+        let cert = dir.file("c.pem"), key = dir.file("k.pem")
+        try Data("-----BEGIN CERTIFICATE-----\n".utf8).write(to: URL(fileURLWithPath: cert))
+        try Data("-----BEGIN PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: key))
+        #expect(chmod(cert, 0o644) == 0 && chmod(key, mode) == 0)
+        #expect(Self.error { _ = try TLSIdentity.load(certificate: cert, key: key) }
+                == "--tls-key: \"\(key)\": readable by others (mode \(shown)): a secret must be its owner's alone (chmod 600)")
+        for fine: mode_t in [0o600, 0o400] {
+            #expect(chmod(key, fine) == 0)
+            #expect(Self.error { _ = try TLSIdentity.load(certificate: cert, key: key) } == "accepted")
+        }
     }
 
     static func error(_ body: () throws -> Void) -> String {

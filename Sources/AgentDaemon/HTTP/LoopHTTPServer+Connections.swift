@@ -19,6 +19,13 @@ final class OpenConnection {
     var closing = false
     /// The event stream it carries (LoopHTTPServer+Streams.swift).
     var stream: EventStream?
+    /// Since when its answers have piled up unread (`LoopHTTPServer.maximumUnsentBytes`): its
+    /// next request waits, the connection suspended and not read, and it counts as waiting
+    /// (it may be evicted); nil otherwise.
+    var stalledSince: Double?
+    /// Its unsent bytes when last looked at, and since when that count has not moved.
+    var stalledUnsent = 0
+    var stalledUnmovedSince = 0.0
 
     init(fd: Int32, serial: Int, awaitingSince: Double) {
         self.fd = fd
@@ -33,8 +40,12 @@ final class OpenConnection {
 /// The budget cannot be held by clients that never finish a request: at `MaxConnections=`
 /// a new connection evicts the one that has waited longest for its request (a slow or
 /// dripping sender, or an idle keep-alive), so that `/healthz` and a client with the token
-/// are served while any number of slow clients wait. A new connection is refused only when
-/// every connection is being answered (or carries an event stream).
+/// are served while any number of slow clients wait. Nor by clients that pipeline requests and
+/// never read the answers: once a connection's unsent answers pass `maximumUnsentBytes`, its next
+/// request waits (the connection suspended, so libmicrohttpd reads no more of it) until they
+/// drain, and it counts as waiting since then; an answer stuck in a full send buffer counts as
+/// waiting too when nothing else does. A new connection is refused only when every connection is
+/// being answered and reading its answers (or carries an event stream).
 ///
 /// libmicrohttpd watches connections edge-triggered and takes a short read for "nothing
 /// more to read": a client whose bytes and end of input (FIN) came together, before the
@@ -63,6 +74,7 @@ extension LoopHTTPServer {
     /// libmicrohttpd is about to close the descriptor.
     func closed(_ connection: OpaquePointer) {
         suspended.remove(connection)
+        stalled.remove(connection)
         guard let entry = open.removeValue(forKey: connection) else { return }
         if entry.watched { loop.unregister(entry.fd) }
         if open.isEmpty, let readTimer {
@@ -72,27 +84,114 @@ extension LoopHTTPServer {
     }
 
     /// The accept policy: room for one more, if need be by evicting the connection that has
-    /// waited longest for its request.
+    /// waited longest for its request, or whose answers have piled up unread the longest.
     func admit() -> Bool {
         var live = open.count
         if live >= limits.connections { live -= open.values.lazy.filter(\.closing).count }
         if live < limits.connections { return true }
-        var oldest: OpenConnection?
+        var oldest: (connection: OpaquePointer, entry: OpenConnection)?
         var oldestSince = Double.infinity
-        for entry in open.values where !entry.closing {
-            guard let since = entry.awaitingSince else { continue }
-            if since < oldestSince || (since == oldestSince && entry.serial < oldest?.serial ?? .max) {
-                oldest = entry
+        for (connection, entry) in open where !entry.closing {
+            guard let since = entry.awaitingSince ?? entry.stalledSince else { continue }
+            if since < oldestSince || (since == oldestSince && entry.serial < oldest?.entry.serial ?? .max) {
+                oldest = (connection, entry)
                 oldestSince = since
+            }
+        }
+        // None waits: one whose answer is stuck in a full send buffer (a client that does not
+        // read, with a send buffer smaller than the bound) is waiting too, since now.
+        if oldest == nil {
+            for (connection, entry) in open where !entry.closing && entry.stream == nil && !suspended.contains(connection) {
+                if Self.outputBlocked(entry.fd), entry.serial < oldest?.entry.serial ?? .max { oldest = (connection, entry) }
             }
         }
         guard let oldest else {
             onRefused()
             return false
         }
-        shutDown(oldest)
+        shutDown(oldest.entry)
+        // A stalled connection is suspended: libmicrohttpd sees the shutdown once it runs it again.
+        unstall(oldest.connection)
         onEvicted()
         return true
+    }
+
+    // MARK: - Answers that pile up unread
+
+    /// Bytes written to `fd` that its peer has not taken (the socket's send queue, `SIOCOUTQ`:
+    /// on TCP, sent and not acknowledged, or not sent yet; on a Unix socket, not yet read).
+    static func unsentBytes(_ fd: Int32) -> Int {
+        var count: Int32 = 0
+        guard fd >= 0, ioctl(fd, UInt(TIOCOUTQ), &count) == 0 else { return 0 }
+        return Int(count)
+    }
+
+    /// Whether `fd`'s send buffer is full with bytes its peer has not taken (`poll` finds it not
+    /// writable, and its send queue is not empty).
+    static func outputBlocked(_ fd: Int32) -> Bool {
+        guard fd >= 0 else { return false }
+        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        guard poll(&entry, 1, 0) == 0 else { return false }
+        return unsentBytes(fd) > 0
+    }
+
+    /// Called when a request is complete, before it is answered: if the connection's earlier
+    /// answers lie unsent past `maximumUnsentBytes` (a client pipelining requests and not
+    /// reading), the connection is suspended, and so neither answered nor read, until they
+    /// drain; it counts as waiting meanwhile, so the budget may evict it. True when suspended
+    /// (libmicrohttpd asks again on resumption).
+    func stallIfUnread(_ connection: OpaquePointer) -> Bool {
+        guard let entry = open[connection], !entry.closing else { return false }
+        let unsent = Self.unsentBytes(entry.fd)
+        guard unsent > Self.maximumUnsentBytes else { return false }
+        let now = loop.iterationTime
+        entry.awaitingSince = nil
+        if entry.stalledSince == nil { entry.stalledSince = now }
+        entry.stalledUnsent = unsent
+        entry.stalledUnmovedSince = now
+        stalled.insert(connection)
+        MHD.suspendConnection(connection)
+        if stallTimer == nil { armStallTimer() }
+        return true
+    }
+
+    /// Resumes a stalled connection (libmicrohttpd then asks for its request's answer again).
+    func unstall(_ connection: OpaquePointer) {
+        guard stalled.remove(connection) != nil else { return }
+        open[connection]?.stalledSince = nil
+        MHD.resumeConnection(connection)
+        runSoon()
+    }
+
+    private func armStallTimer() {
+        stallTimer = loop.schedule(after: Self.stallCheckInterval) { [unowned self] in
+            self.stallTimer = nil
+            self.checkStalled()
+        }
+    }
+
+    /// Stalled connections whose answers have drained to half the bound go on; one whose unsent
+    /// bytes have not moved for the idle timeout is closed (libmicrohttpd times out no suspended
+    /// connection).
+    private func checkStalled() {
+        let now = loop.now
+        for connection in stalled {
+            guard let entry = open[connection] else {
+                stalled.remove(connection)
+                continue
+            }
+            let unsent = Self.unsentBytes(entry.fd)
+            if entry.closing || unsent <= Self.maximumUnsentBytes / 2 {
+                unstall(connection)
+            } else if unsent != entry.stalledUnsent {
+                entry.stalledUnsent = unsent
+                entry.stalledUnmovedSince = now
+            } else if limits.idle > 0, now - entry.stalledUnmovedSince >= Double(limits.idle) {
+                shutDown(entry)
+                unstall(connection)
+            }
+        }
+        if !stalled.isEmpty { armStallTimer() }
     }
 
     /// Its request is complete (or answered before its body): nothing more is awaited.

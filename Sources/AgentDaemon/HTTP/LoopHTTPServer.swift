@@ -65,7 +65,9 @@ struct JSONValueBox {
 /// read and dropped); at most `limits.connections` connections (`[HTTP] MaxConnections=`):
 /// at the limit a new connection takes the place of the one that has waited longest for
 /// its request (`onEvicted`), and is refused only when every connection is being answered
-/// (`onRefused`); a connection whose request (headers and body) has not arrived within
+/// (`onRefused`); a connection whose answers lie unsent past `maximumUnsentBytes` (a client
+/// that pipelines requests and does not read) is neither answered nor read until they drain,
+/// and counts as waiting meanwhile; a connection whose request (headers and body) has not arrived within
 /// `limits.requestRead` of its opening or of its previous answer is closed
 /// (`onRequestTimeout`); `limits.idle` closes idle connections. A request line or header
 /// that is not one reading (two `Content-Length`s, a path that decodes to no UTF-8) is a 400;
@@ -104,6 +106,16 @@ final class LoopHTTPServer {
     var suspended: Set<OpaquePointer> = []
     /// Event streams' connections, suspended until there is something to send.
     var streamsWaiting: Set<OpaquePointer> = []
+    /// Connections whose answers pile up unread, suspended until they drain
+    /// (LoopHTTPServer+Connections.swift), and the timer that looks at them meanwhile.
+    var stalled: Set<OpaquePointer> = []
+    var stallTimer: EventLoop.TimerHandle?
+    /// Unsent answer bytes past which a connection's next request waits (and the connection
+    /// is not read): a client that pipelines requests and never reads costs this much, and counts
+    /// as waiting, not as being answered.
+    static let maximumUnsentBytes = 64 * 1024
+    /// How often stalled connections are looked at (whether their answers drained).
+    static let stallCheckInterval = 0.05
     /// Within `MHD_run` (libmicrohttpd is not reentrant: a pass asked for meanwhile comes after).
     private var running = false
     private var runScheduled = false
@@ -205,13 +217,16 @@ final class LoopHTTPServer {
         timerDeadline = nil
         if let readTimer { loop.cancel(readTimer) }
         readTimer = nil
+        if let stallTimer { loop.cancel(stallTimer) }
+        stallTimer = nil
         if epollFD >= 0 { loop.unregister(epollFD) }
         epollFD = -1
         self.daemon = nil
-        for connection in suspended.union(streamsWaiting) { MHD.resumeConnection(connection) }  // libmicrohttpd stops none suspended
+        for connection in suspended.union(streamsWaiting).union(stalled) { MHD.resumeConnection(connection) }  // libmicrohttpd stops none suspended
         for entry in open.values { entry.stream?.finish() }
         suspended.removeAll()
         streamsWaiting.removeAll()
+        stalled.removeAll()
         MHD.stopDaemon(daemon)
         for connection in open.values where connection.watched { loop.unregister(connection.fd) }
         open.removeAll()
@@ -309,6 +324,10 @@ final class LoopHTTPServer {
             uploadDataSize.pointee = 0
             return MHD_Result.YES
         }
+        // Evicted or closed while its request waited: nothing to answer.
+        if open[connection]?.closing == true { return MHD_Result.NO }
+        // Earlier answers unread past the bound: this one waits, and the connection is not read.
+        if stallIfUnread(connection) { return MHD_Result.YES }
         requestComplete(connection)
         let request = HTTPServerRequest(method: String(cString: method), path: pending.path, headers: pending.headers,
                                         body: pending.body, bodyTooLarge: pending.tooLarge, unreadablePath: pending.unreadablePath)

@@ -221,6 +221,42 @@ def test_a_peer_that_hangs_up_fails_the_call_at_once(fake_agent: Callable[..., s
         assert caught.value.socket_path == path
 
 
+REFUSAL = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"too many connections (MaxConnections=1)"}}\n'
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.3])
+def test_a_refused_connection_is_told_why_never_broken_pipe(pushwoosh_tmp_dir: str, pause: float) -> None:
+    """As the agent refuses a connection over MaxConnections when it cannot wait for the request:
+    the reason (-32000, id null), then the close, before the client wrote anything. The call
+    reports that reason whether its send comes before the close or after it (a broken pipe)."""
+    path = os.path.join(pushwoosh_tmp_dir, "refusing.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen()
+
+    def refuse_every_connection() -> None:  # a new connection is refused as well
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(REFUSAL)  # and closes at once
+
+    thread = threading.Thread(target=refuse_every_connection, daemon=True)
+    thread.start()
+    with AgentClient(socket=path, timeout=5) as client:
+        time.sleep(pause)
+        with pytest.raises(AgentError) as caught:
+            client.status()
+        assert caught.value.code == -32000
+        assert "too many connections (MaxConnections=1)" in str(caught.value)
+        assert "Broken pipe" not in str(caught.value)
+    server.shutdown(socket.SHUT_RDWR)
+    server.close()
+    thread.join(5)
+
+
 def test_garbage_and_stray_answers_are_skipped(fake_agent: Callable[..., str]) -> None:
     def handler(conn: socket.socket) -> None:
         _read_line(conn)

@@ -187,6 +187,10 @@ class Connection:
         self._listeners: List[Listener] = []
         self._subscribed: FrozenSet[str] = frozenset()
         self.closed_reason: Optional[str] = None
+        # An error answer with id null that no call claimed: the agent refusing the connection
+        # (-32000 too many connections) before any request was sent. Calls made on the
+        # connection afterwards get it, not a bare "closed".
+        self._refusal: Optional[Dict[str, Any]] = None
         self._reader = threading.Thread(target=self._read_loop, name=f"pushwoosh-agent reader ({path})",
                                         daemon=True)
         self._reader.start()
@@ -211,6 +215,10 @@ class Connection:
         call = _Call(method)
         with self._lock:
             if self.closed_reason is not None:
+                if self._refusal is not None:
+                    call.answer = self._refusal
+                    call.event.set()
+                    return call
                 raise AgentNotRunning(self.path, self.closed_reason)
             self._pending[call_id] = call
         try:
@@ -222,9 +230,13 @@ class Connection:
             self.fail(f"a send to the agent timed out ({method})")
             raise AgentTimeout(self.path, method, self.timeout or 0.0) from None
         except OSError as error:
+            # The agent may have answered and closed before the line was written (a refused
+            # connection's -32000 with its reason): the reader delivers that answer to this call;
+            # the failed send is the reason only when none came.
             reason = f"lost the connection: {error.strerror or error}"
+            if self._reader is not threading.current_thread():
+                self._reader.join(1.0)
             self.fail(reason)
-            raise AgentNotRunning(self.path, self.closed_reason or reason) from None
         return call
 
     def _wait(self, call_id: int, call: _Call, timeout: Optional[float]) -> Dict[str, Any]:
@@ -291,7 +303,8 @@ class Connection:
             listeners = list(self._listeners) if first else []
             self._listeners.clear()
         for call in calls:
-            call.answer = AgentNotRunning(self.path, self.closed_reason or reason)
+            call.answer = self._refusal if self._refusal is not None \
+                else AgentNotRunning(self.path, self.closed_reason or reason)
             call.event.set()
         for listener in listeners:
             listener.end(AgentNotRunning(self.path, self.closed_reason or reason))
@@ -328,6 +341,10 @@ class Connection:
             reason = f"the client's reader failed: {error!r}"
             raise
         finally:
+            if self._refusal is not None:
+                refused = self._refusal.get("error")
+                if isinstance(refused, dict):
+                    reason = f"the agent refused the connection: {refused.get('code')} {refused.get('message')}"
             self.fail(reason)
             try:
                 self._sock.close()
@@ -344,6 +361,8 @@ class Connection:
                     # The agent could not read a request (it answers those with id null):
                     # with one call in flight it can only be that one.
                     ident = next(iter(self._pending))
+                elif ident is None and not self._pending and "error" in message:
+                    self._refusal = message
                 call = self._pending.pop(ident, None) \
                     if isinstance(ident, int) and not isinstance(ident, bool) else None
             if call is not None:

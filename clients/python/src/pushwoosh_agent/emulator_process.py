@@ -116,7 +116,13 @@ class EmulatorProcess:
                 json.dump(dict(self.state), f)
             args += ["--state", path]
         if self.require_token is not None:
-            args += ["--require-token", self.require_token]
+            # In a file (0600), as the admin token: never on the command line, where every local
+            # user can read it.
+            path = os.path.join(self.directory, "require-token")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(self.require_token + "\n")
+            args += ["--require-token", path]
         if self.admin_token is not None:
             path = os.path.join(self.directory, "admin-token")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
