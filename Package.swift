@@ -112,7 +112,7 @@ let package = Package(
         .testTarget(name: "AgentPosixTests", dependencies: ["AgentCurl", "AgentPosix", "AgentCore", "HarnessSupport", "Launcher", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "AgentFleetTests", dependencies: ["AgentFleet", "AgentConfigFile", "AgentCore"], swiftSettings: strict),
         .testTarget(name: "AgentSystemdTests", dependencies: ["AgentSystemd"], swiftSettings: strict),
-        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "AgentControlTests", dependencies: ["AgentControl", "AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "Launcher"], swiftSettings: strict),
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport", "Launcher", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore", "AgentPosix", "HarnessSupport", "ToolSupport"], swiftSettings: strict),

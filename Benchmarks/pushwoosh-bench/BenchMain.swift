@@ -257,7 +257,10 @@ final class Bench {
         return path
     }
 
-    /// Starts an agent and waits for READY=1; returns its pid and the seconds from spawn.
+    /// Starts an agent and waits for READY=1; returns its pid and the seconds from spawn. The one
+    /// place an agent is spawned bare rather than by Launcher's `AgentLauncher`: the READY=1
+    /// timing compares exec-to-READY with `systemd-notify --ready` started the same way, so
+    /// neither may carry the launcher's `setpriv` exec in front of it.
     private func startAgent(_ receiver: NotifyReceiver, name: String) throws -> (pid: pid_t, ready: Double) {
         let config = try writeConfig()
         let (out, err) = logPaths(name)

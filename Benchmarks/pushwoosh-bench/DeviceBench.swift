@@ -34,9 +34,11 @@ extension Bench {
     /// The agents' configuration: the example app (a device with a handful of flags), its
     /// own state directory, User ID and socket `sockets/device-NNN.sock`, no refresh throttle
     /// (as scripts/measure-fleet).
-    private func startDevices(_ count: Int, root: String, app: String = "ABCDE-12345", receiver: NotifyReceiver? = nil) throws -> (pids: [pid_t], sockets: [String]) {
+    /// Each is started by the one launcher of long-running agents (Launcher's `AgentLauncher`:
+    /// its notify socket, a parent-death signal, its log).
+    private func startDevices(_ count: Int, root: String, app: String = "ABCDE-12345") throws -> Devices {
         try FileManager.default.createDirectory(atPath: root + "/sockets", withIntermediateDirectories: true)
-        var pids: [pid_t] = []
+        var launchers: [AgentLauncher] = []
         var sockets: [String] = []
         for n in 1...count {
             let name = String(format: "%04d", n)
@@ -54,43 +56,55 @@ extension Bench {
                 DisableThrottle=yes
 
                 """.write(toFile: d + "/agent.conf", atomically: true, encoding: .utf8)
-            let pid = try Children.spawn(agentd, ["--config", d + "/agent.conf"], stdout: "/dev/null", stderr: d + "/log")
-            pids.append(pid)
+            launchers.append(try AgentLauncher(.init(agentd: agentd, arguments: ["--config", d + "/agent.conf"], notifyPath: d + "/notify",
+                                                     logPath: d + "/log", stdoutToLog: false)))
             sockets.append(socket)
         }
-        return (pids, sockets)
+        return Devices(launchers: launchers, sockets: sockets)
+    }
+
+    /// Devices started, their sockets, in order.
+    struct Devices {
+        var launchers: [AgentLauncher]
+        var sockets: [String]
+        var pids: [pid_t] { launchers.map(\.processID) }
     }
 
     /// Waits until every device is ready and its start-up refresh is over.
     /// `count` devices started and serving, the seconds that took, then a second to settle
     /// (the status connections closed, the start-up done). The caller stops them.
-    private func startReadyDevices(_ count: Int, root: String, app: String = "ABCDE-12345", timeout: Double) throws -> (pids: [pid_t], sockets: [String], seconds: Double) {
+    private func startReadyDevices(_ count: Int, root: String, app: String = "ABCDE-12345", timeout: Double) throws -> (devices: Devices, seconds: Double) {
         let started = monotonicSeconds()
         let agents = try startDevices(count, root: root, app: app)
         do {
-            try waitReady(agents.sockets, pids: agents.pids, timeout: timeout)
+            try waitReady(agents, timeout: timeout)
         } catch {
-            stopAll(agents.pids)
+            stopAll(agents)
             throw error
         }
         let seconds = monotonicSeconds() - started
         sleepSeconds(1.0)
-        return (agents.pids, agents.sockets, seconds)
+        return (agents, seconds)
     }
 
-    private func waitReady(_ sockets: [String], pids: [pid_t], timeout: Double) throws {
+    private func waitReady(_ devices: Devices, timeout: Double) throws {
         let deadline = monotonicSeconds() + timeout
-        for (index, socket) in sockets.enumerated() {
+        for (index, socket) in devices.sockets.enumerated() {
             while true {
                 if let status = try? LineClient.call(socket, .status), status["state"]?.stringValue == "ready",
                    status["lastRefreshAt"].map({ !$0.isNull }) ?? false {
                     break
                 }
-                guard Children.isAlive(pids[index]) else { throw BenchError("device \(index + 1) exited") }
+                guard devices.launchers[index].reap() == nil else { throw BenchError("device \(index + 1) exited") }
                 guard monotonicSeconds() < deadline else { throw BenchError("device \(index + 1) not ready after \(Int(timeout)) s") }
                 sleepSeconds(0.02)
             }
         }
+    }
+
+    private func stopAll(_ devices: Devices) {
+        for launcher in devices.launchers { launcher.signal(SIGTERM) }
+        for launcher in devices.launchers { launcher.stop(grace: 10) }
     }
 
     private func stopAll(_ pids: [pid_t]) {
@@ -106,11 +120,11 @@ extension Bench {
         let count = options.devices
         let root = directory + "/devices"
         let bench = options.devicesServeBenchApp
-        let agents = try startReadyDevices(count, root: root, app: bench ? applicationCode : "ABCDE-12345", timeout: 60)
-        defer { stopAll(agents.pids) }
+        let (agents, readySeconds) = try startReadyDevices(count, root: root, app: bench ? applicationCode : "ABCDE-12345", timeout: 60)
+        defer { stopAll(agents) }
         var memory = DeviceMemory(devices: count)
         if bench { memory.app = "the app \(applicationCode) (\(options.flagCount) flags, `--device-flags`)" }
-        memory.startSeconds = agents.seconds
+        memory.startSeconds = readySeconds
 
         let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var echoes: [pid_t] = []
@@ -165,10 +179,10 @@ extension Bench {
         let agentctl = options.binDirectory + "/pushwoosh-agentctl"
         guard access(agentctl, X_OK) == 0 else { throw BenchError("\(agentctl) not found") }
         let root = directory + "/fleet"
-        let agents = try startReadyDevices(count, root: root, timeout: 120)
-        defer { stopAll(agents.pids) }
+        let (agents, readySeconds) = try startReadyDevices(count, root: root, timeout: 120)
+        defer { stopAll(agents) }
         var timing = FleetTiming(devices: count)
-        timing.readySeconds = agents.seconds
+        timing.readySeconds = readySeconds
         let commands: [(name: String, arguments: [String])] = [
             ("fleet status", ["fleet", "--socket-dir", root + "/sockets", "--timeout", "30", "status"]),
             ("fleet call refresh", ["fleet", "--socket-dir", root + "/sockets", "--timeout", "30", "call", "refresh"]),

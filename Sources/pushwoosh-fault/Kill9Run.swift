@@ -121,27 +121,29 @@ final class Kill9Run {
         fflush(nil)
     }
 
-    /// Starts the agent and waits for READY=1; nil (after recording why) when it did not come.
-    private func startAgent(cycle: Int) -> pid_t? {
+    /// Starts the agent (by the one launcher of long-running agents, on the run's own notify
+    /// socket) and waits for READY=1; nil (after recording why) when it did not come.
+    private func startAgent(cycle: Int) -> AgentLauncher? {
         notify?.drain()
-        let pid: pid_t
+        let agent: AgentLauncher
         do {
-            pid = try spawn([o.bin + "/pushwoosh-agentd", "--config", o.work + "/agent.conf"],
-                            environment: environment, stderrPath: logPath)
+            agent = try AgentLauncher(.init(agentd: o.bin + "/pushwoosh-agentd", arguments: ["--config", o.work + "/agent.conf"],
+                                            environment: environment, notifyPath: notify!.path, callerBindsNotifySocket: true,
+                                            logPath: logPath, stdoutToLog: false))
         } catch { die("\(error)") }
-        try? "\(pid)\n".write(toFile: o.work + "/agent.pid", atomically: false, encoding: .utf8)
+        try? "\(agent.processID)\n".write(toFile: o.work + "/agent.pid", atomically: false, encoding: .utf8)
         guard notify?.wait(containing: "READY=1", timeout: 15) != nil else {
-            stopAgent(pid, signal: SIGKILL)
+            stopAgent(agent, signal: SIGKILL)
             violation("no READY=1 within 15 s after start", cycle: cycle)
             return nil
         }
-        return pid
+        return agent
     }
 
-    private func stopAgent(_ pid: pid_t, signal: Int32) {
-        kill(pid, signal)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+    /// `signal` to the agent, then waits for its exit, however long.
+    private func stopAgent(_ agent: AgentLauncher, signal: Int32) {
+        agent.signal(signal)
+        agent.wait()
         unlink(o.work + "/agent.pid")
     }
 
@@ -158,7 +160,7 @@ final class Kill9Run {
             try? FileManager.default.removeItem(atPath: stateDir)
             lastStored = nil
         }
-        guard let pid = startAgent(cycle: cycle) else { return false }
+        guard let agent = startAgent(cycle: cycle) else { return false }
         if let line = logSaysDamaged() { violation("the agent logged 'stored state damaged' at start: \(line)", cycle: cycle) }
 
         let record = LoopRecord()
@@ -176,7 +178,7 @@ final class Kill9Run {
             if kStart == nil { sleepSeconds(0.0002) }
         }
         if let kStart { sleepSeconds(kStart + delay - monotonicSeconds()) }
-        stopAgent(pid, signal: SIGKILL)
+        stopAgent(agent, signal: SIGKILL)
         while !record.isFinished { sleepSeconds(0.001) }
         killDelays.append(delay)
         let seen = record.snapshot
@@ -275,8 +277,8 @@ final class Kill9Run {
     /// A last start: the agent must come up from whatever the last kill left, without damage.
     private func lastStart() {
         let cycle = o.kills + 1
-        if let pid = startAgent(cycle: cycle) {
-            stopAgent(pid, signal: SIGTERM)
+        if let agent = startAgent(cycle: cycle) {
+            stopAgent(agent, signal: SIGTERM)
             if logSaysDamaged() != nil { violation("the agent logged 'stored state damaged' after the last kill", cycle: cycle) }
         }
         let damagedAside = ((try? FileManager.default.contentsOfDirectory(atPath: stateDir)) ?? []).filter { $0.contains(".damaged-") }

@@ -4,6 +4,7 @@ import AgentWire
 import Foundation
 import Glibc
 import HarnessSupport
+import Launcher
 import Testing
 @testable import AgentControl
 
@@ -12,34 +13,31 @@ import Testing
 /// none; an emulator without a lab is a usage error (docs/device-clock.md J).
 @Suite(.serialized) struct FleetAdvanceClockLabTests {
     /// Two agents with controlled clocks, their sockets `device-0.sock` and `device-1.sock` in
-    /// one directory, pointed at `emulator`.
+    /// one directory, pointed at `emulator`: instances as systemd runs them (not the lab's), each
+    /// started by the one launcher and ready (READY=1, its first refresh done).
     final class Agents {
         let dir = TempDir()
-        var processes: [Process] = []
+        var agents: [AgentLauncher] = []
 
         init(_ emulator: EmulatorProcess, count: Int = 2) throws {
             for i in 0..<count {
                 let name = "device-\(i)"
-                let state = dir.file(name + "-state")
                 let config = """
                     [Agent]
                     ApplicationCode=ABCDE-12345
                     ServerURL=\(emulator.serverURL)
                     Socket=\(dir.file(name + ".sock"))
-                    StateDirectory=\(state)
+                    StateDirectory=\(dir.file(name + "-state"))
                     RequestTimeout=5s
                     [Device]
                     Clock=controlled
                     """
                 try config.write(toFile: dir.file(name + ".conf"), atomically: true, encoding: .utf8)
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: Binaries.agentd)
-                process.arguments = ["--config", dir.file(name + ".conf")]
-                process.environment = ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"]
-                process.standardOutput = FileHandle.nullDevice
-                process.standardError = FileHandle.nullDevice
-                try process.run()
-                processes.append(process)
+                let agent = try AgentLauncher(.init(agentd: Binaries.agentd, arguments: ["--config", dir.file(name + ".conf")],
+                                                    environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"],
+                                                    notifyPath: dir.file(name + ".notify"), logPath: dir.file(name + ".log")))
+                agents.append(agent)
+                guard agent.waitForReady(timeout: 15) != nil else { throw FixtureError("\(name): no READY=1: \(agent.tail(5))") }
             }
             // Ready once each answers status with its first refresh done.
             let deadline = monotonicSeconds() + 15
@@ -53,10 +51,7 @@ import Testing
         }
 
         deinit {
-            for p in processes where p.isRunning {
-                kill(p.processIdentifier, SIGKILL)
-                p.waitUntilExit()
-            }
+            for agent in agents { agent.stop(signal: SIGKILL) }
         }
     }
 
