@@ -38,6 +38,10 @@ public final class LabService: Sendable {
     /// Held by an advance and a reset: one move of the lab at a time.
     private let clock = NSLock()
 
+    /// The most devices (owned and attached) a lab holds at once; one request starts at most
+    /// `LabCommand.maximumCount`.
+    public static let maximumDevices = 256
+
     public init(directory: PrivateDirectory, agentd: String, emulator: LabEmulator) {
         self.directory = directory
         self.agentd = agentd
@@ -211,12 +215,15 @@ public final class LabService: Sendable {
     /// Puts `new` in the table, each locked by this thread (so that others see it starting and
     /// wait for it), or refuses them all when a name is taken.
     private func reserve(_ new: [LabDevice]) throws(LabRefusal) {
-        let taken: String? = devices.withLock { table in
-            if let taken = new.first(where: { table[$0.name] != nil }) { return taken.name }
+        let refusal: LabRefusal? = devices.withLock { table in
+            if let taken = new.first(where: { table[$0.name] != nil }) { return LabRefusal(409, "a device named \(taken.name) is in the lab already") }
+            guard table.count + new.count <= Self.maximumDevices else {
+                return LabRefusal(409, "the lab holds \(table.count) devices and takes at most \(Self.maximumDevices): stop some first")
+            }
             for device in new { table[device.name] = device }
             return nil
         }
-        if let taken { throw LabRefusal(409, "a device named \(taken) is in the lab already") }
+        if let refusal { throw refusal }
         for device in new { device.lock() }
     }
 

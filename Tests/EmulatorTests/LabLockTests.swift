@@ -248,4 +248,19 @@ import ToolSupport
         let (status, body) = plain.admin("POST", "/admin/faults", #"{"device":"f","method":"getFeatureFlags","http":503}"#)
         #expect(status == 400 && body.contains("\"device\"") && body.contains("serves no lab"), "\(body)")
     }
+
+    // The limits docs/lab.md names: 64 devices a request, 256 in the lab at once.
+    @Test func theLabHoldsAtMost256Devices() throws {
+        let lab = try Lab()
+        #expect(lab.call("POST", "/lab/devices", #"{"count":65,"name":"many"}"#).json["path"] == "count")
+        let first = lab.call("POST", "/lab/devices", #"{"name":"a"}"#)
+        let socket = first.json["devices"]?.arrayValue?.first?["socket"]?.stringValue ?? ""
+        for i in 1..<256 {
+            let attached = lab.call("POST", "/lab/devices", #"{"attach":"\#(socket)","name":"x\#(i)"}"#)
+            guard attached.status == 201 else { Issue.record("attach \(i): \(attached.json)"); return }
+        }
+        let over = lab.call("POST", "/lab/devices", #"{"attach":"\#(socket)","name":"x256"}"#)
+        #expect(over.status == 409 && over.json["error"]?.stringValue?.contains("takes at most 256") == true, "\(over.json)")
+        #expect(lab.call("GET", "/lab/devices").json["devices"]?.arrayValue?.count == 256)
+    }
 }
