@@ -158,6 +158,9 @@ public struct SoakOptions: Sendable {
         }
         guard o.pace > 0 else { throw bad("--pace", given["--pace"] ?? TimeSpan.format(o.pace), expected: "a positive time span") }
         if o.realTimings {
+            // Its timings are the SDK's own: a timing given with it would be silently ignored.
+            let overridden = ["--lifetime", "--session-gap", "--refresh", "--throttle"].filter { given[$0] != nil }
+            if let first = overridden.first { throw SoakOptionError(first, .notWithRealTimings(overridden)) }
             o.timings = Timings(lifetime: 86_400, sessionGap: 1_800, refresh: 3_600, throttle: 300)
             // The run ends when the device days are covered; the duration is only a bound.
             o.duration = max(o.duration, (o.deviceDays * 86_400 / o.speed * 3 + 60).rounded(.up))

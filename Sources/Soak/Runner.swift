@@ -123,6 +123,7 @@ public final class SoakRunner: @unchecked Sendable {
     }
 
     func soak() throws(SoakError) -> Int32 {
+        try prepareOutputs()
         if options.coverageRequired, let plan, !plan.refusal.isEmpty {
             return refuse(plan.refusal)
         }
@@ -331,13 +332,13 @@ public final class SoakRunner: @unchecked Sendable {
     }
 
     func progressLine() -> String {
-        let s = recorder.state.withLock {
-            ($0.restartsBySignal, $0.faults.count, $0.changes.filter { $0.start > 0 }.count, $0.violations.count,
-             $0.tracks.map(\.observations).reduce(0, +))
-        }
+        let state = recorder.state.withLock { $0 }
+        let s = (state.restartsBySignal, state.faults.count, state.changes.filter { $0.start > 0 }.count, state.violations.count,
+                 state.tracks.map(\.observations).reduce(0, +))
         let elapsed = Int(now() - started)
         let requests = methodCounts.values.reduce(0, +)
-        let checks = lifetime.checks + provenance.checks + schedule.cadenceChecks + schedule.stormChecks + impressions.checks + status.checks
+        // The coverage's own sum: the line and the last coverage line never disagree.
+        let checks = coverage(state).total
         // With --real-timings the line leads with the device time (the request log's and the checks' clock).
         let at = clockDriver.map { String(format: "[device %@ · day %.2f of %g · real %ds] ", iso8601(timeline.deviceNow()),
                                           $0.deviceSecondsCovered / 86_400, options.deviceDays, elapsed) }
