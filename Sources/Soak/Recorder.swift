@@ -121,7 +121,10 @@ public final class Recorder: Sendable {
     public func violation(_ v: Violation) {
         state.withLock { s in
             s.violations.append(v)
-            if let a = v.agent, a < s.tracks.count { s.tracks[a].lane.violations.append(v.time) }
+            if let a = v.agent, a < s.tracks.count {
+                s.tracks[a].lane.violations.append(ViolationMark(time: v.time, invariant: v.invariant, message: v.message))
+                if v.invariant == "crash" { s.tracks[a].lane.crashes.append(v.time) }
+            }
         }
     }
 

@@ -187,7 +187,7 @@ public final class SoakRunner: @unchecked Sendable {
         horizon = now()
         evaluate(settled: horizon, final: true)
         for c in processes.drainCrashes() where c.name != "emulator" {
-            recorder.violation(Violation("crash", agent: nil, pid: c.pid, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
+            recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
                                          evidence: tail(c.logPath, lines: 20)))
         }
         let summaryLine = progressLine()
@@ -317,6 +317,9 @@ public final class SoakRunner: @unchecked Sendable {
         let tracks = recorder.state.withLock { $0.tracks }
         for (i, track) in tracks.enumerated() {
             guard let ready = track.lane.readies.last, ready > (track.lane.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
+            // A process that died is not watched: its crash is the one violation (issue 46: one
+            // SIGKILL from outside once made 26 watchdog violations on the dead PID).
+            guard let pid = track.pids.last, Self.isUp(pid, processes) else { continue }
             watchdogChecks += 1
             let last = notify.messages(i, since: ready).last { $0.text.contains("WATCHDOG=1") }?.time ?? ready
             if t - last > options.watchdog + options.slack {
@@ -329,6 +332,12 @@ public final class SoakRunner: @unchecked Sendable {
             }
         }
         notify.trim(before: t - 60)
+    }
+
+    /// Whether the process `pid` of the run is still running (reaped first, so a death is seen at once).
+    static func isUp(_ pid: Int32, _ processes: ChildProcesses) -> Bool {
+        _ = processes.reap()
+        return processes.child(pid).map { $0.exit == nil } ?? false
     }
 
     func progressLine() -> String {

@@ -48,7 +48,8 @@ extension SoakRunner {
             lane.background = lane.background.map { (dev($0.0), $0.1.map(dev)) }
             lane.tracked = lane.tracked.map { (dev($0.0), $0.1) }
             lane.ages = lane.ages.map { (dev($0.0), $0.1) }
-            lane.violations = lane.violations.map(violationTime)
+            lane.violations = lane.violations.map { v in var v = v; v.time = violationTime(v.time); return v }
+            lane.crashes = lane.crashes.map(violationTime)
             lane.users = t.users.map { (dev($0.0), $0.1) }
             lanes.append(lane)
         }
