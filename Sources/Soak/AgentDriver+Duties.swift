@@ -60,7 +60,7 @@ extension AgentDriver {
         if active { goBackground() }
         backgroundUntil = nil
         guard !active, let dated = observeStatus(), let age = dated.flagsAgeSeconds else { return false }
-        let received = ctx.timeline.device(dated.received) - age
+        let received = ctx.timeline.device(dated.sent) - age
         let lifetime = ctx.options.timings.lifetime
         expiry = (dated, received + lifetime - 60, received + lifetime + 60, nil)
         ctx.board.silent(agent: index, true)

@@ -95,6 +95,9 @@ public final class ClockDriver: @unchecked Sendable {
             var delta = 0.0
             var finished = false
             gate.exclusive {
+                // The devices' clocks move during the step, while no driver acts: what arrives
+                // from them meanwhile (an `expired` fired by the step) is on the new time.
+                let stepStart = now()
                 let outcome: LabClockStepOutcome?
                 do throws(LabClockError) {
                     outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep, ctx.board.earliest?.at ?? .infinity))
@@ -109,7 +112,7 @@ public final class ClockDriver: @unchecked Sendable {
                     }
                 }
                 delta = outcome.step.seconds
-                timeline.advanced(by: delta, atReal: now())
+                timeline.advanced(by: delta, atReal: stepStart)
                 steps += 1
                 deviceSecondsCovered = timeline.deviceNow() - start
                 finished = outcome.step.target >= end && (ctx.board.earliest.map { $0.at > end } ?? true)

@@ -21,6 +21,8 @@ public struct AgentTrack: Sendable {
     public var actions: [String: Int] = [:]
     /// What its subscriptions heard (refreshes by trigger, expiries, discards).
     public var heard = HeardCounts()
+    /// When each `featureFlagsDidUpdate` `expired` arrived (real time; the expiry check's exact clock).
+    public var expiredArrivals: [Time] = []
 
     public init() {}
 }

@@ -285,13 +285,13 @@ public final class SoakRunner: @unchecked Sendable {
             s.cacheProbes.removeAll { $0.after.received <= realHorizon }
             let r = s.refreshProbes.filter { $0.received <= realHorizon }
             s.refreshProbes.removeAll { $0.received <= realHorizon }
-            return (e, c, r, s.tracks.map(\.heard.expiries))
+            return (e, c, r, s.tracks.map(\.expiredArrivals))
         }
         var found: [Violation] = []
         for var p in expiries {
             p.convert(dev)
             let before = expiry.notes.count
-            found += expiry.check(p, calls: flagCalls[hwids[p.agent]] ?? [], expiries: heard[p.agent])
+            found += expiry.check(p, calls: flagCalls[hwids[p.agent]] ?? [], expiries: heard[p.agent].map(dev))
             for note in expiry.notes.dropFirst(before) { recorder.note(note) }
         }
         for var p in caches {

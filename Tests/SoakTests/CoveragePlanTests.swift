@@ -145,9 +145,23 @@ import Testing
         #expect(early.count == 1 && early[0].message.contains("are not served"))
         // No `expired` notification, or one long before.
         #expect(checker.check(Self.probe(), calls: calls, expiries: []).map(\.message) == ["no featureFlagsDidUpdate expired between "
-            + iso8601(1_000.002 + Self.day) + " and " + iso8601(1_000 + Self.day + 60.012)])
+            + iso8601(1_000 + Self.day) + " and " + iso8601(1_000 + Self.day + 60.012)])
         #expect(checker.check(Self.probe(), calls: calls, expiries: [5_000]).count == 1)
         #expect(checker.checks == 5)
+    }
+
+    /// The edge to the millisecond: flags received at 1000 (the dated status sent at 1500 saw
+    /// them 500 s old) expire at 1000 + 24 h, not a second less. An `expired` seen 1 s, or 2 ms,
+    /// early is a violation (the notification's own stamp, to the second, once let 1.5 s pass).
+    @Test func theExpiryEdgeIsHeldToTheMillisecond() {
+        var checker = ExpiryChecker(lifetime: Self.day)
+        let calls = [Self.request(999.9)]
+        #expect(checker.check(Self.probe(), calls: calls, expiries: [1_000 + Self.day + 0.0004]).isEmpty)
+        #expect(checker.check(Self.probe(), calls: calls, expiries: [1_000 + Self.day - 0.0005]).isEmpty, "within a millisecond")
+        for early in [1.0, 0.5, 0.002] {
+            let found = checker.check(Self.probe(), calls: calls, expiries: [1_000 + Self.day - early])
+            #expect(found.count == 1 && found[0].message.hasPrefix(String(format: "flags expired %.3f s before", early)), "\(found)")
+        }
     }
 
     @Test func anExpiryLookThatCannotTellChecksNothingAndSaysSo() {
