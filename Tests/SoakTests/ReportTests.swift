@@ -251,6 +251,10 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         #expect(short.output.contains("cannot check: expiry (needs at least 1 device-day"), "\(short.output)")
         #expect(short.summary["result"] == "refused")
         #expect(short.summary["notCoverable"]?.arrayValue?.compactMap { $0["invariant"]?.stringValue } == ["expiry"])
+        // CI is told: the JUnit file has the refusal as a failure.
+        let (root, cases, _) = try JUnitReportTests.cases(String(decoding: short.junit, as: UTF8.self))
+        #expect(root["failures"] == "1" && cases["expiry"]?.failure?.hasPrefix("refused (exit 3): needs at least 1 device-day") == true)
+        #expect(short.output.contains("wrote ") && short.output.contains("junit.xml"), "\(short.output)")
         guard let one = try Self.soak(["--real-timings", "--device-days", "1", "--agents", "1", "--seed", "1"]) else { return }
         #expect(one.status == 3)
         for name in ["userSwitch", "retryAfter", "throttle", "outage", "restart", "cache"] { #expect(one.output.contains(name + " ("), "\(one.output)") }

@@ -39,6 +39,13 @@ import Testing
         #expect(try SoakOptions.parse(["--lifetime", "60s", "--refresh", "15s"]).timings.lifetime == 60)
     }
 
+    @Test("make soak-real writes the JUnit file")
+    func soakRealWritesJUnit() throws {
+        let makefile = try String(contentsOfFile: RealRunTests.repository + "/Makefile", encoding: .utf8)
+        let recipe = try #require(makefile.components(separatedBy: "\nsoak-real:").last?.split(separator: "\n").dropFirst().first)
+        #expect(recipe.contains("--real-timings") && recipe.contains("--junit "), "\(recipe)")
+    }
+
     @Test("An unknown option is named, with the usage; --help is the usage with exit 0")
     func unknownAndHelp() throws {
         let unknown = try #require(refusal(["--agent", "3"]))
