@@ -98,6 +98,9 @@ public final class ClockDriver: @unchecked Sendable {
                 // The devices' clocks move during the step, while no driver acts: what arrives
                 // from them meanwhile (an `expired` fired by the step) is on the new time.
                 let stepStart = now()
+                // A process that died is stamped dead before the clocks move on: its crash then
+                // falls on the device time it happened at, not a step or more later.
+                _ = ctx.processes.reap()
                 let outcome: LabClockStepOutcome?
                 do throws(LabClockError) {
                     outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep, ctx.board.earliest?.at ?? .infinity))

@@ -76,6 +76,10 @@ public final class Recorder: Sendable {
                     s.tracks[a.agent].lane.background[s.tracks[a.agent].lane.background.count - 1].1 = a.start
                 }
             case .started: s.tracks[a.agent].lane.readies.append(a.end)
+            case .crashed:
+                if let last = s.tracks[a.agent].lane.background.last, last.1 == nil {
+                    s.tracks[a.agent].lane.background[s.tracks[a.agent].lane.background.count - 1].1 = a.start
+                }
             case .appState(let active):
                 if active {
                     if let last = s.tracks[a.agent].lane.background.last, last.1 == nil {

@@ -92,7 +92,10 @@ extension SoakRunner {
             let t = now()
             if t - lastSample >= 1 { processes.sample(); lastSample = t }
             for c in processes.drainCrashes() {
-                recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? t,
+                let agent = c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil
+                // Down from its death: the schedule checks expect nothing more of it (one violation, not a cascade).
+                if let agent { recorder.action(AgentAction(agent: agent, kind: .crashed, start: c.exitedAt ?? t, end: c.exitedAt ?? t)) }
+                recorder.violation(Violation("crash", agent: agent, pid: c.pid, time: c.exitedAt ?? t,
                                              "\(c.name) (pid \(c.pid)) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
                                              evidence: ["last lines of \(c.logPath):"] + tail(c.logPath, lines: 20)))
             }
