@@ -130,7 +130,7 @@ soak: release
 # for 1). Coverage is required (docs/soak.md): under DAYS=1 or AGENTS=3 it is refused with exit 3
 # (SOAK_ARGS=--no-require-coverage runs it anyway). REPORT/report.html is the page to look at.
 soak-real: release
-	$(BIN)/pushwoosh-soak --real-timings --device-days $(or $(DAYS),7) --agents $(or $(AGENTS),3) --bin $(BIN) --report $(or $(REPORT),soak-report) $(SOAK_ARGS)
+	$(BIN)/pushwoosh-soak --real-timings --device-days $(or $(DAYS),7) --agents $(or $(AGENTS),3) --bin $(BIN) --report $(or $(REPORT),soak-report) --junit $(or $(JUNIT),$(or $(REPORT),soak-report)/junit.xml) $(SOAK_ARGS)
 
 # `make soak-seeds [SEEDS="1 2 3"] [RANDOM_SEEDS=50] [DURATION=120s] [AGENTS=3] [JOBS=4]`: the soak
 # runner once per seed of Tests/soak/seeds.txt (seeds that once failed stay there), plus

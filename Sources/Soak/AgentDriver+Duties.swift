@@ -60,9 +60,10 @@ extension AgentDriver {
         if active { goBackground() }
         backgroundUntil = nil
         guard !active, let dated = observeStatus(), let age = dated.flagsAgeSeconds else { return false }
-        let received = ctx.timeline.device(dated.received) - age
+        let received = ctx.timeline.device(dated.sent) - age
         let lifetime = ctx.options.timings.lifetime
         expiry = (dated, received + lifetime - 60, received + lifetime + 60, nil)
+        ctx.board.silent(agent: index, true)
         ctx.board.hold(agent: index, at: received + lifetime - 60)
         ctx.board.hold(agent: index, at: received + lifetime + 60)
         nextRestart = .infinity
@@ -100,6 +101,7 @@ extension AgentDriver {
 
     func endExpiry() {
         expiry = nil
+        ctx.board.silent(agent: index, false)
         ctx.board.releaseAll(agent: index)
         backgroundUntil = ctx.timeline.deviceNow()
         scheduleRestart()

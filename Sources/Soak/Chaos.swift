@@ -37,6 +37,7 @@ public final class Chaos: @unchecked Sendable {
     var path: String { "/admin/apps/\(RunContext.applicationCode)/flags" }
 
     func run() {
+        if ctx.options.realTimings { return runInDeviceTime() }
         while !ctx.recorder.stopping, now() < ctx.deadline {
             let pause = min(rng.exponential(mean: ctx.options.chaosEvery), ctx.options.chaosEvery * 4)
             let until = now() + pause
@@ -56,6 +57,46 @@ public final class Chaos: @unchecked Sendable {
         _ = try? http.call("DELETE", "/admin/faults")
     }
 
+    /// With the real timings: events paced in device time, faults sized in it (ChaosPlanner).
+    func runInDeviceTime() {
+        var planner = ChaosPlanner(seed: ctx.options.seed, lifetime: ctx.options.timings.lifetime, refresh: ctx.options.timings.refresh,
+                                   runEnd: ctx.planStart + ctx.options.deviceDays * 86_400)
+        while !ctx.recorder.stopping, now() < ctx.deadline {
+            let next = ctx.timeline.deviceNow() + planner.pause()
+            while ctx.timeline.deviceNow() < next, !ctx.recorder.stopping, now() < ctx.deadline {
+                usleep(100_000)
+                do { try armPlanned() } catch { report(error) }
+            }
+            if ctx.recorder.stopping || now() >= ctx.deadline { break }
+            do {
+                if ctx.options.faults, rng.chance(0.5), try faultsIdle(),
+                   let fault = planner.fault(at: ctx.timeline.deviceNow(), targets: targets(), agents: ctx.options.agents,
+                                             plannedWaiting: !planned.isEmpty) {
+                    let json = JSONValue.object(fault.agent.map { a in fault.json.merging(["hwid": .string(hwid(a))]) { $1 } } ?? fault.json)
+                    let t0 = now()
+                    _ = try http.json("POST", "/admin/faults", json: json)
+                    ctx.recorder.fault(ArmedFault(method: json["method"]?.stringValue ?? "", start: t0, end: now(), json: json, agent: fault.agent))
+                } else {
+                    try changeFlag()
+                }
+            } catch { report(error) }
+        }
+        _ = try? http.call("DELETE", "/admin/faults")
+    }
+
+    func hwid(_ agent: Int) -> String { ctx.recorder.state.withLock { $0.tracks[agent].hwid } }
+
+    /// The devices a fault can hit: started, their process up, and no duty keeping them silent
+    /// (the expiry's day in the background).
+    func targets() -> [Int] {
+        let silent = ctx.board.silentAgents
+        let tracks = ctx.recorder.state.withLock { $0.tracks.map { ($0.hwid, $0.pids.last) } }
+        return tracks.indices.filter { i in
+            guard !tracks[i].0.isEmpty, !silent.contains(i), let pid = tracks[i].1 else { return false }
+            return ctx.processes.child(pid)?.exit == nil
+        }
+    }
+
     func report(_ error: EmulatorCallError) {
         if !ctx.recorder.stopping {
             ctx.recorder.violation(Violation("emulator", agent: nil, time: now(), "admin API call failed: \(error)"))
@@ -66,8 +107,9 @@ public final class Chaos: @unchecked Sendable {
     /// (one at a time: each faulted request belongs to the fault armed last).
     func armPlanned() throws(EmulatorCallError) {
         guard let next = planned.first, ctx.planStart + next.at <= ctx.timeline.deviceNow() else { return }
-        let hwid = ctx.recorder.state.withLock { $0.tracks[next.device].hwid }
-        guard !hwid.isEmpty, try faultsIdle() else { return }
+        // Aimed only where it can hit: a device kept silent by its duty waits until it is over.
+        guard targets().contains(next.device), try faultsIdle() else { return }
+        let hwid = hwid(next.device)
         let method = JSONValue.string(PushwooshAPI.Method.getFeatureFlags.rawValue)
         let f: JSONValue
         switch next.duty {
@@ -128,7 +170,7 @@ public final class Chaos: @unchecked Sendable {
     /// that device is dropped, and nobody else's is.
     func takeOneDeviceOffline() throws(EmulatorCallError) {
         let hwids = ctx.recorder.state.withLock { $0.tracks.map(\.hwid) }
-        let candidates = hwids.indices.filter { !hwids[$0].isEmpty }
+        let candidates = targets()
         guard !candidates.isEmpty else { return try armFault() }
         let agent = candidates[Int(rng.next() % UInt64(candidates.count))]
         let window = (ctx.options.timings.refresh * (0.5 + rng.unit() * 1.5)).rounded()

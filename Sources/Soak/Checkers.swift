@@ -242,7 +242,7 @@ public struct ScheduleChecker: Sendable {
         for a in actions {
             switch a.kind {
             case .started: list.append(Edge(time: a.end, alive: true, active: true))
-            case .stopped: list.append(Edge(time: a.start, alive: false, active: nil))
+            case .stopped, .crashed: list.append(Edge(time: a.start, alive: false, active: nil))
             case .appState(let active): list.append(Edge(time: active ? a.end : a.start, alive: nil, active: active))
             default: break
             }

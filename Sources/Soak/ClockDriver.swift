@@ -95,6 +95,12 @@ public final class ClockDriver: @unchecked Sendable {
             var delta = 0.0
             var finished = false
             gate.exclusive {
+                // The devices' clocks move during the step, while no driver acts: what arrives
+                // from them meanwhile (an `expired` fired by the step) is on the new time.
+                let stepStart = now()
+                // A process that died is stamped dead before the clocks move on: its crash then
+                // falls on the device time it happened at, not a step or more later.
+                _ = ctx.processes.reap()
                 let outcome: LabClockStepOutcome?
                 do throws(LabClockError) {
                     outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep, ctx.board.earliest?.at ?? .infinity))
@@ -109,7 +115,7 @@ public final class ClockDriver: @unchecked Sendable {
                     }
                 }
                 delta = outcome.step.seconds
-                timeline.advanced(by: delta, atReal: now())
+                timeline.advanced(by: delta, atReal: stepStart)
                 steps += 1
                 deviceSecondsCovered = timeline.deviceNow() - start
                 finished = outcome.step.target >= end && (ctx.board.earliest.map { $0.at > end } ?? true)

@@ -52,6 +52,9 @@ public struct SoakCoverage: Sendable, Equatable {
     /// `{"lifetime": 120, …}`.
     public var json: JSONValue { .object(Dictionary(uniqueKeysWithValues: entries.map { ($0.name, .number(Double($0.checks))) })) }
 
+    /// Every check of the run: what the progress line calls `checks`.
+    public var total: Int { entries.map(\.checks).reduce(0, +) }
+
     /// The invariants checked 0 times, in catalogue order.
     public var notExercised: [String] { entries.filter { $0.checks == 0 }.map(\.name) }
 

@@ -4,8 +4,9 @@ import AgentCore
 /// "Coverage steers the chaos"): a pure value, the seed, the number of agents and the device
 /// days in, the duties out. Device 0 keeps its first flags past their lifetime in the
 /// background (the expiry); device 1 switches user and restarts on its stored flags; device 2
-/// is refreshed twice inside the throttle window, meets a `Retry-After` and goes offline. The
-/// random chaos fills the rest of the run, the three devices' included.
+/// is refreshed twice inside the throttle window, meets a `Retry-After` and goes offline.
+/// Each duty comes once per 3 device-days of run, each round on the next device of its group
+/// (3, 4, 5, then 6, 7, 8 …) when the run has it. The random chaos fills the rest of the run.
 public struct CoveragePlan: Sendable, Equatable {
     public enum Duty: Sendable, Equatable, CustomStringConvertible {
         /// Keep the device in the background, with no trigger, from its flags' receipt until 60 s past their lifetime.
@@ -78,40 +79,57 @@ public struct CoveragePlan: Sendable, Equatable {
     public var assignments: [Assignment]
     public var gaps: [Gap]
 
+    /// How many times a run of `deviceDays` does each duty: once per 3 device-days of run (at
+    /// least once), so that a longer run checks each planned invariant more often, on more devices.
+    public static func rounds(deviceDays: Double) -> Int { max(1, Int((deviceDays / 3).rounded(.up))) }
+
+    /// The devices that start each group of duties: device 0 the expiry, device 1 the user
+    /// switch and the restarts, device 2 the throttle and the planned faults. Round `k` of a
+    /// group goes to device `first + 3k` when the run has it (another device each round), else
+    /// to `first` again, later.
+    public static func device(first: Int, round k: Int, agents: Int) -> Int {
+        first + 3 * k < agents ? first + 3 * k : first
+    }
+
     /// - Parameters:
     ///   - lifetime: the stored flags' lifetime (ST-3), in device seconds.
     public init(seed: UInt64, agents: Int, deviceDays: Double, lifetime: Double = 86_400) {
         var rng = SeededRandom(seed: seed ^ 0xC0FE_A6E5)
         let span = deviceDays * 86_400
-        // Spread over the first part of the run, so that each duty's checks are in before its end.
-        func when() -> Double { ((0.1 + rng.unit() * 0.5) * span).rounded() }
+        let rounds = Self.rounds(deviceDays: deviceDays)
+        // Round k of a duty falls in the k-th of `rounds` equal slots of the run's first 85 %, so
+        // that each duty's checks are in before the end and the duties reach the run's last third.
+        func when(_ k: Int) -> Double { (span * (0.05 + 0.8 * (Double(k) + 0.1 + rng.unit() * 0.8) / Double(rounds))).rounded() }
         var list: [Assignment] = []
         var gaps: [Gap] = []
         if agents >= 1, span >= lifetime {
-            // As early as the run allows: its last look comes a lifetime and a minute after.
-            list.append(Assignment(device: 0, duty: .expiry, at: (rng.unit() * (span - lifetime)).rounded()))
+            // Each round as early in its slot as the run allows: its last look comes a lifetime
+            // and a minute after the flags; a slot ends a lifetime and 10 minutes before the run does.
+            let room = max(0, span - lifetime - 600)
+            for k in 0..<rounds {
+                let slot = room / Double(rounds)
+                list.append(Assignment(device: Self.device(first: 0, round: k, agents: agents), duty: .expiry,
+                                       at: (slot * Double(k) + rng.unit() * slot * 0.4).rounded()))
+            }
         } else {
             gaps.append(Gap(invariant: "expiry", why: "needs at least \(Self.minimumDeviceDays.formatted) device-day: a device's flags must reach 24 h 01 min"))
         }
-        // Two restarts: one can check nothing (a request in flight at the stop, partial flags).
-        let second: [Duty] = [.userSwitch, .restartOnCache, .restartOnCache]
-        let third: [Duty] = [.throttle, .retryAfter(seconds: (120 + rng.unit() * 1_680).rounded()),
-                             .outage(seconds: (3_600 + rng.unit() * 3_600).rounded())]
-        for (device, duties) in [(1, second), (2, third)] {
-            for duty in duties {
-                let at = when()
-                if device < agents {
-                    list.append(Assignment(device: device, duty: duty, at: at))
-                } else {
-                    if !gaps.contains(where: { $0.invariant == duty.invariant }) {
-                        gaps.append(Gap(invariant: duty.invariant, why: "needs at least \(device + 1) agents: device \(device) has this duty"))
+        // Two restarts a round: one can check nothing (a request in flight at the stop, partial flags).
+        for k in 0..<rounds {
+            let second: [Duty] = [.userSwitch, .restartOnCache, .restartOnCache]
+            let third: [Duty] = [.throttle, .retryAfter(seconds: (120 + rng.unit() * 1_680).rounded()),
+                                 .outage(seconds: (3_600 + rng.unit() * 3_600).rounded())]
+            for (first, duties) in [(1, second), (2, third)] {
+                for duty in duties {
+                    let at = when(k)
+                    if first < agents {
+                        list.append(Assignment(device: Self.device(first: first, round: k, agents: agents), duty: duty, at: at))
+                    } else if !gaps.contains(where: { $0.invariant == duty.invariant }) {
+                        // The hint is the plan's own: the device that has the duty must exist.
+                        gaps.append(Gap(invariant: duty.invariant, why: "needs at least \(first + 1) agents: device \(first) has this duty"))
                     }
                 }
             }
-        }
-        if agents < 2 {
-            gaps.removeAll { $0.invariant == "outage" }
-            gaps.append(Gap(invariant: "outage", why: "needs at least 2 agents: one offline while another runs"))
         }
         assignments = list.sorted { ($0.at, $0.device) < ($1.at, $1.device) }
         self.gaps = gaps

@@ -8,6 +8,7 @@ public final class DutyBoard: Sendable {
     private struct State {
         var holds: [(agent: Int, at: Time)] = []
         var armed: [Int: [CoveragePlan.Duty]] = [:]
+        var silent: Set<Int> = []
     }
 
     private let state = Mutex(State())
@@ -45,4 +46,12 @@ public final class DutyBoard: Sendable {
     public func takeArmed(agent: Int) -> [CoveragePlan.Duty] {
         state.withLock { s in defer { s.armed[agent] = nil }; return s.armed[agent] ?? [] }
     }
+
+    /// `agent`'s duty keeps it from sending any flags request (the expiry's day in the
+    /// background): a fault aimed at it would hit nothing.
+    public func silent(agent: Int, _ isSilent: Bool) {
+        state.withLock { s in if isSilent { s.silent.insert(agent) } else { s.silent.remove(agent) } }
+    }
+
+    public var silentAgents: Set<Int> { state.withLock { $0.silent } }
 }

@@ -25,8 +25,9 @@ public struct ExpiryProbe: Sendable {
         self.afterFlag = afterFlag
     }
 
-    /// When the flags were received, at the latest.
-    public var receivedAt: Time { dated.received - (dated.flagsAgeSeconds ?? 0) }
+    /// When the flags were received, at the earliest: the status measured their age (to the
+    /// millisecond) after it was sent, so the edge is never placed late.
+    public var receivedAt: Time { dated.sent - (dated.flagsAgeSeconds ?? 0) }
 
     public mutating func convert(_ dev: (Time) -> Time) {
         for keyPath in [\ExpiryProbe.dated, \.beforeStatus, \.afterStatus] {
@@ -51,9 +52,13 @@ public struct ExpiryChecker: Sendable {
 
     public init(lifetime: Double) { self.lifetime = lifetime }
 
+    /// How early an expiry may be seen (the edge is held to the millisecond).
+    public static let edgeTolerance = 0.001
+
     /// - Parameters:
     ///   - calls: the device's `getFeatureFlags` calls, complete up to `probe.afterFlag.received`.
-    ///   - expiries: the device times of the `featureFlagsDidUpdate` `expired` notifications the device sent.
+    ///   - expiries: when the device's `featureFlagsDidUpdate` `expired` notifications arrived, in
+    ///     device time to the millisecond (their `at` is stamped to the second only).
     public mutating func check(_ p: ExpiryProbe, calls: [DeviceCall], expiries: [Time]) -> [Violation] {
         let edge = p.receivedAt + lifetime
         if let c = calls.first(where: { $0.time > p.receivedAt + 1 && $0.time <= p.afterFlag.received }) {
@@ -78,7 +83,12 @@ public struct ExpiryChecker: Sendable {
             || p.afterStatus.flagsAgeSeconds != nil {
             v(p.afterFlag.received, "flags \(Int(p.afterFlag.sent - p.receivedAt)) s old (past the lifetime of \(Int(lifetime)) s) are still served")
         }
-        if !expiries.contains(where: { $0 >= edge - 1.5 && $0 <= p.afterFlag.received + 1 }) {
+        // To the millisecond: the notification's arrival on the device's clock (never before the
+        // expiry itself), against the earliest the flags can have been received.
+        if let early = expiries.first(where: { $0 > p.receivedAt && $0 < edge - Self.edgeTolerance }) {
+            v(early, String(format: "flags expired %.3f s before their lifetime of \(Int(lifetime)) s ended", edge - early)
+                + " (featureFlagsDidUpdate expired at \(iso8601(early)), the edge at \(iso8601(edge)))")
+        } else if !expiries.contains(where: { $0 >= edge - Self.edgeTolerance && $0 <= p.afterFlag.received + 1 }) {
             v(p.afterFlag.received, "no featureFlagsDidUpdate expired between \(iso8601(edge)) and \(iso8601(p.afterFlag.received))")
         }
         return out

@@ -218,6 +218,9 @@ public struct AgentAction: Sendable {
         case stopped(signal: Int32)
         /// The process was started; `end` is when `READY=1` arrived.
         case started
+        /// The process exited on its own (a crash, seen by the runner at `start`): it is down
+        /// from then, and no schedule is expected of it.
+        case crashed
     }
 
     public var agent: Int
@@ -236,7 +239,7 @@ public struct AgentAction: Sendable {
     public var triggersRefresh: Bool {
         switch kind {
         case .userChanged, .sessionStarted, .manualRefresh, .pushRegistration, .started: true
-        case .appState, .stopped: false
+        case .appState, .stopped, .crashed: false
         }
     }
 

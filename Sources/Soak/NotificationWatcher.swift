@@ -83,7 +83,11 @@ enum NotificationWatcher {
                 guard let line else { return }
                 guard case .notification(let method, let params)? = try? RPCServerMessage.parse(line),
                       let n = try? SocketNotification(method: method, params: params) else { continue }
-                recorder.state.withLock { $0.tracks[agent].heard.hear(n) }
+                let arrived = now()
+                recorder.state.withLock { s in
+                    s.tracks[agent].heard.hear(n)
+                    if case .flagsDidUpdate(.expired, _, _) = n { s.tracks[agent].expiredArrivals.append(arrived) }
+                }
             }
         }
         thread.stackSize = 1 << 19

@@ -77,11 +77,15 @@ public struct SoakOptions: Sendable {
     refresh, 5 min throttle) on controlled device clocks: the runner steps every agent's
     clock and the emulator's together, to each armed timer in turn, --speed device seconds
     per real second, until --device-days are covered; the same invariants are checked.
+    Its timings are the SDK's: --lifetime, --session-gap, --refresh or --throttle with it is a
+    usage error (exit 2). Faults are sized in device time (none on every device over 26 h).
     With it, coverage steers the chaos: the run plans, from the seed, an expiry, a user
     switch, a restart on the cache, the throttle, a Retry-After and an outage, and
     --require-coverage (its default; --no-require-coverage turns it off) refuses a run that
     cannot cover every invariant (under 1 device-day or 3 agents) and fails one that left an
-    invariant unchecked, both with exit 3 naming them.
+    invariant unchecked, both with exit 3 naming them. Each planned duty comes once per 3
+    device-days of run, on another device each round when there is one. A refused run still
+    writes its --junit FILE, the refusal as a failure.
     """
 
     /// Parses the command line; the error names the option at fault.
@@ -158,6 +162,9 @@ public struct SoakOptions: Sendable {
         }
         guard o.pace > 0 else { throw bad("--pace", given["--pace"] ?? TimeSpan.format(o.pace), expected: "a positive time span") }
         if o.realTimings {
+            // Its timings are the SDK's own: a timing given with it would be silently ignored.
+            let overridden = ["--lifetime", "--session-gap", "--refresh", "--throttle"].filter { given[$0] != nil }
+            if let first = overridden.first { throw SoakOptionError(first, .notWithRealTimings(overridden)) }
             o.timings = Timings(lifetime: 86_400, sessionGap: 1_800, refresh: 3_600, throttle: 300)
             // The run ends when the device days are covered; the duration is only a bound.
             o.duration = max(o.duration, (o.deviceDays * 86_400 / o.speed * 3 + 60).rounded(.up))

@@ -21,6 +21,8 @@ public struct AgentTrack: Sendable {
     public var actions: [String: Int] = [:]
     /// What its subscriptions heard (refreshes by trigger, expiries, discards).
     public var heard = HeardCounts()
+    /// When each `featureFlagsDidUpdate` `expired` arrived (real time; the expiry check's exact clock).
+    public var expiredArrivals: [Time] = []
 
     public init() {}
 }
@@ -74,6 +76,10 @@ public final class Recorder: Sendable {
                     s.tracks[a.agent].lane.background[s.tracks[a.agent].lane.background.count - 1].1 = a.start
                 }
             case .started: s.tracks[a.agent].lane.readies.append(a.end)
+            case .crashed:
+                if let last = s.tracks[a.agent].lane.background.last, last.1 == nil {
+                    s.tracks[a.agent].lane.background[s.tracks[a.agent].lane.background.count - 1].1 = a.start
+                }
             case .appState(let active):
                 if active {
                     if let last = s.tracks[a.agent].lane.background.last, last.1 == nil {
@@ -121,7 +127,10 @@ public final class Recorder: Sendable {
     public func violation(_ v: Violation) {
         state.withLock { s in
             s.violations.append(v)
-            if let a = v.agent, a < s.tracks.count { s.tracks[a].lane.violations.append(v.time) }
+            if let a = v.agent, a < s.tracks.count {
+                s.tracks[a].lane.violations.append(ViolationMark(time: v.time, invariant: v.invariant, message: v.message))
+                if v.invariant == "crash" { s.tracks[a].lane.crashes.append(v.time) }
+            }
         }
     }
 

@@ -44,6 +44,17 @@ public struct TimelineSpan: Sendable, Equatable {
     }
 }
 
+/// A violation as its lane draws it: when, the invariant it broke, and what was wrong.
+public struct ViolationMark: Sendable, Equatable {
+    public var time: Time
+    public var invariant: String
+    public var message: String
+
+    public init(time: Time, invariant: String, message: String) {
+        (self.time, self.invariant, self.message) = (time, invariant, message)
+    }
+}
+
 /// What the timeline shows for one agent.
 public struct TimelineLane: Sendable {
     public var title: String
@@ -60,10 +71,21 @@ public struct TimelineLane: Sendable {
     public var background: [(Time, Time?)] = []
     public var tracked: [(Time, TrackedState)] = []
     public var ages: [(Time, Double?)] = []
-    public var violations: [Time] = []
+    public var violations: [ViolationMark] = []
+    /// Processes of this agent that exited on their own (the `crash` invariant), device time.
+    public var crashes: [Time] = []
     /// `featureFlagsDidUpdate` `expired` (ST-3) and `discarded` (ST-2), device time.
     public var expiries: [Time] = []
     public var discards: [Time] = []
+
+    /// After each crash: when the device was up again (its next READY=1), nil when it never was.
+    public var afterCrashes: [(crash: Time, up: Time?)] {
+        crashes.sorted().map { c in (c, readies.filter { $0 > c }.min()) }
+    }
+
+    /// From when the device is down for good (a crash with no restart after it): nothing is
+    /// drawn as served or ageing past it.
+    public var deadFrom: Time? { afterCrashes.first { $0.up == nil }?.crash }
 
     /// The lane's element id in the report (`lane-0`).
     public var id = ""
@@ -125,7 +147,19 @@ public enum TimelineSVG {
 
     static func f(_ x: Double) -> String { String(format: "%.1f", x) }
 
-    static let faultColor = "#ff922b", changeColor = "#0b7285", userColor = "#862e9c"
+    // One colour per meaning (a test holds them distinct): the legend's and the lanes'.
+    static let okColor = "#2f9e44", failedColor = "#e03131", backgroundColor = "#e8eaed", termColor = "#996300",
+               killColor = "#7048e8", readyColor = "#1c7ed6", faultColor = "#ff922b", changeColor = "#0b7285",
+               userColor = "#862e9c", expiredColor = "#d6336c", discardedColor = "#495057", crashColor = "#000000",
+               downColor = "#868e96", ageColor = "#4dabf7", violationColor = "#c92a2a", notObservedColor = "#fafbfc"
+
+    /// Every colour of the legend with what it means, in its order.
+    static let legendEntries: [(color: String, label: String)] = [
+        (okColor, "refresh ok"), (failedColor, "refresh failed"), (backgroundColor, "background"), (termColor, "SIGTERM"),
+        (killColor, "SIGKILL"), (readyColor, "READY=1"), (faultColor, "fault armed"), (changeColor, "flag change"),
+        (userColor, "user switch"), (expiredColor, "expired"), (discardedColor, "discarded"), (crashColor, "crash"),
+        (downColor, "down (crashed)"),
+    ]
 
     static func spanTitle(_ span: TimelineSpan, _ clock: String) -> String {
         "\(span.label) from \(iso8601(span.start)) to \(iso8601(span.end)) (\(clock))"
@@ -133,12 +167,18 @@ public enum TimelineSVG {
 
     static func stateColor(_ s: TrackedState) -> String {
         switch s {
-        case .on: "#2e9d4f"
-        case .off: "#9aa5b1"
-        case .killed: "#d64545"
-        case .absent: "#f0b429"
-        case .none: "#ffffff"
+        case .on: "#8ce99a"
+        case .off: "#adb5bd"
+        case .killed: "#ffc9c9"
+        case .absent: "#ffe066"
+        case .none: "#d0bfff"
         }
+    }
+
+    /// The tracked flag's legend: its states, and a stretch before the first look (not observed).
+    static var stateLegend: [(color: String, label: String)] {
+        [TrackedState.on, .off, .killed, .absent, .none].map { (stateColor($0), $0 == .none ? "no flags" : $0.rawValue) }
+            + [(notObservedColor, "not observed")]
     }
 
     /// The page's geometry: where a time falls on the x axis.
@@ -177,11 +217,7 @@ public enum TimelineSVG {
     static func legend(_ d: TimelineData) -> String {
         var s = ""
         var lx = 12.0
-        let legend: [(String, String)] = [("#2e9d4f", "refresh ok"), ("#d64545", "refresh failed"), ("#e8eaed", "background"),
-                                          ("#f08c00", "SIGTERM"), ("#7048e8", "SIGKILL"), ("#1c7ed6", "READY=1"),
-                                          (faultColor, "fault armed"), (changeColor, "flag change"), (userColor, "user switch"),
-                                          ("#e03131", "expired"), ("#862e9c", "discarded")]
-        for (color, label) in legend {
+        for (color, label) in legendEntries {
             s += "<rect x=\"\(f(lx))\" y=\"34\" width=\"12\" height=\"12\" fill=\"\(color)\" stroke=\"#555\" stroke-width=\"0.5\"/>"
             s += "<text x=\"\(f(lx + 16))\" y=\"44\">\(esc(label))</text>\n"
             lx += 20 + Double(label.count) * 6.5 + 14
@@ -189,14 +225,14 @@ public enum TimelineSVG {
         lx = 12  // second row: the tracked flag, the cache age, violations
         s += "<text x=\"\(f(lx))\" y=\"64\">\(esc(d.trackedFlag)):</text>\n"
         lx += Double(d.trackedFlag.count + 1) * 6.5 + 8
-        for st in [TrackedState.on, .off, .killed, .absent, .none] {
-            s += "<rect x=\"\(f(lx))\" y=\"54\" width=\"12\" height=\"12\" fill=\"\(stateColor(st))\" stroke=\"#555\" stroke-width=\"0.5\"/>"
-            s += "<text x=\"\(f(lx + 16))\" y=\"64\">\(st == .none ? "no flags" : st.rawValue)</text>\n"
-            lx += 20 + Double(st.rawValue.count) * 6.5 + 18
+        for (color, label) in stateLegend {
+            s += "<rect x=\"\(f(lx))\" y=\"54\" width=\"12\" height=\"12\" fill=\"\(color)\" stroke=\"#555\" stroke-width=\"0.5\"/>"
+            s += "<text x=\"\(f(lx + 16))\" y=\"64\">\(label)</text>\n"
+            lx += 20 + Double(label.count) * 6.5 + 14
         }
-        s += "<line x1=\"\(f(lx))\" y1=\"60\" x2=\"\(f(lx + 20))\" y2=\"60\" stroke=\"#1c7ed6\" stroke-width=\"1.5\"/><text x=\"\(f(lx + 24))\" y=\"64\">cache age (0…lifetime \(Int(d.lifetime)) s)</text>\n"
+        s += "<line x1=\"\(f(lx))\" y1=\"60\" x2=\"\(f(lx + 20))\" y2=\"60\" stroke=\"\(ageColor)\" stroke-width=\"1.5\"/><text x=\"\(f(lx + 24))\" y=\"64\">cache age (0…lifetime \(Int(d.lifetime)) s)</text>\n"
         lx += 24 + Double("cache age (0…lifetime \(Int(d.lifetime)) s)".count) * 6.5 + 14
-        s += "<line x1=\"\(f(lx))\" y1=\"54\" x2=\"\(f(lx))\" y2=\"68\" stroke=\"#e03131\" stroke-width=\"2\"/><text x=\"\(f(lx + 5))\" y=\"64\">violation</text>\n"
+        s += "<line x1=\"\(f(lx))\" y1=\"54\" x2=\"\(f(lx))\" y2=\"68\" stroke=\"\(violationColor)\" stroke-width=\"2\"/><text x=\"\(f(lx + 5))\" y=\"64\">violation (its invariant in its title)</text>\n"
         return s
     }
 
@@ -230,8 +266,20 @@ public enum TimelineSVG {
         var s = "<g class=\"lane\"\(lane.id.isEmpty ? "" : " id=\"\(esc(lane.id))\"")>\n<rect x=\"\(f(left))\" y=\"\(f(y))\" width=\"\(f(width - left - right))\" height=\"\(f(laneHeight - 8))\" fill=\"#fafbfc\" stroke=\"#d0d7de\" stroke-width=\"0.5\"/>\n"
         s += "<text x=\"8\" y=\"\(f(y + 16))\" font-weight=\"bold\">\(esc(lane.title))</text>\n"
         s += "<text x=\"8\" y=\"\(f(y + 30))\" fill=\"#555\">refreshes</text><text x=\"8\" y=\"\(f(y + 47))\" fill=\"#555\">\(esc(d.trackedFlag))</text><text x=\"8\" y=\"\(f(y + 72))\" fill=\"#555\">cache age</text>\n"
-        for (b, e) in lane.background {
-            s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(e ?? d.end) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"#e8eaed\" opacity=\"0.8\"><title>background from \(esc(iso8601(b))) to \(esc(iso8601(e ?? d.end)))\(of)</title></rect>\n"
+        // A device down for good is drawn as neither serving nor in the background past its crash.
+        let dead = lane.deadFrom
+        let laneEnd = min(d.end, dead ?? d.end)
+        for (b, e) in lane.background where b < laneEnd {
+            let until = min(e ?? laneEnd, laneEnd)
+            s += "<rect x=\"\(f(x(b)))\" y=\"\(f(y))\" width=\"\(f(max(0.5, x(until) - x(b))))\" height=\"\(f(laneHeight - 8))\" fill=\"\(backgroundColor)\" opacity=\"0.8\"><title>background from \(esc(iso8601(b))) to \(esc(iso8601(until)))\(of)</title></rect>\n"
+        }
+        for (crash, up) in lane.afterCrashes {
+            let until = up ?? d.end
+            let what = up.map { "restarted: READY=1 at \(iso8601($0))" } ?? "not restarted: down to the run's end"
+            s += "<rect x=\"\(f(x(crash)))\" y=\"\(f(y))\" width=\"\(f(max(1.5, x(until) - x(crash))))\" height=\"\(f(laneHeight - 8))\" fill=\"\(downColor)\" opacity=\"0.35\"><title>down after the crash at \(esc(iso8601(crash))): \(esc(what))\(of)</title></rect>\n"
+            if up == nil {
+                s += "<text x=\"\(f(min(x(crash) + 4, width - right - 90)))\" y=\"\(f(y + 62))\" fill=\"#212529\" font-weight=\"bold\">not restarted</text>\n"
+            }
         }
         for span in lane.faults {
             s += "<rect x=\"\(f(x(span.start)))\" y=\"\(f(y))\" width=\"\(f(max(1.5, x(span.end) - x(span.start))))\" height=\"\(f(laneHeight - 8))\" "
@@ -239,7 +287,7 @@ public enum TimelineSVG {
         }
         // Every request, each with its tooltip (a run's requests stay in the thousands).
         for mark in lane.refreshes {
-            let color = mark.succeeded ? "#2e9d4f" : "#d64545"
+            let color = mark.succeeded ? okColor : failedColor
             s += "<line x1=\"\(f(x(mark.time)))\" y1=\"\(f(y + 20))\" x2=\"\(f(x(mark.time)))\" y2=\"\(f(y + 36))\" stroke=\"\(color)\" "
                 + "stroke-width=\"\(mark.succeeded ? 1.5 : 2.5)\"><title>\(esc(mark.tooltip(clock: d.clock)))\(of)</title></line>\n"
         }
@@ -249,29 +297,35 @@ public enum TimelineSVG {
         // Tracked flag state band: one piece per state, from the first look that saw it to the next change.
         var pieces: [(from: Time, state: TrackedState)] = []
         for (t, st) in lane.tracked.sorted(by: { $0.0 < $1.0 }) where pieces.last?.state != st { pieces.append((t, st)) }
-        for (k, piece) in pieces.enumerated() {
-            let next = k + 1 < pieces.count ? pieces[k + 1].from : d.end
+        for (k, piece) in pieces.enumerated() where piece.from < laneEnd {
+            let next = min(k + 1 < pieces.count ? pieces[k + 1].from : d.end, laneEnd)
             s += "<rect x=\"\(f(x(piece.from)))\" y=\"\(f(y + 40))\" width=\"\(f(max(0.8, x(next) - x(piece.from))))\" height=\"10\" fill=\"\(stateColor(piece.state))\" stroke=\"none\">"
                 + "<title>\(esc(d.trackedFlag)) \(piece.state == .none ? "not served (no flags)" : piece.state.rawValue) from \(esc(iso8601(piece.from))) to \(esc(iso8601(next)))\(of)</title></rect>\n"
         }
         s += "<rect x=\"\(f(left))\" y=\"\(f(y + 40))\" width=\"\(f(width - left - right))\" height=\"10\" fill=\"none\" stroke=\"#bbb\" stroke-width=\"0.5\"/>\n"
         s += ageLine(lane, y: y, c)
         for (t, sig) in lane.restarts where t >= d.start && t <= d.end {
-            let color = sig == SIGKILL ? "#7048e8" : "#f08c00"
+            let color = sig == SIGKILL ? killColor : termColor
             s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"\(color)\" stroke-width=\"1.5\"><title>\(signalName(sig)) at \(esc(iso8601(t)))\(of)</title></line>"
             s += "<text x=\"\(f(x(t) + 2))\" y=\"\(f(y + 12))\" fill=\"\(color)\" font-size=\"9\">\(sig == SIGKILL ? "K" : "T")</text>\n"
         }
         for t in lane.readies where t >= d.start && t <= d.end {
-            s += "<path d=\"M\(f(x(t))),\(f(y + laneHeight - 8)) l-3,-6 l6,0 z\" fill=\"#1c7ed6\"><title>READY=1 at \(esc(iso8601(t)))\(of)</title></path>\n"
+            s += "<path d=\"M\(f(x(t))),\(f(y + laneHeight - 8)) l-3,-6 l6,0 z\" fill=\"\(readyColor)\"><title>READY=1 at \(esc(iso8601(t)))\(of)</title></path>\n"
         }
         for t in lane.expiries {
-            s += "<path d=\"M\(f(x(t))),\(f(y + 52)) l5,-5 l5,5 l-5,5 z\" transform=\"translate(-5,0)\" fill=\"#e03131\"><title>flags expired at \(esc(iso8601(t))) (\(esc(d.clock)), ST-3)\(of)</title></path>\n"
+            s += "<path d=\"M\(f(x(t))),\(f(y + 52)) l5,-5 l5,5 l-5,5 z\" transform=\"translate(-5,0)\" fill=\"\(expiredColor)\"><title>flags expired at \(esc(iso8601(t))) (\(esc(d.clock)), ST-3)\(of)</title></path>\n"
         }
         for t in lane.discards {
-            s += "<path d=\"M\(f(x(t))),\(f(y + 52)) l4,-4 l4,4 l-4,4 z\" transform=\"translate(-4,0)\" fill=\"#862e9c\"><title>flags discarded at \(esc(iso8601(t))) (\(esc(d.clock)), ST-2)\(of)</title></path>\n"
+            s += "<path d=\"M\(f(x(t))),\(f(y + 52)) l4,-4 l4,4 l-4,4 z\" transform=\"translate(-4,0)\" fill=\"\(discardedColor)\"><title>flags discarded at \(esc(iso8601(t))) (\(esc(d.clock)), ST-2)\(of)</title></path>\n"
         }
-        for t in lane.violations {
-            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"#e03131\" stroke-width=\"2.5\"><title>violation at \(esc(iso8601(t)))\(of)</title></line>\n"
+        for t in lane.crashes {
+            s += "<path d=\"M\(f(x(t) - 5)),\(f(y + 2)) l10,10 m0,-10 l-10,10\" stroke=\"\(crashColor)\" stroke-width=\"2.5\"><title>crash: the process exited on its own at \(esc(iso8601(t))) (\(esc(d.clock)))\(of)</title></path>\n"
+        }
+        for v in lane.violations {
+            let t = v.time
+            let message = v.message.count > 160 ? String(v.message.prefix(160)) + "…" : v.message
+            s += "<line x1=\"\(f(x(t)))\" y1=\"\(f(y))\" x2=\"\(f(x(t)))\" y2=\"\(f(y + laneHeight - 8))\" stroke=\"\(violationColor)\" stroke-width=\"2.5\"><title>violation [\(esc(v.invariant))] at \(esc(iso8601(t)))\(of): \(esc(message))</title></line>\n"
+            s += "<text x=\"\(f(x(t) + 3))\" y=\"\(f(y + laneHeight - 12))\" fill=\"\(violationColor)\" font-size=\"9\">\(esc(v.invariant))</text>\n"
         }
         s += "</g>\n"
         return s
@@ -287,8 +341,10 @@ public enum TimelineSVG {
         func ay(_ age: Double) -> Double { ageBottom - min(age, d.lifetime * 1.05) / d.lifetime * (ageBottom - ageTop) }
         s += "<line x1=\"\(f(left))\" y1=\"\(f(ay(d.lifetime)))\" x2=\"\(f(width - right))\" y2=\"\(f(ay(d.lifetime)))\" stroke=\"#e03131\" stroke-width=\"0.7\" stroke-dasharray=\"4 3\"/>\n"
         let renewals = lane.refreshes.filter(\.succeeded).map(\.time)
-        var runs = CacheAgeLine.runs(ages: lane.ages.filter { $0.0 <= d.end }, renewals: renewals, discards: lane.discards,
-                                     end: d.end, lifetime: d.lifetime)
+        // A device down for good has no cache age past its crash.
+        let end = min(d.end, lane.deadFrom ?? d.end)
+        var runs = CacheAgeLine.runs(ages: lane.ages.filter { $0.0 <= end }, renewals: renewals.filter { $0 <= end }, discards: lane.discards,
+                                     end: end, lifetime: d.lifetime)
         if runs.count > 1000 {
             let keep = Double(runs.count) / 1000
             runs = (0..<1000).map { runs[Int(Double($0) * keep)] }
@@ -302,9 +358,9 @@ public enum TimelineSVG {
         for run in runs {
             let points = run.map { "\(f(x($0.0))),\(f(ay($0.1)))" }
             if points.count > 1 {
-                s += "<polyline class=\"age\" fill=\"none\" stroke=\"#1c7ed6\" stroke-width=\"1.2\" points=\"\(points.joined(separator: " "))\"/>\n"
+                s += "<polyline class=\"age\" fill=\"none\" stroke=\"\(ageColor)\" stroke-width=\"1.2\" points=\"\(points.joined(separator: " "))\"/>\n"
             } else if let only = run.first {
-                s += "<circle class=\"age\" cx=\"\(f(x(only.0)))\" cy=\"\(f(ay(only.1)))\" r=\"1.2\" fill=\"#1c7ed6\"/>\n"
+                s += "<circle class=\"age\" cx=\"\(f(x(only.0)))\" cy=\"\(f(ay(only.1)))\" r=\"1.2\" fill=\"\(ageColor)\"/>\n"
             }
         }
         return s

@@ -85,7 +85,8 @@ public enum ReportHTML {
         <body>
 
         """
-        s += header(p) + coverage(p) + counts(p)
+        // What failed comes first: the tables of violations, before the coverage and the lanes.
+        s += header(p) + failures(p) + coverage(p) + counts(p)
         s += "<section id=\"timeline\">\n<h2>Timeline: one lane per agent (\(esc(p.timeline.clock)))</h2>\n"
         s += TimelineSVG.render(p.timeline, standalone: false) + "</section>\n"
         s += violations(p)
@@ -114,6 +115,38 @@ public enum ReportHTML {
         for (k, v) in facts { s += "<tr><th>\(esc(k))</th><td>\(esc(v))</td></tr>\n" }
         return s + "</table>\n</header>\n"
     }
+
+    /// The violations per invariant and per device, and what required coverage missed; empty
+    /// for a run that passed.
+    static func failures(_ p: ReportPage) -> String {
+        let missed = p.result == "uncovered" ? p.coverage.notExercised : []
+        guard !p.violations.isEmpty || !missed.isEmpty else { return "" }
+        var s = "<section id=\"failures\">\n<h2>What failed</h2>\n"
+        if !missed.isEmpty {
+            s += "<p class=\"fail\">Never checked, and coverage is required: \(esc(missed.joined(separator: ", ")))</p>\n"
+        }
+        guard !p.violations.isEmpty else { return s + "</section>\n" }
+        let byInvariant = Dictionary(grouping: p.violations) { $0.violation.invariant }
+        s += "<table id=\"violations-per-invariant\">\n" + row(["invariant", "violations", "devices", "first (\(p.timeline.clock))", "first message"], header: true)
+        for name in byInvariant.keys.sorted(by: { (byInvariant[$0]!.count, $1) > (byInvariant[$1]!.count, $0) }) {
+            let list = byInvariant[name]!.sorted { $0.deviceTime < $1.deviceTime }
+            let devices = Dictionary(grouping: list) { $0.violation.agent ?? -1 }
+            let who = devices.keys.sorted().map { ($0 < 0 ? "no agent" : "agent \($0)") + " (\(devices[$0]!.count))" }.joined(separator: ", ")
+            s += row([name, "\(list.count)", who, iso8601(list[0].deviceTime), list[0].violation.message], numeric: [1], cls: "none")
+        }
+        s += "</table>\n"
+        let byDevice = Dictionary(grouping: p.violations) { $0.violation.agent ?? -1 }
+        s += "<table id=\"violations-per-device\">\n" + row(["device", "violations", "by invariant"], header: true)
+        for agent in byDevice.keys.sorted() {
+            let names = Dictionary(grouping: byDevice[agent]!) { $0.violation.invariant }
+            s += row([agent < 0 ? "no agent" : "agent \(agent)", "\(byDevice[agent]!.count)",
+                      names.keys.sorted().map { "\($0) \(names[$0]!.count)" }.joined(separator: ", ")], numeric: [1])
+        }
+        return s + "</table>\n<p>Each one below (at most \(cardsPerGroup) per invariant and device) and on its lane, named by its invariant.</p>\n</section>\n"
+    }
+
+    /// Cards shown per invariant and device; the rest are counted (summary.json lists them all).
+    static let cardsPerGroup = 3
 
     static func coverage(_ p: ReportPage) -> String {
         var s = "<section id=\"coverage\">\n<h2>Coverage: checks per invariant</h2>\n<table>\n"
@@ -148,8 +181,12 @@ public enum ReportHTML {
     static func violations(_ p: ReportPage) -> String {
         var s = "<section id=\"violations\">\n<h2>Violations</h2>\n"
         if p.violations.isEmpty { return s + "<p>None.</p>\n</section>\n" }
+        var shown: [String: Int] = [:]
         for v in p.violations {
             let who = v.violation.agent.map { "agent \($0)" } ?? "no agent"
+            let group = "[\(v.violation.invariant)] \(who)"
+            shown[group, default: 0] += 1
+            guard shown[group]! <= cardsPerGroup else { continue }
             s += "<article class=\"violation\">\n<h3>[\(esc(v.violation.invariant))] \(esc(who)) at \(esc(iso8601(v.deviceTime))) (\(esc(p.timeline.clock)))"
                 + (v.violation.pid.map { ", pid \($0)" } ?? "") + "</h3>\n"
             s += "<p>\(esc(v.violation.message))</p>\n"
@@ -158,6 +195,9 @@ public enum ReportHTML {
                 s += "<p>The device's flags requests around it:</p>\n<pre>\(esc(v.requestLog.joined(separator: "\n")))</pre>\n"
             }
             s += "</article>\n"
+        }
+        for (group, count) in shown.sorted(by: { $0.key < $1.key }) where count > cardsPerGroup {
+            s += "<p class=\"more\">\(esc(group)): \(count - cardsPerGroup) more like these (summary.json lists them all)</p>\n"
         }
         return s + "</section>\n"
     }

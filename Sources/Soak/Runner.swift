@@ -123,6 +123,7 @@ public final class SoakRunner: @unchecked Sendable {
     }
 
     func soak() throws(SoakError) -> Int32 {
+        try prepareOutputs()
         if options.coverageRequired, let plan, !plan.refusal.isEmpty {
             return refuse(plan.refusal)
         }
@@ -186,7 +187,7 @@ public final class SoakRunner: @unchecked Sendable {
         horizon = now()
         evaluate(settled: horizon, final: true)
         for c in processes.drainCrashes() where c.name != "emulator" {
-            recorder.violation(Violation("crash", agent: nil, pid: c.pid, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
+            recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
                                          evidence: tail(c.logPath, lines: 20)))
         }
         let summaryLine = progressLine()
@@ -284,13 +285,13 @@ public final class SoakRunner: @unchecked Sendable {
             s.cacheProbes.removeAll { $0.after.received <= realHorizon }
             let r = s.refreshProbes.filter { $0.received <= realHorizon }
             s.refreshProbes.removeAll { $0.received <= realHorizon }
-            return (e, c, r, s.tracks.map(\.heard.expiries))
+            return (e, c, r, s.tracks.map(\.expiredArrivals))
         }
         var found: [Violation] = []
         for var p in expiries {
             p.convert(dev)
             let before = expiry.notes.count
-            found += expiry.check(p, calls: flagCalls[hwids[p.agent]] ?? [], expiries: heard[p.agent])
+            found += expiry.check(p, calls: flagCalls[hwids[p.agent]] ?? [], expiries: heard[p.agent].map(dev))
             for note in expiry.notes.dropFirst(before) { recorder.note(note) }
         }
         for var p in caches {
@@ -316,6 +317,9 @@ public final class SoakRunner: @unchecked Sendable {
         let tracks = recorder.state.withLock { $0.tracks }
         for (i, track) in tracks.enumerated() {
             guard let ready = track.lane.readies.last, ready > (track.lane.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
+            // A process that died is not watched: its crash is the one violation (issue 46: one
+            // SIGKILL from outside once made 26 watchdog violations on the dead PID).
+            guard let pid = track.pids.last, Self.isUp(pid, processes) else { continue }
             watchdogChecks += 1
             let last = notify.messages(i, since: ready).last { $0.text.contains("WATCHDOG=1") }?.time ?? ready
             if t - last > options.watchdog + options.slack {
@@ -330,14 +334,20 @@ public final class SoakRunner: @unchecked Sendable {
         notify.trim(before: t - 60)
     }
 
+    /// Whether the process `pid` of the run is still running (reaped first, so a death is seen at once).
+    static func isUp(_ pid: Int32, _ processes: ChildProcesses) -> Bool {
+        _ = processes.reap()
+        return processes.child(pid).map { $0.exit == nil } ?? false
+    }
+
     func progressLine() -> String {
-        let s = recorder.state.withLock {
-            ($0.restartsBySignal, $0.faults.count, $0.changes.filter { $0.start > 0 }.count, $0.violations.count,
-             $0.tracks.map(\.observations).reduce(0, +))
-        }
+        let state = recorder.state.withLock { $0 }
+        let s = (state.restartsBySignal, state.faults.count, state.changes.filter { $0.start > 0 }.count, state.violations.count,
+                 state.tracks.map(\.observations).reduce(0, +))
         let elapsed = Int(now() - started)
         let requests = methodCounts.values.reduce(0, +)
-        let checks = lifetime.checks + provenance.checks + schedule.cadenceChecks + schedule.stormChecks + impressions.checks + status.checks
+        // The coverage's own sum: the line and the last coverage line never disagree.
+        let checks = coverage(state).total
         // With --real-timings the line leads with the device time (the request log's and the checks' clock).
         let at = clockDriver.map { String(format: "[device %@ · day %.2f of %g · real %ds] ", iso8601(timeline.deviceNow()),
                                           $0.deviceSecondsCovered / 86_400, options.deviceDays, elapsed) }

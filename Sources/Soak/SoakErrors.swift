@@ -13,6 +13,8 @@ public struct SoakOptionError: Error, Sendable, Equatable, CustomStringConvertib
         case badValue(String, expected: String)
         case unknown
         case help
+        /// Options that `--real-timings` overrides (its timings are the SDK's own), all of them as given.
+        case notWithRealTimings([String])
     }
 
     /// As on the command line (`--agents`).
@@ -33,6 +35,9 @@ public struct SoakOptionError: Error, Sendable, Equatable, CustomStringConvertib
         case .badValue(let value, let expected): "\(option): expected \(expected), found \"\(value)\""
         case .unknown: "unknown option \(option)\n\n\(SoakOptions.usage)"
         case .help: SoakOptions.usage
+        case .notWithRealTimings(let options):
+            "\(options.joined(separator: ", ")) cannot be used with --real-timings (it runs the SDK's own timings: "
+                + "24h lifetime, 30m session gap, 1h refresh, 5m throttle)"
         }
     }
 }
@@ -122,6 +127,8 @@ public enum SoakError: Error, Sendable, CustomStringConvertible {
     case notifySocket(path: String, UnixSocketError)
     /// No `--apps` file, and none found next to the binaries.
     case noApps
+    /// An output directory (the report's, the JUnit file's) that others than its owner can write.
+    case unsafeDirectory(UnsafeDirectory)
 
     public var description: String {
         switch self {
@@ -130,6 +137,7 @@ public enum SoakError: Error, Sendable, CustomStringConvertible {
         case .file(let e): e.description
         case .notifySocket(let path, let e): "cannot bind the notify socket \(path): \(e)"
         case .noApps: "cannot find config/flags.example.json (use --apps FILE)"
+        case .unsafeDirectory(let e): e.description
         }
     }
 }
@@ -142,23 +150,5 @@ func makeDirectories(_ path: String, for what: String) throws(SoakFileError) {
         if mkdir(prefix, 0o755) != 0, errno != EEXIST {
             throw SoakFileError(what, path: prefix, call: "mkdir", errno: errno)
         }
-    }
-}
-
-/// Writes `text` to `path` through a temporary file renamed over it (a reader sees the old
-/// file or the new one); an error naming the path, the call and errno.
-func writeFileReplacing(_ path: String, _ text: String, for what: String) throws(SoakFileError) {
-    let temporary = path + ".tmp"
-    do {
-        try writeWholeFile(temporary, Array(text.utf8))
-    } catch {
-        unlink(temporary)
-        // Named by the file asked for; the call was on its temporary neighbour.
-        throw SoakFileError(what, path: path, call: error.call, errno: error.errno)
-    }
-    if rename(temporary, path) != 0 {
-        let code = errno
-        unlink(temporary)
-        throw SoakFileError(what, path: path, call: "rename", errno: code)
     }
 }

@@ -48,7 +48,8 @@ extension SoakRunner {
             lane.background = lane.background.map { (dev($0.0), $0.1.map(dev)) }
             lane.tracked = lane.tracked.map { (dev($0.0), $0.1) }
             lane.ages = lane.ages.map { (dev($0.0), $0.1) }
-            lane.violations = lane.violations.map(violationTime)
+            lane.violations = lane.violations.map { v in var v = v; v.time = violationTime(v.time); return v }
+            lane.crashes = lane.crashes.map(violationTime)
             lane.users = t.users.map { (dev($0.0), $0.1) }
             lanes.append(lane)
         }
@@ -68,6 +69,14 @@ extension SoakRunner {
             start: dev(started), end: dev(end), lifetime: options.timings.lifetime, refreshInterval: options.timings.refresh,
             trackedFlag: RunContext.trackedFlag, lanes: lanes, clock: options.realTimings ? "device time" : "real time",
             faults: shared, flagChanges: changes)
+    }
+
+    /// Every armed fault, in the run's clock.
+    func faultRecords(_ r: Recorder.State, end: Time) -> [FaultRecord] {
+        let dev = timeline.device
+        let armed = r.faults.map { f in var f = f; f.start = dev(f.start); f.end = dev(f.end); return f }
+        let faulted = (Array(flagCalls.values.joined()) + Array(impressionCalls.values.joined())).filter { $0.fault != nil }
+        return FaultRecord.all(armed, faulted: faulted, hwids: r.tracks.map(\.hwid), end: dev(end))
     }
 
     /// report.html's content: the header, coverage, counts, the lanes and the violations in device time.
@@ -103,6 +112,7 @@ extension SoakRunner {
         let elapsed = end - started
         func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
         func n(_ x: Int) -> JSONValue { .number(Double(x)) }
+        let faults = faultRecords(r, end: end)
         let agentCPU = processes.cpuSeconds(prefix: "agent"), emulatorCPU = processes.cpuSeconds(prefix: "emulator")
         let runnerCPU = ChildProcesses.selfCPU()
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
@@ -142,6 +152,9 @@ extension SoakRunner {
                 "peakRSSKiB": ["agent": n(processes.peakRSS(prefix: "agent")), "emulator": n(processes.peakRSS(prefix: "emulator"))],
             ],
             "coverage": coverage.json,
+            // Every fault of the run, in the run's clock (device time with --real-timings).
+            "faults": .array(faults.map(\.json)),
+            "longestFaultOnEveryDeviceHours": n(FaultRecord.longestGlobal(faults) / 3600),
             "notExercised": .array(coverage.notExercised.map(JSONValue.string)),
             "violations": .array(r.violations.map(\.json)),
             "perAgent": .array(perAgent),
@@ -157,7 +170,8 @@ extension SoakRunner {
         ]
     }
 
-    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(SoakFileError) {
+    /// Writes summary.json, timeline.svg, report.html and the JUnit file; the paths written.
+    func writeReport(_ r: Recorder.State, outcome: String, coverage: SoakCoverage) throws(SoakFileError) -> [String] {
         let end = now()
         let elapsed = end - started
         let dir = options.reportDirectory
@@ -190,13 +204,15 @@ extension SoakRunner {
         try writeFileReplacing(dir + "/summary.json", prettyJSON(summary) + "\n", for: "summary.json")
         try writeFileReplacing(dir + "/timeline.svg", svg, for: "the timeline")
         try writeFileReplacing(dir + "/report.html", html, for: "report.html")
+        var written = [dir + "/report.html", dir + "/summary.json", dir + "/timeline.svg"]
         if let file = options.junitFile {
             let xml = JUnitReport.xml(coverage: coverage, violations: r.violations, agents: junitAgents, seconds: elapsed,
                                       timestamp: iso8601(started), properties: [("seed", "\(options.seed)"), ("result", outcome),
-                                                                               ("realTimings", "\(options.realTimings)")])
-            let parent = (file as NSString).deletingLastPathComponent
-            if !parent.isEmpty { try makeDirectories(parent, for: "the JUnit report") }
+                                                                               ("realTimings", "\(options.realTimings)")],
+                                      coverageRequired: options.coverageRequired)
             try writeFileReplacing(file, xml, for: "the JUnit report")
+            written.append(file + " (JUnit)")
         }
+        return written
     }
 }

@@ -92,7 +92,10 @@ extension SoakRunner {
             let t = now()
             if t - lastSample >= 1 { processes.sample(); lastSample = t }
             for c in processes.drainCrashes() {
-                recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? t,
+                let agent = c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil
+                // Down from its death: the schedule checks expect nothing more of it (one violation, not a cascade).
+                if let agent { recorder.action(AgentAction(agent: agent, kind: .crashed, start: c.exitedAt ?? t, end: c.exitedAt ?? t)) }
+                recorder.violation(Violation("crash", agent: agent, pid: c.pid, time: c.exitedAt ?? t,
                                              "\(c.name) (pid \(c.pid)) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
                                              evidence: ["last lines of \(c.logPath):"] + tail(c.logPath, lines: 20)))
             }
@@ -129,7 +132,7 @@ extension SoakRunner {
             for i in 0..<options.agents { try? FileManager.default.copyItem(atPath: root + "/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log") }
             try? FileManager.default.copyItem(atPath: emulatorLog, toPath: logs + "/emulator.log")
         }
-        try writeReport(result, outcome: outcome, coverage: covered)
+        let written = try writeReport(result, outcome: outcome, coverage: covered)
         say(summaryLine)
         for line in covered.lines { say(line) }
         if let first = result.violations.first {
@@ -142,7 +145,8 @@ extension SoakRunner {
             say("pushwoosh-soak: --require-coverage: never checked: " + covered.notExercised.joined(separator: ", ")
                 + " (exit 3; --no-require-coverage accepts such a run)")
         }
-        say("pushwoosh-soak: \(outcome.uppercased()); report in \(options.reportDirectory)/report.html (and summary.json, timeline.svg)")
+        say("pushwoosh-soak: \(outcome.uppercased()); wrote " + written.joined(separator: ", ")
+            + (result.violations.isEmpty ? "" : " and the logs in \(options.reportDirectory)/logs"))
         switch outcome {
         case "fail": return 1
         case "interrupted": return 130
@@ -163,8 +167,34 @@ extension SoakRunner {
             "deviceDays": options.realTimings ? .number(options.deviceDays) : .null,
             "notCoverable": .array(gaps.map { ["invariant": .string($0.invariant), "why": .string($0.why)] }),
         ]
-        try? FileManager.default.createDirectory(atPath: options.reportDirectory, withIntermediateDirectories: true)
-        try? (prettyJSON(summary) + "\n").write(toFile: options.reportDirectory + "/summary.json", atomically: true, encoding: .utf8)
+        var written: [String] = []
+        let summaryFile = options.reportDirectory + "/summary.json"
+        do {
+            try writeFileReplacing(summaryFile, prettyJSON(summary) + "\n", for: "summary.json")
+            written.append(summaryFile)
+        } catch { say("pushwoosh-soak: \(error)") }
+        if let file = options.junitFile {
+            let xml = JUnitReport.refusal(gaps.map { ($0.invariant, $0.why) }, exitCode: 3,
+                                          summary: "--require-coverage: a run of \(options.span) with \(options.agents) agent(s) cannot check: "
+                                            + gaps.map(\.description).joined(separator: "; "),
+                                          timestamp: iso8601(started), properties: [("seed", "\(options.seed)")])
+            do {
+                try writeFileReplacing(file, xml, for: "the JUnit report")
+                written.append(file)
+            } catch { say("pushwoosh-soak: \(error)") }
+        }
+        if !written.isEmpty { say("pushwoosh-soak: wrote " + written.joined(separator: ", ")) }
         return 3
+    }
+
+    /// The report's directory and the JUnit file's, made (0755) if missing, before anything
+    /// starts; one that group or others can write is refused (exit 2), naming it.
+    func prepareOutputs() throws(SoakError) {
+        var directories = [(options.reportDirectory, "the report")]
+        if let file = options.junitFile { directories.append((parentDirectory(file), "the JUnit report")) }
+        for (directory, what) in directories {
+            do { try makeDirectories(directory, for: what) } catch { throw .file(error) }
+            do { try checkOutputDirectory(directory, for: what) } catch { throw .unsafeDirectory(error) }
+        }
     }
 }

@@ -16,6 +16,10 @@ do {
     options = try SoakOptions.parse(arguments)
 } catch {
     FileHandle.standardError.write(Data("\(error)\n".utf8))
+    // A refused run still tells CI why, in the JUnit file it was asked for.
+    if let file = JUnitReport.writeUsageRefusal(arguments: arguments, error: error, timestamp: Date().formatted(.iso8601)) {
+        FileHandle.standardError.write(Data("pushwoosh-soak: REFUSED (exit 2); wrote \(file) (JUnit)\n".utf8))
+    }
     exit(error.exitCode)
 }
 exit(SoakRunner(options: options).run())

@@ -160,6 +160,17 @@ private func call(_ t: Time, user: String = "alice", status: Int? = 200, fault: 
         #expect(c.check(agent: 0, calls: [call(1)], actions: up, faults: [], horizon: 35).isEmpty)  // reported once
     }
 
+    /// A crash is one violation: a process that died is expected to send nothing more (a killed
+    /// agent once also failed the cadence check an hour of device time later).
+    @Test func aCrashedProcessHasNoCadence() {
+        var c = ScheduleChecker(timings: timings)
+        let crashed = up + [AgentAction(agent: 0, kind: .crashed, start: 10, end: 10)]
+        #expect(c.check(agent: 0, calls: [call(1)], actions: crashed, faults: [], horizon: 100).isEmpty)
+        #expect(ScheduleChecker.activeIntervals(crashed, until: 100).map(\.1) == [10])
+        var d = ScheduleChecker(timings: timings)
+        #expect(d.check(agent: 0, calls: [call(1)], actions: up, faults: [], horizon: 100).map(\.invariant) == ["cadence"])
+    }
+
     @Test func backgroundAndDowntimePauseTheCadence() {
         var c = ScheduleChecker(timings: timings)
         let actions = up + [AgentAction(agent: 0, kind: .appState(active: false), start: 5, end: 5.01),

@@ -14,16 +14,18 @@ import Testing
             #expect(plan.refusal.isEmpty, "seed \(seed): \(plan.refusal)")
             #expect(plan.covered == Self.catalogue, "seed \(seed)")
             #expect(plan == CoveragePlan(seed: seed, agents: agents, deviceDays: days), "the same seed plans the same")
-            // The expiry is device 0's, early enough that its last look (a lifetime and a minute
-            // after the flags) comes at most a few minutes after the run's days.
+            // One round of duties per 3 device-days; the expiries early enough in their slots
+            // that each last look (a lifetime and a minute after the flags) comes before the end.
+            let rounds = CoveragePlan.rounds(deviceDays: days)
             let expiry = plan.assignments.filter { $0.duty == .expiry }
-            #expect(expiry.count == 1 && expiry[0].device == 0 && expiry[0].at <= (days - 1) * 86_400)
-            // The others fall in the run's first part, on devices 1 and 2; two restarts.
+            #expect(expiry.count == rounds && expiry.allSatisfy { $0.at <= max(0, (days - 1) * 86_400 - 600) }, "\(expiry)")
+            #expect(expiry.map(\.device) == (0..<rounds).map { CoveragePlan.device(first: 0, round: $0, agents: agents) })
             for a in plan.assignments where a.duty != .expiry {
-                #expect(a.at >= 0.1 * days * 86_400 - 1 && a.at <= 0.6 * days * 86_400 + 1, "\(a)")
-                #expect(a.device == 1 || a.device == 2)
+                #expect(a.at >= 0.05 * days * 86_400 && a.at <= 0.85 * days * 86_400 + 1, "\(a)")
+                #expect(a.device % 3 == 1 || a.device % 3 == 2)
             }
-            #expect(plan.assignments.map(\.duty.invariant).sorted() == ["cache", "cache", "expiry", "outage", "retryAfter", "throttle", "userSwitch"])
+            #expect(plan.assignments.map(\.duty.invariant).sorted()
+                == ["cache", "cache", "expiry", "outage", "retryAfter", "throttle", "userSwitch"].flatMap { Array(repeating: $0, count: rounds) })
             for a in plan.assignments {
                 if case .retryAfter(let s) = a.duty { #expect(s >= 120 && s <= 1_800) }
                 if case .outage(let s) = a.duty { #expect(s >= 3_600 && s <= 7_200) }
@@ -47,11 +49,47 @@ import Testing
         #expect(short.refusal[0].description.contains("needs at least 1 device-day"))
         let one = CoveragePlan(seed: 5, agents: 1, deviceDays: 1)
         #expect(one.refusal.map(\.invariant) == ["userSwitch", "retryAfter", "throttle", "outage", "restart", "cache"])
-        #expect(one.refusal.first { $0.invariant == "outage" }?.why == "needs at least 2 agents: one offline while another runs")
+        #expect(one.refusal.first { $0.invariant == "outage" }?.why == "needs at least 3 agents: device 2 has this duty")
         #expect(one.refusal.first { $0.invariant == "restart" }?.why == "needs at least 2 agents: device 1 has this duty")
         let two = CoveragePlan(seed: 5, agents: 2, deviceDays: 1)
         #expect(two.refusal.map(\.invariant) == ["retryAfter", "throttle", "outage"])
         #expect(CoveragePlan(seed: 5, agents: 2, deviceDays: 0.5).refusal.count == 4)
+    }
+
+    /// The refusal's hints agree with the plan: an invariant said to need N agents is refused
+    /// with fewer and covered with N (it once said outage needs 2, then refused 2 for it).
+    @Test func theRefusalsHintsAgreeWithThePlan() {
+        for agents in 1...3 {
+            for gap in CoveragePlan(seed: 9, agents: agents, deviceDays: 1).refusal {
+                guard let n = gap.why.components(separatedBy: "needs at least ").last?.split(separator: " ").first.flatMap({ Int($0) }) else {
+                    Issue.record("\(gap)"); continue
+                }
+                #expect(n > agents, "\(gap) refused with \(agents)")
+                #expect(!CoveragePlan(seed: 9, agents: n, deviceDays: 1).refusal.contains { $0.invariant == gap.invariant }, "\(gap)")
+            }
+        }
+    }
+
+    /// Coverage grows with the run: a week of ten devices does every duty three times, the
+    /// expiry on three devices; a day of three once each.
+    @Test func aLongerRunPlansMoreChecksOnMoreDevices() {
+        #expect(CoveragePlan.rounds(deviceDays: 1) == 1 && CoveragePlan.rounds(deviceDays: 3) == 1)
+        #expect(CoveragePlan.rounds(deviceDays: 3.5) == 2 && CoveragePlan.rounds(deviceDays: 7) == 3)
+        for seed in UInt64(0)..<50 {
+            let week = CoveragePlan(seed: seed, agents: 10, deviceDays: 7)
+            let expiries = week.assignments.filter { $0.duty == .expiry }
+            #expect(Set(expiries.map(\.device)) == [0, 3, 6])
+            #expect(Set(week.assignments.filter { $0.duty == .userSwitch }.map(\.device)) == [1, 4, 7])
+            #expect(Set(week.assignments.filter { $0.duty.isFault }.map(\.device)) == [2, 5, 8])
+            // Each expiry's last look (a lifetime and a minute after it starts) is in before the week's end.
+            #expect(expiries.allSatisfy { $0.at + 86_400 + 60 < 7 * 86_400 })
+            // The duties reach the run's last third.
+            #expect(week.assignments.contains { $0.at > 7 * 86_400 * 2 / 3 }, "seed \(seed)")
+            // Three devices, one week: the same device does its rounds in turn, a slot apart.
+            let three = CoveragePlan(seed: seed, agents: 3, deviceDays: 7).assignments.filter { $0.duty == .expiry }
+            #expect(three.map(\.device) == [0, 0, 0])
+            #expect(zip(three, three.dropFirst()).allSatisfy { $1.at - $0.at > 86_400 + 600 }, "\(three)")
+        }
     }
 
     @Test func requireCoverageIsTheDefaultWithTheRealTimings() throws {
@@ -107,9 +145,23 @@ import Testing
         #expect(early.count == 1 && early[0].message.contains("are not served"))
         // No `expired` notification, or one long before.
         #expect(checker.check(Self.probe(), calls: calls, expiries: []).map(\.message) == ["no featureFlagsDidUpdate expired between "
-            + iso8601(1_000.002 + Self.day) + " and " + iso8601(1_000 + Self.day + 60.012)])
+            + iso8601(1_000 + Self.day) + " and " + iso8601(1_000 + Self.day + 60.012)])
         #expect(checker.check(Self.probe(), calls: calls, expiries: [5_000]).count == 1)
         #expect(checker.checks == 5)
+    }
+
+    /// The edge to the millisecond: flags received at 1000 (the dated status sent at 1500 saw
+    /// them 500 s old) expire at 1000 + 24 h, not a second less. An `expired` seen 1 s, or 2 ms,
+    /// early is a violation (the notification's own stamp, to the second, once let 1.5 s pass).
+    @Test func theExpiryEdgeIsHeldToTheMillisecond() {
+        var checker = ExpiryChecker(lifetime: Self.day)
+        let calls = [Self.request(999.9)]
+        #expect(checker.check(Self.probe(), calls: calls, expiries: [1_000 + Self.day + 0.0004]).isEmpty)
+        #expect(checker.check(Self.probe(), calls: calls, expiries: [1_000 + Self.day - 0.0005]).isEmpty, "within a millisecond")
+        for early in [1.0, 0.5, 0.002] {
+            let found = checker.check(Self.probe(), calls: calls, expiries: [1_000 + Self.day - early])
+            #expect(found.count == 1 && found[0].message.hasPrefix(String(format: "flags expired %.3f s before", early)), "\(found)")
+        }
     }
 
     @Test func anExpiryLookThatCannotTellChecksNothingAndSaysSo() {

@@ -3,7 +3,8 @@ import Foundation
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
-import Soak
+@testable import Soak
+import Glibc
 import Testing
 
 @Suite struct CoverageTests {
@@ -100,6 +101,109 @@ import Testing
     }
 }
 
+/// CI sees what the run saw: with required coverage an invariant never checked fails, and a
+/// refused run still writes its JUnit file, the refusal as a failure.
+@Suite struct JUnitCoverageAndRefusalTests {
+    @Test func withRequiredCoverageAnInvariantNeverCheckedIsAFailure() throws {
+        let coverage = SoakCoverage(checks: Dictionary(uniqueKeysWithValues: SoakCoverage.catalogue.map { ($0.name, $0.name == "expiry" ? 0 : 3) }))
+        let agents: [JUnitReport.Agent] = [.init(name: "agent 0 (h0)", details: "x")]
+        let required = JUnitReport.xml(coverage: coverage, violations: [], agents: agents, seconds: 1, timestamp: "t", coverageRequired: true)
+        let (root, cases, _) = try JUnitReportTests.cases(required)
+        #expect(cases["expiry"]?.failure == "not exercised: 0 checks in this run (--require-coverage)")
+        #expect(cases["expiry"]?.skipped == nil)
+        #expect(root["failures"] == "1" && root["skipped"] == "0")
+        // Without it, the same run skips the invariant.
+        let optional = JUnitReport.xml(coverage: coverage, violations: [], agents: agents, seconds: 1, timestamp: "t")
+        let (root2, cases2, _) = try JUnitReportTests.cases(optional)
+        #expect(cases2["expiry"]?.failure == nil && cases2["expiry"]?.skipped != nil)
+        #expect(root2["failures"] == "0" && root2["skipped"] == "1")
+    }
+
+    @Test func aRefusedRunIsAFailurePerReason() throws {
+        let xml = JUnitReport.refusal([("expiry", "needs at least 1 device-day"), ("outage", "needs at least 3 agents")], exitCode: 3,
+                                      summary: "cannot check", timestamp: "t")
+        let (root, cases, order) = try JUnitReportTests.cases(xml)
+        #expect(order == ["expiry", "outage"])
+        #expect(cases["outage"]?.failure == "refused (exit 3): needs at least 3 agents")
+        #expect(root["failures"] == "2" && root["tests"] == "2")
+    }
+
+    @Test func aUsageErrorWritesTheJUnitFileItNames() throws {
+        let dir = try OutputFileTests.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let arguments = ["--real-timings", "--lifetime", "60s", "--junit", dir + "/j.xml"]
+        var refused: SoakOptionError?
+        do { _ = try SoakOptions.parse(arguments) } catch { refused = error }
+        let error = try #require(refused)
+        #expect(JUnitReport.writeUsageRefusal(arguments: arguments, error: error, timestamp: "t") == dir + "/j.xml")
+        let (_, cases, _) = try JUnitReportTests.cases(try String(contentsOfFile: dir + "/j.xml", encoding: .utf8))
+        #expect(cases["usage"]?.failure?.hasPrefix("refused (exit 2): --lifetime cannot be used with --real-timings") == true, "\(cases)")
+        // --help is no refusal; a line without --junit writes nothing.
+        #expect(JUnitReport.writeUsageRefusal(arguments: ["--help", "--junit", dir + "/h.xml"], error: SoakOptionError("--help", .help), timestamp: "t") == nil)
+        #expect(JUnitReport.writeUsageRefusal(arguments: ["--lifetime", "x"], error: error, timestamp: "t") == nil)
+    }
+}
+
+/// The run's outputs are written as `--record`'s: a temporary beside the file, created
+/// O_EXCL|O_NOFOLLOW, renamed; nothing planted is followed; a directory others can write is refused.
+@Suite struct OutputFileTests {
+    static func directory() throws -> String {
+        let dir = NSTemporaryDirectory() + "soak-out-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try #require(mkdir(dir, 0o755) == 0)
+        return dir
+    }
+
+    @Test func aPlantedTemporarySymlinkIsLeftUntouched() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Someone plants report.html.tmp pointing at a file of theirs (and one at nothing).
+        let victim = dir + "/victim"
+        try "theirs\n".write(toFile: victim, atomically: false, encoding: .utf8)
+        try #require(symlink(victim, dir + "/report.html.tmp") == 0)
+        try #require(symlink(dir + "/nowhere", dir + "/summary.json.tmp") == 0)
+        try writeFileReplacing(dir + "/report.html", "<html/>\n", for: "report.html")
+        try writeFileReplacing(dir + "/summary.json", "{}\n", for: "summary.json")
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "theirs\n")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: dir + "/report.html.tmp") == victim)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/nowhere"))
+        #expect(try String(contentsOfFile: dir + "/report.html", encoding: .utf8) == "<html/>\n")
+        #expect(try String(contentsOfFile: dir + "/summary.json", encoding: .utf8) == "{}\n")
+        var info = stat()
+        #expect(lstat(dir + "/report.html", &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_mode & 0o777 == 0o644)
+        // No temporary left behind: only the two outputs, the victim and the planted links.
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        #expect(left == ["report.html", "report.html.tmp", "summary.json", "summary.json.tmp", "victim"])
+        // A file replaced by a symlink is replaced, the link's target untouched.
+        unlink(dir + "/report.html")
+        try #require(symlink(victim, dir + "/report.html") == 0)
+        try writeFileReplacing(dir + "/report.html", "new\n", for: "report.html")
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "theirs\n")
+        #expect(lstat(dir + "/report.html", &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
+    }
+
+    @Test func anOutputDirectoryOthersCanWriteIsRefused() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        chmod(dir, 0o777)
+        var options = try SoakOptions.parse(["--quiet"])
+        options.reportDirectory = dir
+        let runner = SoakRunner(options: options)
+        do {
+            try runner.prepareOutputs()
+            Issue.record("a directory others can write was taken")
+        } catch {
+            guard case .unsafeDirectory(let unsafe) = error else { Issue.record("\(error)"); return }
+            #expect(unsafe.path == dir)
+            #expect(error.description.contains("refusing to write the report into \(dir)"), "\(error)")
+        }
+        chmod(dir, 0o755)
+        options.junitFile = dir + "/ci/junit.xml"
+        try SoakRunner(options: options).prepareOutputs()
+        chmod(dir + "/ci", 0o775)
+        #expect(throws: SoakError.self) { try SoakRunner(options: options).prepareOutputs() }
+    }
+}
+
 @Suite struct FaultSpanTests {
     @Test func eachFaultFromItsArmingToItsEnd() {
         let window = ArmedFault(method: "getFeatureFlags", start: 100, end: 100.2,
@@ -120,5 +224,22 @@ import Testing
                                                                         label: "fault getFeatureFlags: http 503, Retry-After 10 s, hit 2 requests"))
         // Never fired: armed until the run's end.
         #expect(spans[2].span == TimelineSpan(start: 1500, end: 2000, label: "fault postEvent: http 500, hit 0 requests"))
+    }
+}
+
+/// The progress line's `checks` is the coverage's sum (it once left out starts, stops,
+/// restarts, crashes and the plan's checks: `checks 692` against a coverage of 1,039).
+@Suite struct ProgressLineTests {
+    @Test func theProgressLinesChecksAreTheCoveragesSum() throws {
+        let runner = SoakRunner(options: try SoakOptions.parse(["--agents", "2", "--quiet"]))
+        runner.recorder.action(AgentAction(agent: 0, kind: .started, start: 1, end: 2))
+        runner.recorder.action(AgentAction(agent: 1, kind: .started, start: 1, end: 2))
+        runner.recorder.action(AgentAction(agent: 1, kind: .stopped(signal: SIGTERM), start: 3, end: 3))
+        runner.recorder.state.withLock { $0.tracks[0].pids = [10]; $0.tracks[1].pids = [11] }
+        let line = runner.progressLine()
+        let checks = try #require(line.components(separatedBy: "· checks ").last?.split(separator: " ").first.flatMap { Int($0) })
+        let coverage = runner.coverage(runner.recorder.state.withLock { $0 })
+        #expect(checks == coverage.total, "\(line)")
+        #expect(checks == 2 + 1 + 1 + 3, "two starts, a stop, a restart, three processes watched for a crash")
     }
 }

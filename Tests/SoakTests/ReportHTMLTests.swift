@@ -86,4 +86,24 @@ import Testing
         #expect(text.contains(log[0]) && text.contains(log[7]))
         #expect(counter.elements.filter { $0.attributes["class"] == "violation" }.count == 1)
     }
+
+    /// report.html opens with what failed: a table per invariant and per device, before the
+    /// coverage and the lanes; a cascade of alike violations is counted, not a wall of cards.
+    @Test func aFailingReportOpensWithWhatFailed() throws {
+        let violations = (0..<8).map { k in
+            ReportViolation(violation: Violation("cadence", agent: 1, time: 20_000 + Double(k), "late \(k)"), deviceTime: 20_000 + Double(k), requestLog: [])
+        } + [ReportViolation(violation: Violation("crash", agent: 2, time: 100, "agent-2 exited on its own"), deviceTime: 100, requestLog: [])]
+        let html = ReportHTML.render(Self.page(violations: violations))
+        let counter = try Self.parse(html)
+        let ids = counter.elements.compactMap { $0.attributes["id"] }
+        #expect(Array(ids.prefix(4)) == ["header", "failures", "violations-per-invariant", "violations-per-device"])
+        let text = counter.texts.joined(separator: "|")
+        #expect(text.contains("cadence|8|agent 1 (8)|1970-01-01T05:33:20.000Z|late 0"), "\(text)")
+        #expect(text.contains("crash|1|agent 2 (1)"))
+        #expect(text.contains("agent 1|8|cadence 8") && text.contains("agent 2|1|crash 1"))
+        #expect(counter.elements.filter { $0.attributes["class"] == "violation" }.count == 3 + 1)
+        #expect(text.contains("[cadence] agent 1: 5 more like these"))
+        // A passing page has no such section.
+        #expect(!ReportHTML.render(Self.page()).contains("id=\"failures\""))
+    }
 }

@@ -5,7 +5,7 @@ import FoundationXML
 #endif
 import Glibc
 import HarnessSupport
-import Soak
+@testable import Soak
 import Testing
 
 /// Counts elements by name while parsing.
@@ -52,7 +52,7 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         lane.background = [(12, 18), (55, nil)]
         lane.tracked = [(5, .none), (11, .on), (20, .killed), (35, .absent), (45, .off)]
         lane.ages = [(5, nil), (11, 1), (20, 10), (26, 0.5), (30, nil), (31, 6), (59, 34)]
-        lane.violations = [44]
+        lane.violations = [ViolationMark(time: 44, invariant: "cadence", message: "no getFeatureFlags for 40 s")]
         let data = TimelineData(title: "soak & <test>", start: 0, end: 60, lifetime: 60, refreshInterval: 15,
                                 trackedFlag: "new_checkout", lanes: [lane, TimelineLane(title: "agent 1")], clock: "device time",
                                 faults: [TimelineSpan(start: 30, end: 45, label: "fault getFeatureFlags: http 503, Retry-After 10 s")],
@@ -77,6 +77,21 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         #expect((counter.counts["polyline"] ?? 0) >= 1)
         #expect(counter.texts.joined().contains("agent 0 <A&B> \"x\""))
         #expect(svg.contains("&lt;A&amp;B&gt;"))
+        // Each violation mark names its invariant, in its title and beside it.
+        #expect(titles.contains("violation [cadence] at 1970-01-01T00:00:44.000Z · agent 0 <A&B> \"x\": no getFeatureFlags for 40 s"))
+        #expect(counter.texts.contains("cadence"))
+    }
+
+    /// Every colour of the legend means one thing (user switch and discarded, refresh failed and
+    /// killed once shared theirs), and "no flags" is not the lane's own background (a device not
+    /// yet observed).
+    @Test func theLegendsColoursAreDistinct() {
+        let colours = TimelineSVG.legendEntries.map(\.color) + TimelineSVG.stateLegend.map(\.color)
+            + [TimelineSVG.ageColor, TimelineSVG.violationColor]
+        #expect(Set(colours.map { $0.lowercased() }).count == colours.count, "\(colours)")
+        #expect(TimelineSVG.stateColor(.none) != TimelineSVG.notObservedColor && TimelineSVG.stateColor(.none) != "#ffffff")
+        let svg = TimelineSVG.render(TimelineData(title: "t", start: 0, end: 60, lifetime: 60, refreshInterval: 15, trackedFlag: "f", lanes: []))
+        for (_, label) in TimelineSVG.legendEntries + TimelineSVG.stateLegend { #expect(svg.contains(">\(label)<"), "\(label)") }
     }
 
     @Test func manyLanesAndPointsStayBounded() {
@@ -236,6 +251,10 @@ func parseXML(_ data: Data) -> (ok: Bool, counter: ElementCounter, error: String
         #expect(short.output.contains("cannot check: expiry (needs at least 1 device-day"), "\(short.output)")
         #expect(short.summary["result"] == "refused")
         #expect(short.summary["notCoverable"]?.arrayValue?.compactMap { $0["invariant"]?.stringValue } == ["expiry"])
+        // CI is told: the JUnit file has the refusal as a failure.
+        let (root, cases, _) = try JUnitReportTests.cases(String(decoding: short.junit, as: UTF8.self))
+        #expect(root["failures"] == "1" && cases["expiry"]?.failure?.hasPrefix("refused (exit 3): needs at least 1 device-day") == true)
+        #expect(short.output.contains("wrote ") && short.output.contains("junit.xml"), "\(short.output)")
         guard let one = try Self.soak(["--real-timings", "--device-days", "1", "--agents", "1", "--seed", "1"]) else { return }
         #expect(one.status == 3)
         for name in ["userSwitch", "retryAfter", "throttle", "outage", "restart", "cache"] { #expect(one.output.contains(name + " ("), "\(one.output)") }

@@ -26,6 +26,26 @@ import Testing
         #expect(refusal(["--seed"]) == SoakOptionError("--seed", .missingValue))
     }
 
+    @Test("Timing options with --real-timings are a usage error naming each of them (exit 2), never ignored")
+    func timingsWithRealTimings() throws {
+        let both = try #require(refusal(["--real-timings", "--refresh", "15s", "--device-days", "1", "--lifetime", "60s"]))
+        #expect(both == SoakOptionError("--lifetime", .notWithRealTimings(["--lifetime", "--refresh"])))
+        #expect(both.exitCode == 2)
+        #expect(both.description.hasPrefix("--lifetime, --refresh cannot be used with --real-timings"), "\(both)")
+        for option in ["--session-gap", "--throttle"] {
+            #expect(refusal([option, "10s", "--real-timings"]) == SoakOptionError(option, .notWithRealTimings([option])))
+        }
+        // Without --real-timings they are the run's timings.
+        #expect(try SoakOptions.parse(["--lifetime", "60s", "--refresh", "15s"]).timings.lifetime == 60)
+    }
+
+    @Test("make soak-real writes the JUnit file")
+    func soakRealWritesJUnit() throws {
+        let makefile = try String(contentsOfFile: RealRunTests.repository + "/Makefile", encoding: .utf8)
+        let recipe = try #require(makefile.components(separatedBy: "\nsoak-real:").last?.split(separator: "\n").dropFirst().first)
+        #expect(recipe.contains("--real-timings") && recipe.contains("--junit "), "\(recipe)")
+    }
+
     @Test("An unknown option is named, with the usage; --help is the usage with exit 0")
     func unknownAndHelp() throws {
         let unknown = try #require(refusal(["--agent", "3"]))
