@@ -317,8 +317,8 @@ public final class SoakRunner: @unchecked Sendable {
         let tracks = recorder.state.withLock { $0.tracks }
         for (i, track) in tracks.enumerated() {
             guard let ready = track.lane.readies.last, ready > (track.lane.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
-            // A process that died is not watched: its crash is the one violation (issue 46: one
-            // SIGKILL from outside once made 26 watchdog violations on the dead PID).
+            // A process that died is not watched: its crash is the one violation (one SIGKILL
+            // from outside once made 26 watchdog violations on the dead PID).
             guard let pid = track.pids.last, Self.isUp(pid, processes) else { continue }
             watchdogChecks += 1
             let last = notify.messages(i, since: ready).last { $0.text.contains("WATCHDOG=1") }?.time ?? ready
