@@ -101,8 +101,9 @@ struct FleetLabClient {
             if r.status == 502 { return .unreachable(r.json?["error"]?.stringValue ?? "does not answer at \(socket)") }
             guard r.status == 409 else { return .failed(refusal(r, "attaching \(target.name)")) }
             let held = try http.call("GET", "/lab/devices/\(target.name)")
-            guard held.status == 200, let device = held.json, device["socket"]?.stringValue == socket else {
-                let other = held.json?["socket"]?.stringValue.map { " (socket \($0))" } ?? ""
+            let device = held.json.flatMap { try? LabDeviceRecord(json: $0) }
+            guard held.status == 200, device?.socket == socket else {
+                let other = device.map { " (socket \($0.socket))" } ?? ""
                 return .failed(FleetAdvanceFailure(.agentError, "the lab at \(url) has another device named \(target.name)\(other); nothing was moved"))
             }
             return .held

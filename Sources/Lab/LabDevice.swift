@@ -101,10 +101,8 @@ final class LabDevice: @unchecked Sendable {
             defer { operation.unlock() }
             return json()
         }
-        return .object(["name": .string(name), "socket": .string(socket), "owned": .bool(owned),
-                        "pid": .null, "directory": directoryPath.map(JSONValue.string) ?? .null,
-                        "log": logPath.map(JSONValue.string) ?? .null, "config": configPath.map(JSONValue.string) ?? .null,
-                        "state": .string(now == .running ? "busy" : now.rawValue)])
+        return LabDeviceRecord(name: name, socket: socket, owned: owned, directory: directoryPath, log: logPath, config: configPath,
+                               condition: .busy(now == .running ? "busy" : now.rawValue)).json
     }
 
     // MARK: - The process
@@ -239,41 +237,24 @@ final class LabDevice: @unchecked Sendable {
     }
 
     /// As `GET /lab/devices` shows it: every age and time in the device's own time.
-    func json() -> JSONValue {
-        var o: [String: JSONValue] = ["name": .string(name), "socket": .string(socket), "owned": .bool(owned),
-                                      "pid": pid.map { .number(Double($0)) } ?? .null, "directory": directoryPath.map(JSONValue.string) ?? .null,
-                                      "log": logPath.map(JSONValue.string) ?? .null, "config": configPath.map(JSONValue.string) ?? .null]
+    func json() -> JSONValue { record().json }
+
+    func record() -> LabDeviceRecord {
+        var r = LabDeviceRecord(name: name, socket: socket, owned: owned, pid: pid.map { Int($0) }, directory: directoryPath,
+                                log: logPath, config: configPath, condition: .busy(""))
         if owned, reap() != nil, pid == nil {
-            o["state"] = .string("exited")
-            o["exit"] = exit.map(JSONValue.string) ?? .null
-            o["exitCode"] = launcher?.exit?.code.map { .number(Double($0)) } ?? .null
-            o["exitSignal"] = launcher?.exit?.signal.map { .number(Double($0)) } ?? .null
-            return .object(o)
+            let ended = launcher?.exit
+            r.condition = .exited(exit: exit, code: ended?.code.map { Int($0) }, signal: ended?.signal.map { Int($0) })
+            return r
         }
         var clockAnswer = call(.clock, timeout: 3)
         if case .failure(let problem) = clockAnswer, problem.isSystemClock {
             clockAnswer = .success(["controlled": false, "now": SocketTime.json(Date())])
         }
         switch (call(.status, timeout: 3), clockAnswer) {
-        case (.success(let status), .success(let clock)):
-            let deviceNow = clock["now"]?.stringValue.flatMap(SocketTime.parse)
-            let last = status["lastRefreshAt"]?.stringValue.flatMap(SocketTime.parse)
-            o["hwid"] = status["hwid"] ?? .null
-            o["userId"] = status["userId"] ?? .null
-            o["state"] = status["state"] ?? .null
-            o["appState"] = status["appState"] ?? .null
-            o["clock"] = .string(clock["controlled"] == .bool(true) ? "controlled" : "system")
-            o["deviceTime"] = clock["now"] ?? .null
-            o["lastRefreshAt"] = status["lastRefreshAt"] ?? .null
-            o["lastRefreshAgeSeconds"] = deviceNow.flatMap { now in last.map { .number((now.timeIntervalSince($0) * 1000).rounded() / 1000) } } ?? .null
-            o["nextRefreshAt"] = status["nextRefreshAt"] ?? .null
-            o["flagsCount"] = status["flagsCount"] ?? .null
-            o["flagsSource"] = status["flagsSource"] ?? .null
-            o["http"] = status["httpAddress"] ?? .null
-        case (.failure(let why), _), (_, .failure(let why)):
-            o["state"] = .string("down")
-            o["error"] = .string(why.description)
+        case (.success(let status), .success(let clock)): r.condition = .answering(.init(status: status, clock: clock))
+        case (.failure(let why), _), (_, .failure(let why)): r.condition = .down(error: why.description)
         }
-        return .object(o)
+        return r
     }
 }

@@ -41,4 +41,24 @@ import Testing
         #expect(try LabAdvanceAnswer(json: answer.json) == answer)
         #expect(throws: AnswerError.self) { try LabAdvanceAnswer(json: ["now": "2026-12-07T00:00:00Z", "steps": 1, "requests": 0, "fired": [:]]) }
     }
+
+    @Test(arguments: [
+        LabDeviceRecord.Condition.answering(.init(hwid: "H", userId: "u", state: "ready", appState: "active", controlledClock: true,
+                                                  deviceTime: Date(timeIntervalSince1970: 1_796_620_459), lastRefreshAt: Date(timeIntervalSince1970: 1_796_620_400),
+                                                  lastRefreshAgeSeconds: 59, nextRefreshAt: nil, flagsCount: 4, flagsSource: "cache", http: nil)),
+        .exited(exit: "killed by signal 9", code: nil, signal: 9), .down(error: "cannot connect"), .busy("starting"),
+    ])
+    func aDeviceRecordReadsBackAsItself(_ condition: LabDeviceRecord.Condition) throws {
+        let record = LabDeviceRecord(name: "qa-0", socket: "/lab/devices/qa-0/agent.sock", owned: true, pid: 42, directory: "/lab/devices/qa-0",
+                                     log: "/lab/devices/qa-0/agent.log", config: "/lab/devices/qa-0/agent.conf", condition: condition)
+        #expect(try LabDeviceRecord(json: record.json) == record)
+    }
+
+    // The facts of a device come from its own status and clock answers, leniently.
+    @Test func factsFromTheDevicesAnswers() {
+        let facts = LabDeviceRecord.Facts(status: ["hwid": "H", "state": "ready", "lastRefreshAt": "2026-12-07T10:00:00Z", "flagsCount": 3,
+                                                   "flagsSource": "network", "httpAddress": "127.0.0.1:8016"],
+                                          clock: ["controlled": true, "now": "2026-12-07T10:05:00Z"])
+        #expect(facts.lastRefreshAgeSeconds == 300 && facts.controlledClock && facts.http == "127.0.0.1:8016" && facts.userId == nil)
+    }
 }

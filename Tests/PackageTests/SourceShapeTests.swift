@@ -92,7 +92,6 @@ import Testing
         "Sources/EmulatorCore/HAR.swift \"status\"",  // a HAR entry's HTTP status
         "Sources/EmulatorCore/LabStart.swift \"clock\"",  // the lab's "clock": "controlled" | "system"
         "Sources/EmulatorCore/LabCommand.swift \"clock\"",  // in the start command's comment
-        "Sources/Lab/LabDevice.swift \"clock\"",  // a lab device's clock kind
         "Sources/Soak/Checkers.swift \"status\"",  // a violation's kind
         "Sources/Soak/SoakRunner+Report.swift \"status\"",  // a checker's name in the report
         "Sources/Soak/Coverage.swift \"status\"",  // an invariant's name
