@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from ._process_support import _BY_KEY, AGENT_SETTINGS, unknown_name
+from .processes import _BY_KEY, AGENT_SETTINGS, unknown_name
 
 #: What the fixture configures unless a marker says otherwise.
 AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
@@ -17,7 +17,7 @@ AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_tim
 #: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
 AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
 #: The pushwoosh_emulator marker's options.
-EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared"]
+EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared", "stoppable"]
 
 
 def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:

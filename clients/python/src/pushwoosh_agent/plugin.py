@@ -18,9 +18,8 @@ Fixtures (each test gets its own agents in its own temporary directory):
     (``READY=1`` received on a real ``NOTIFY_SOCKET``) and, unless told
     otherwise, done with its first flags request.
 ``pushwoosh_agent_process``
-    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it (a device of the session's
-    launcher lab, which outlives the test's emulator): socket, state directory, log,
-    notifications, ``kill()``, ``restart()``.
+    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it (a device of the emulator's
+    lab): socket, state directory, log, notifications, ``kill()``, ``restart()``.
 ``pushwoosh_restart_agent``
     ``restart(kill=True)``: kill -9 (or SIGTERM) and start again on the same
     state directory; returns the client, which reconnects on its next call.
@@ -39,14 +38,15 @@ Fixtures (each test gets its own agents in its own temporary directory):
     ``[HTTP] Listen=127.0.0.1:0`` (a free port: ``status``'s ``httpAddress``) when the
     marker says ``http=True`` or this fixture is used.
 
-The emulator fixture can be stopped and started again on the same port
-(``pushwoosh_emulator.stop()`` / ``.start()``): the network goes away and comes back.
+The session runs one emulator, and it is the lab the agents live in. A test that stops and
+starts its emulator (the network going away) is marked ``stoppable=True``: its emulator is
+then its own and only the agents' server, the agents living in the session's lab.
 
 Markers::
 
     @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
     @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a",
-                                    shared=False)
+                                    shared=False, stoppable=True)
 
 ``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
 (with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
@@ -82,16 +82,15 @@ from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
 
 import pytest
 
+from . import processes
 from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
-from .lab import LabClient
 from .tls import TestCA
-from ._process_support import tail
 from ._plugin_options import AGENT_FIXTURE_DEFAULTS, AGENT_FIXTURE_OPTIONS, EMULATOR_FIXTURE_OPTIONS, _agent_names, \
     _agent_options, _check_names, _marker_kwargs, _strict
 from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
-    launcher_lab, short_temp_dir, stop_launcher_labs
+    session_emulator, short_temp_dir, stop_launcher_labs, tail
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
 
@@ -107,6 +106,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The session's one lab (its emulator is pushwoosh_emulator's) takes its binaries from --pushwoosh-bin.
+    value = config.getoption("--pushwoosh-bin")
+    processes.LAB_BIN_DIR = os.path.abspath(value) if value else None
     config.addinivalue_line(
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, strict=True, ...)")
@@ -115,7 +117,12 @@ def pytest_configure(config: pytest.Config) -> None:
                    "applications the pushwoosh_emulator fixture loads (a definition, a list, a path, or None); "
                    "tls=True: HTTPS with a CA made for the test, trusted by the agent fixtures; admin_token: lock "
                    "the admin API; shared=False: an emulator of the test's own instead of the session's (reset "
-                   "before each test)")
+                   "before each test); stoppable=True: one of the test's own to stop and start, the agents "
+                   "living in the session's lab")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_launcher_labs()  # the session's emulator, and any agent still in its lab
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -160,31 +167,6 @@ def pushwoosh_tmp_dir() -> Iterator[str]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def _pushwoosh_shared_emulator() -> Iterator[List[EmulatorProcess]]:
-    """The session's emulator, started by the first test that asks for it (a list: empty until then)."""
-    holder: List[EmulatorProcess] = []
-    yield holder
-    for process in holder:
-        process.stop()
-        shutil.rmtree(process.directory, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def _pushwoosh_launcher(pushwoosh_bin: Optional[str]) -> Iterator[Optional[str]]:
-    """The session's launcher lab (:func:`~pushwoosh_agent.processes.launcher_lab`), stopped with
-    the session (its agents with it)."""
-    yield pushwoosh_bin
-    stop_launcher_labs()
-
-
-def _launcher(pushwoosh_bin: Optional[str]) -> LabClient:
-    try:
-        return launcher_lab(pushwoosh_bin)
-    except StartError as error:
-        pytest.fail(str(error), pytrace=False)
-
-
 @pytest.fixture
 def _pushwoosh_started() -> List[AgentProcess]:
     """Every agent the test started (pushwoosh_agent_process, pushwoosh_fleet), for pushwoosh_lab."""
@@ -193,44 +175,36 @@ def _pushwoosh_started() -> List[AgentProcess]:
 
 @pytest.fixture
 def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                       pushwoosh_tmp_dir: str, _pushwoosh_shared_emulator: List[EmulatorProcess]
-                       ) -> Iterator[RunningEmulator]:
+                       pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
     """A running ``pushwoosh-emulator`` (see the module's documentation)."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    try:
-        binary = find_binary("pushwoosh-emulator", pushwoosh_bin)
-    except StartError as error:
-        pytest.fail(str(error), pytrace=False)
     apps = options.get("apps", EXAMPLE_APP_PATH)
-    # Only the plain example lab is shared; anything else the marker asks for is the test's own.
-    shared = bool(options.get("shared", True)) and apps == EXAMPLE_APP_PATH \
-        and options.get("require_token") is None and not options.get("tls") and options.get("admin_token") is None
-    if shared:
-        if not _pushwoosh_shared_emulator:
-            _pushwoosh_shared_emulator.append(EmulatorProcess(short_temp_dir("pwe-"), apps=apps, binary=binary))
-        process = _pushwoosh_shared_emulator[0]
-    else:
-        tls: Optional[Tuple[str, str]] = None
-        ca_file: Optional[str] = None
-        if options.get("tls"):
-            # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
-            ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
-            tls, ca_file = ca.issue("emulator"), ca.ca_file
-        process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=binary,
-                                  require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
-                                  admin_token=options.get("admin_token"))
-    _register_log(request.node, "pushwoosh-emulator log", process.log_path)
+    stoppable = bool(options.get("stoppable"))
+    # Only the plain example lab is the session's; anything else the marker asks for is the test's own.
+    own = stoppable or not options.get("shared", True) or apps != EXAMPLE_APP_PATH or options.get("tls") \
+        or options.get("require_token") is not None or options.get("admin_token") is not None
     try:
-        if not process.running:  # first use, or a test stopped it
-            process.start()
-        elif shared:
+        if not own:
+            process = session_emulator(pushwoosh_bin)
             process.client.reset()  # what an earlier test armed, killed or advanced is gone
+        else:
+            tls: Optional[Tuple[str, str]] = None
+            ca_file: Optional[str] = None
+            if options.get("tls"):
+                # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
+                ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
+                tls, ca_file = ca.issue("emulator"), ca.ca_file
+            process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=find_binary("pushwoosh-emulator", pushwoosh_bin),
+                                      require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
+                                      admin_token=options.get("admin_token")).start()
+        lab = session_emulator(pushwoosh_bin).lab if stoppable else None
     except (StartError, EmulatorError) as error:
         pytest.fail(str(error), pytrace=False)
+    _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
-        yield RunningEmulator(process)
+        yield RunningEmulator(process, lab)
     finally:
-        if not shared:
+        if own:
             process.stop()
 
 
@@ -248,8 +222,7 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
 @pytest.fixture
 def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                             pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                            _pushwoosh_started: List[AgentProcess],
-                            _pushwoosh_launcher: Optional[str]) -> Iterator[AgentProcess]:
+                            _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
     options = _agent_options(request)
     if pushwoosh_emulator.ca_file is not None:
@@ -261,7 +234,7 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
     try:
         agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url, settings=options,
                              extra_config=extra, client_timeout=client_timeout, strict=strict,
-                             lab=_launcher(pushwoosh_bin))
+                             lab=pushwoosh_emulator.lab)
     except (StartError, ValueError) as error:
         pytest.fail(str(error), pytrace=False)
     _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
@@ -303,8 +276,7 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 @pytest.fixture
 def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                     pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                    _pushwoosh_started: List[AgentProcess],
-                    _pushwoosh_launcher: Optional[str]) -> Iterator[Callable[..., Fleet]]:
+                    _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
     agents against the test's emulator (see the module's documentation)."""
     started: List[AgentProcess] = []
@@ -320,7 +292,6 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         client_timeout = float(options.pop("client_timeout", 10.0))
         options.pop("wait_for_flags", None)
         strict = _strict(request, options, "pushwoosh_fleet(...)")
-        lab = _launcher(pushwoosh_bin)
         agents: List[AgentProcess] = []
         users: List[str] = []
         first = len(started)
@@ -330,7 +301,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
             os.makedirs(directory, exist_ok=True)
             agent = AgentProcess(directory, server_url=pushwoosh_emulator.server_url,
                                  settings={**options, "user_id": user}, extra_config=extra,
-                                 client_timeout=client_timeout, strict=strict, lab=lab)
+                                 client_timeout=client_timeout, strict=strict, lab=pushwoosh_emulator.lab)
             _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
             started.append(agent)
             _pushwoosh_started.append(agent)
