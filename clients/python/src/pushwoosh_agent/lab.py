@@ -23,16 +23,6 @@ from . import results
 from .errors import EmulatorError, ProtocolError, PushwooshError
 from .results import FiredTimer
 
-__all__ = [
-    "FiredTimer",
-    "ClockAdvance",
-    "LabAdvance",
-    "LabSkipped",
-    "LabClient",
-    "LabClockError",
-    "advance_lab",
-    "parse_time",
-]
 
 
 class ClockAdvance(TypedDict):

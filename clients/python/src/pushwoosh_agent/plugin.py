@@ -1,76 +1,16 @@
-"""The pytest plugin (entry point ``pytest11``): the real emulator and agent as fixtures.
+"""The pytest plugin (entry point ``pytest11``): the real emulator and agents as fixtures
+(``pushwoosh_emulator``, ``pushwoosh_agent``, ``pushwoosh_agent_process``,
+``pushwoosh_restart_agent``, ``pushwoosh_fleet``, ``pushwoosh_lab``, ``pushwoosh_http_url``),
+configured by the markers ``pushwoosh_agent(**settings)`` and ``pushwoosh_emulator(apps=...,
+require_token=..., tls=..., admin_token=..., shared=..., stoppable=...)``; each fixture's own
+documentation says what it is, and the package's README has the whole reference.
 
-Fixtures (each test gets its own agents in its own temporary directory):
-
-``pushwoosh_emulator``
-    a running ``pushwoosh-emulator`` on a free loopback port with the example
-    application ``ABCDE-12345`` (``config/flags.example.json``); an
-    :class:`~pushwoosh_agent.EmulatorClient` with ``.server_url``,
-    ``.process`` and ``.log_path``. One emulator serves the whole pytest session
-    and is reset (``POST /admin/reset``: apps back to the file, faults, requests,
-    devices and the clock offset cleared) before each test that uses it, so a test
-    pays for its agents only; a test whose marker names other ``apps``, a
-    ``require_token``, ``tls=True``, an ``admin_token`` or ``shared=False`` gets an emulator
-    of its own.
-``pushwoosh_agent``
-    an :class:`~pushwoosh_agent.AgentClient` connected to a running
-    ``pushwoosh-agentd`` that talks to that emulator, started and ready
-    (``READY=1`` received on a real ``NOTIFY_SOCKET``) and, unless told
-    otherwise, done with its first flags request.
-``pushwoosh_agent_process``
-    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it (a device of the emulator's
-    lab): socket, state directory, log, notifications, ``kill()``, ``restart()``.
-``pushwoosh_restart_agent``
-    ``restart(kill=True)``: kill -9 (or SIGTERM) and start again on the same
-    state directory; returns the client, which reconnects on its next call.
-``pushwoosh_fleet``
-    a factory: ``pushwoosh_fleet(n, user_ids="fleet-user-{i}", **settings)`` starts
-    ``n`` agents against the one ``pushwoosh_emulator``, agent ``i`` (from 0) with User
-    ID ``user_ids.format(i=i)``, and returns a :class:`Fleet` (a list of
-    :class:`~pushwoosh_agent.processes.AgentProcess`, with ``.clients`` and
-    ``.hwids()`` and ``.advance_clock(seconds=None, *, until=None)``); all stop with the test.
-``pushwoosh_lab``
-    a :class:`Lab`: ``.emulator``, ``.agents`` (every agent the test started) and
-    ``advance_clock(seconds=None, *, until=None, devices=None)``: the emulator's lab moves
-    its clock and the agents' together (docs/lab.md M); the agents need ``clock="controlled"``.
-``pushwoosh_http_url``
-    ``http://127.0.0.1:PORT`` of the ``pushwoosh_agent``'s HTTP interface, started with
-    ``[HTTP] Listen=127.0.0.1:0`` (a free port: ``status``'s ``httpAddress``) when the
-    marker says ``http=True`` or this fixture is used.
-
-The session runs one emulator, and it is the lab the agents live in. A test that stops and
-starts its emulator (the network going away) is marked ``stoppable=True``: its emulator is
-then its own and only the agents' server, the agents living in the session's lab.
-
-Markers::
-
-    @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a",
-                                    shared=False, stoppable=True)
-
-``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
-(with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
-``pushwoosh_emulator.ca_file`` is its path.
-
-``admin_token="a"`` locks the emulator's admin API (``--admin-token``); the fixture's client sends it.
-
-``pushwoosh_agent`` takes every setting of
-:data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
-file's own key names), plus ``extra_config`` (text appended to the file),
-``client_timeout`` (the client's timeout, default 10 s),
-``wait_for_flags`` (default True), ``http`` (``[HTTP] Listen=127.0.0.1:0``) and
-``strict`` (True: a read answered with the caller's default raises
-:class:`~pushwoosh_agent.FallbackError` instead of warning; default: ``--pushwoosh-strict``). The fixture sets
-``DisableThrottle=yes`` and ``RequestTimeout=5s`` unless the marker says
-otherwise, or says ``clock="controlled"``: then the agent runs the SDK's real timings
-(24 h lifetime, 1 h refresh, 30 min session, 5 min throttle) on a device clock the test
-moves with ``advance_clock``.
-
-Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
-``PATH``; give DIR as an absolute path (a relative one is read from the directory pytest
-runs in). ``--pushwoosh-strict`` makes every fixture's client strict (a marker's
-``strict=False`` still wins). The processes are stopped with SIGTERM at the end; when a test
-fails, the agent's and the emulator's logs are added to its report.
+The session runs one emulator, and it is the lab the agents live in (each agent a device it
+starts and owns). A test that stops and starts its emulator (the network going away) is marked
+``stoppable=True``: its emulator is then its own and only the agents' server, the agents living
+in the session's lab. Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
+``PATH``; ``--pushwoosh-strict`` makes every fixture's client strict (a marker's ``strict=False``
+still wins). When a test fails, the agents' and the emulator's logs are added to its report.
 """
 
 from __future__ import annotations
@@ -78,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pytest
 
@@ -87,10 +27,63 @@ from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
-from ._plugin_options import AGENT_FIXTURE_DEFAULTS, AGENT_FIXTURE_OPTIONS, EMULATOR_FIXTURE_OPTIONS, _agent_names, \
-    _agent_options, _check_names, _marker_kwargs, _strict
-from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
-    session_emulator, short_temp_dir, stop_launcher_labs, tail
+from .processes import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, \
+    find_binary, session_emulator, short_temp_dir, stop_launcher_labs, tail, unknown_name
+
+#: What the fixture configures unless a marker says otherwise.
+AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
+
+
+#: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
+AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
+#: The pushwoosh_emulator marker's options.
+EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared", "stoppable"]
+
+
+def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:
+    """A typo in a marker or fixture option ends the test with a clean failure that names
+    the nearest known name, not a traceback from deep inside the fixture."""
+    for name in given:
+        if name not in known:
+            pytest.fail(f"{where}: " + unknown_name("option", name, known), pytrace=False)
+
+
+def _agent_names() -> List[str]:
+    return list(AGENT_SETTINGS) + list(_BY_KEY) + AGENT_FIXTURE_OPTIONS
+
+
+def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
+    merged: Dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(name))):  # the closest marker wins
+        if marker.args:
+            pytest.fail(f"@pytest.mark.{name} takes keyword arguments only, not {marker.args!r}", pytrace=False)
+        merged.update(marker.kwargs)
+    known = EMULATOR_FIXTURE_OPTIONS if name == "pushwoosh_emulator" else _agent_names()
+    _check_names(f"@pytest.mark.{name}", merged, known)
+    return merged
+
+
+def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str) -> bool:
+    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``: checked to be a bool."""
+    value = options.pop("strict", None)
+    if value is None:
+        return bool(request.config.getoption("--pushwoosh-strict"))
+    if not isinstance(value, bool):
+        pytest.fail(f"{where}: strict must be True or False, not {value!r}", pytrace=False)
+    return value
+
+
+def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    marked = _marker_kwargs(request, "pushwoosh_agent")
+    marked.update(extra or {})
+    # With the device clock controlled (docs/device-clock.md H) a test runs the SDK's real timings
+    # (the throttle included): it moves the clock instead of shortening them.
+    options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
+    options.update(marked)
+    if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
+        options.setdefault("http_listen", "127.0.0.1:0")
+    return options
+
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
 
@@ -176,7 +169,11 @@ def _pushwoosh_started() -> List[AgentProcess]:
 @pytest.fixture
 def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                        pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
-    """A running ``pushwoosh-emulator`` (see the module's documentation)."""
+    """An :class:`EmulatorClient` (:class:`RunningEmulator`) of a running ``pushwoosh-emulator``
+    with the example application ``ABCDE-12345``: the session's, reset (``POST /admin/reset``)
+    before each test that uses it; a test whose marker names other ``apps``, a
+    ``require_token``, ``tls=True`` (HTTPS with a CA made for the test, trusted by the agent
+    fixtures), an ``admin_token``, ``shared=False`` or ``stoppable=True`` gets one of its own."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
     apps = options.get("apps", EXAMPLE_APP_PATH)
     stoppable = bool(options.get("stoppable"))
@@ -253,7 +250,13 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optio
 
 @pytest.fixture
 def pushwoosh_agent(pushwoosh_agent_process: AgentProcess) -> AgentClient:
-    """An :class:`AgentClient` of the running agent (see the module's documentation)."""
+    """An :class:`AgentClient` of a ``pushwoosh-agentd`` that talks to ``pushwoosh_emulator``, in
+    its own temporary directory: ready (``READY=1``) and, unless ``wait_for_flags=False``, done
+    with its first flags request. The ``pushwoosh_agent`` marker takes every setting of
+    :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the file's own key names), ``extra_config``,
+    ``client_timeout``, ``wait_for_flags``, ``http`` and ``strict``; ``DisableThrottle=yes`` and
+    ``RequestTimeout=5s`` unless it says otherwise or says ``clock="controlled"`` (the SDK's real
+    timings, moved with ``advance_clock``)."""
     return pushwoosh_agent_process.client
 
 
@@ -278,7 +281,8 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
                     pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
                     _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
-    agents against the test's emulator (see the module's documentation)."""
+    agents against the test's emulator, agent ``i`` with User ID ``user_ids.format(i=i)``, as a
+    :class:`Fleet`; the settings as the ``pushwoosh_agent`` marker's. All stop with the test."""
     started: List[AgentProcess] = []
 
     def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
@@ -325,8 +329,9 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
 
 @pytest.fixture
 def pushwoosh_lab(pushwoosh_emulator: RunningEmulator, _pushwoosh_started: List[AgentProcess]) -> Lab:
-    """The test's emulator and agents, moved together by ``advance_clock`` (see the module's
-    documentation)."""
+    """A :class:`Lab`: ``.emulator``, ``.agents`` (every agent the test started) and
+    ``advance_clock(seconds=None, *, until=None, devices=None)``, which moves the lab the agents
+    live in and their clocks together, all or none (``clock="controlled"``)."""
     return Lab(pushwoosh_emulator, _pushwoosh_started)
 
 

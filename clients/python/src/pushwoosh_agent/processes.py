@@ -29,21 +29,6 @@ from .emulator import EmulatorClient
 from .errors import EmulatorError, PushwooshError
 from .lab import LabClient
 
-__all__ = [
-    "EXAMPLE_APP_PATH",
-    "EXAMPLE_APP_CODE",
-    "AGENT_SETTINGS",
-    "StartError",
-    "find_binary",
-    "agent_config",
-    "config_sections",
-    "short_temp_dir",
-    "EmulatorProcess",
-    "AgentProcess",
-    "launcher_lab",
-    "session_emulator",
-    "stop_launcher_labs",
-]
 
 #: The application definition the emulator fixture loads unless told otherwise:
 #: a copy of the agent's ``config/flags.example.json`` (application ``ABCDE-12345``).

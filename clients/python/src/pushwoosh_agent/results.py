@@ -15,23 +15,6 @@ from typing import Any, Dict, List, Optional, TypedDict, Mapping
 
 from .errors import ProtocolError
 
-__all__ = [
-    "Flag",
-    "FlagDetails",
-    "FlagsUpdate",
-    "RefreshResult",
-    "PushRegistration",
-    "PrimerResult",
-    "Status",
-    "StorageError",
-    "SDKError",
-    "ClockInfo",
-    "FiredTimer",
-    "DeviceClockAdvance",
-    "RefreshCompleted",
-    "StateChanged",
-    "parse_time",
-]
 
 
 @dataclass(frozen=True)
