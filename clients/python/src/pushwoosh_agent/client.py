@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
+from ._framing import camel_case
 from .errors import AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError, RefreshError, \
     WaitTimeout
 from .events import EventStream, Subscription
@@ -53,18 +54,6 @@ _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
 #: The values of ``status()["state"]`` (docs/socket-api.md B.2), the states :meth:`AgentClient.wait_for_state` waits for.
 STATES = ("notReady", "ready", "stale", "error", "fatal")
-
-#: present_push_primer's pythonic keywords and the socket API's names (docs/socket-api.md B.2).
-_PRIMER_NAMES = {
-    "accept_button": "acceptButton", "decline_button": "declineButton",
-    "fallback_to_settings": "fallbackToSettings", "min_interval": "minInterval",
-    "image_url": "imageURL", "background_color": "backgroundColor",
-    "background_gradient": "backgroundGradient", "title_color": "titleColor",
-    "message_color": "messageColor", "accept_button_color": "acceptButtonColor",
-    "accept_button_text_color": "acceptButtonTextColor", "decline_button_color": "declineButtonColor",
-    "decline_button_text_color": "declineButtonTextColor", "corner_radius": "cornerRadius",
-    "button_corner_radius": "buttonCornerRadius", "button_border_color": "buttonBorderColor",
-}
 
 
 class AgentClient:
@@ -229,7 +218,7 @@ class AgentClient:
         elif wire in _SCALAR_DEFAULTS:
             params["default"] = _SCALAR_DEFAULTS[wire]
         result = self._result("property", params, "value")
-        return flag_details(result, key, result["value"], name, wire)
+        return flag_details(result, key, result["value"], name)
 
     @staticmethod
     def _type_name(type: Any) -> str:
@@ -318,7 +307,7 @@ class AgentClient:
         ``acceptButton``, ``declineButton``, ``answer``, ``style``, …) or
         their snake_case spellings (``accept_button``, ``image_url``, …).
         """
-        wire = {_PRIMER_NAMES.get(name, name): value for name, value in params.items()}
+        wire = {camel_case(name): value for name, value in params.items()}
         result = self._result("presentPushPrimer", wire, "outcome")
         presentation = result.get("presentation")
         return PrimerResult(str(result["outcome"]), presentation if isinstance(presentation, dict) else None)

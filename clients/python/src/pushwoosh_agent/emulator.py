@@ -13,6 +13,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Union
 
+from ._framing import camel_case
 from .errors import EmulatorError
 
 __all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
@@ -82,15 +83,11 @@ def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: 
     return query
 
 
-#: add_fault's keywords and the D.2/D.3 fault fields they become.
-FAULT_FIELDS: Dict[str, str] = {
-    "http": "http", "retry_after": "retryAfter", "status_code": "statusCode", "body": "body",
-    "drop": "drop", "delay_ms": "delayMs", "partial": "partial",
-    "truncate_after_bytes": "truncateAfterBytes", "stall_after_headers": "stallAfterHeaders", "reset": "reset",
-    # The protocol's names themselves are accepted too.
-    "retryAfter": "retryAfter", "statusCode": "statusCode", "delayMs": "delayMs",
-    "truncateAfterBytes": "truncateAfterBytes", "stallAfterHeaders": "stallAfterHeaders",
-}
+#: The fault kinds of D.2/D.3, as add_fault's keywords.
+_FAULT_KINDS = ["http", "retry_after", "status_code", "body", "drop", "delay_ms", "partial", "truncate_after_bytes",
+                "stall_after_headers", "reset"]
+#: add_fault's keywords and the fault fields they become (the protocol's names are accepted too).
+FAULT_FIELDS: Dict[str, str] = {**{k: camel_case(k) for k in _FAULT_KINDS}, **{camel_case(k): camel_case(k) for k in _FAULT_KINDS}}
 
 _MASK64 = (1 << 64) - 1
 
@@ -322,8 +319,7 @@ class EmulatorClient:
         for name, value in fault.items():
             if name not in FAULT_FIELDS:
                 raise TypeError(f"add_fault: unknown fault field {name!r} (known: hwid, user_id, for_seconds, "
-                                f"probability, seed, http, retry_after, status_code, body, drop, delay_ms, partial, "
-                                f"truncate_after_bytes, stall_after_headers, reset)")
+                                f"probability, seed, {', '.join(_FAULT_KINDS)})")
             body[FAULT_FIELDS[name]] = value
         result: Dict[str, Any] = self._request("POST", "/admin/faults", body)
         armed: Dict[str, Any] = result.get("armed", result) if isinstance(result, dict) else {}

@@ -470,18 +470,13 @@ class AgentProcess:
             time.sleep(0.02)
 
     def write_config(self) -> None:
-        """Writes the configuration file from :attr:`settings`, as the lab wrote it at the start
-        (for a reload: then :meth:`signal` ``SIGHUP``)."""
+        """Writes the configuration file from :attr:`settings` (:func:`agent_config`), on the server
+        and with the socket, state and clock the lab gave it (for a reload: then :meth:`signal` ``SIGHUP``)."""
         config, clock = _lab_config(self.settings)
-        if "ServerURL" not in config.get("Agent", {}):
-            with open(self.config_path, encoding="utf-8") as f:  # the lab's own emulator, as it wrote it
-                started = [line[len("ServerURL="):].strip() for line in f if line.startswith("ServerURL=")]
-            config.setdefault("Agent", {})["ServerURL"] = started[0]
-        text = "".join(f"[{section}]\n" + "".join(f"{k}={v}\n" for k, v in sorted(keys.items()))
-                       for section, keys in sorted(config.items()))
-        if self.extra_config:
-            text += self.extra_config.rstrip("\n") + "\n"
-        text += f"[Agent]\nSocket={self.socket_path}\nStateDirectory={self.state_dir}\n[Device]\nClock={clock}\n"
+        with open(self.config_path, encoding="utf-8") as f:  # the lab's own emulator, as it wrote it
+            started = [line[len("ServerURL="):].strip() for line in f if line.startswith("ServerURL=")]
+        placed = {"socket": self.socket_path, "state_directory": self.state_dir, "clock": clock}
+        text = agent_config({"server_url": started[-1], **self.settings, **placed}, self.extra_config)
         with open(self.config_path, "w", encoding="utf-8") as f:
             f.write(text)
 
