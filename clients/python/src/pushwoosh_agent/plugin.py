@@ -216,36 +216,52 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
     pytest.fail(f"pushwoosh-agentd made no flags request within {timeout:g} s (status {status})", pytrace=False)
 
 
-@pytest.fixture
-def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                            pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                            _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
-    """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
-    options = _agent_options(request)
-    if pushwoosh_emulator.ca_file is not None:
-        options.setdefault("ca_file", pushwoosh_emulator.ca_file)
+def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, started: List[List[AgentProcess]],
+                  where: str, places: List[Tuple[str, Dict[str, Any]]], settings: Optional[Dict[str, Any]] = None,
+                  wait_for_flags: Optional[bool] = None) -> List[AgentProcess]:
+    """An agent in each ``(directory, own settings)`` of ``places``, in the lab of ``emulator`` and
+    talking to it, with the ``pushwoosh_agent`` marker's options and ``settings`` (as ``where``
+    takes them); each put in every list of ``started`` (to be stopped with the test) before it
+    starts, so that a failed start is stopped too."""
+    options = _agent_options(request, settings)
+    if emulator.ca_file is not None:
+        options.setdefault("ca_file", emulator.ca_file)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
-    wait_for_flags = bool(options.pop("wait_for_flags", True))
-    strict = _strict(request, options, "@pytest.mark.pushwoosh_agent")
-    try:
-        agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url, settings=options,
-                             extra_config=extra, client_timeout=client_timeout, strict=strict,
-                             lab=pushwoosh_emulator.lab)
-    except (StartError, ValueError) as error:
-        pytest.fail(str(error), pytrace=False)
-    _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
-    _pushwoosh_started.append(agent)
-    try:
+    wait = bool(options.pop("wait_for_flags", True)) if wait_for_flags is None else wait_for_flags
+    strict = _strict(request, options, where)
+    agents: List[AgentProcess] = []
+    for directory, own in places:
         try:
-            agent.start()
+            agent = AgentProcess(directory, server_url=emulator.server_url, settings={**options, **own},
+                                 extra_config=extra, client_timeout=client_timeout, strict=strict, lab=emulator.lab)
+        except (StartError, ValueError) as error:
+            pytest.fail(str(error), pytrace=False)
+        name = os.path.basename(directory)
+        _register_log(request.node, f"pushwoosh-agentd {name} log" if name.startswith("fleet-") else "pushwoosh-agentd log",
+                      agent.log_path)
+        for holder in started:
+            holder.append(agent)
+        try:
+            agents.append(agent.start())
         except StartError as error:
             pytest.fail(str(error), pytrace=False)
-        if wait_for_flags:
-            _wait_for_first_refresh(agent)
-        yield agent
+    for agent in agents if wait else []:
+        _wait_for_first_refresh(agent)
+    return agents
+
+
+@pytest.fixture
+def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator,
+                            pushwoosh_tmp_dir: str, _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
+    """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
+    mine: List[AgentProcess] = []
+    try:
+        yield _start_agents(request, pushwoosh_emulator, [mine, _pushwoosh_started], "@pytest.mark.pushwoosh_agent",
+                            [(pushwoosh_tmp_dir, {})])[0]
     finally:
-        agent.close()
+        for agent in mine:
+            agent.close()
 
 
 @pytest.fixture
@@ -277,8 +293,7 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 
 
 @pytest.fixture
-def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                    pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
+def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
                     _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
     agents against the test's emulator, agent ``i`` with User ID ``user_ids.format(i=i)``, as a
@@ -289,35 +304,13 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
         _check_names("pushwoosh_fleet(...)", settings, _agent_names())
-        options = _agent_options(request, settings)
-        if pushwoosh_emulator.ca_file is not None:
-            options.setdefault("ca_file", pushwoosh_emulator.ca_file)
-        extra = str(options.pop("extra_config", ""))
-        client_timeout = float(options.pop("client_timeout", 10.0))
-        options.pop("wait_for_flags", None)
-        strict = _strict(request, options, "pushwoosh_fleet(...)")
-        agents: List[AgentProcess] = []
-        users: List[str] = []
-        first = len(started)
-        for i in range(first, first + n):
-            user = user_ids.format(i=i)
-            directory = os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}")
-            os.makedirs(directory, exist_ok=True)
-            agent = AgentProcess(directory, server_url=pushwoosh_emulator.server_url,
-                                 settings={**options, "user_id": user}, extra_config=extra,
-                                 client_timeout=client_timeout, strict=strict, lab=pushwoosh_emulator.lab)
-            _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
-            started.append(agent)
-            _pushwoosh_started.append(agent)
-            try:
-                agent.start()
-            except StartError as error:
-                pytest.fail(str(error), pytrace=False)
-            agents.append(agent)
-            users.append(user)
-        if wait_for_flags:
-            for agent in agents:
-                _wait_for_first_refresh(agent)
+        users = [user_ids.format(i=i) for i in range(len(started), len(started) + n)]
+        places: List[Tuple[str, Dict[str, Any]]] = []
+        for i, user in enumerate(users, len(started)):
+            places.append((os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}"), {"user_id": user}))
+            os.makedirs(places[-1][0], exist_ok=True)
+        agents = _start_agents(request, pushwoosh_emulator, [started, _pushwoosh_started], "pushwoosh_fleet(...)",
+                               places, settings, wait_for_flags)
         return Fleet(agents, users, pushwoosh_emulator)
 
     try:

@@ -518,19 +518,12 @@ class AgentProcess:
         device = self._look()
         return device is not None and device.get("state") != "exited" and device.get("pid") is not None
 
-    def http_address(self, timeout: float = 5.0) -> Optional[str]:
+    def http_address(self) -> Optional[str]:
         """The address the agent's HTTP interface (``[HTTP] Listen=``) is bound to, e.g.
         ``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``, or a socket path; None when it has none
-        (``status``'s ``httpAddress``, as the lab reads it)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            device = self._look()
-            if device is not None and device.get("http") is not None:
-                return str(device["http"])
-            if device is None or device.get("state") in ("exited", "ready", "stale", "error", "fatal", "notReady") \
-                    or time.monotonic() >= deadline:
-                return None
-            time.sleep(0.02)
+        (``status``'s ``httpAddress``, as the lab reads it: bound before ``READY=1``)."""
+        device = self._look()
+        return None if device is None or device.get("http") is None else str(device["http"])
 
     @property
     def http_url(self) -> Optional[str]:
@@ -571,10 +564,7 @@ class AgentProcess:
         """SIGKILL (a crash, as far as the agent can tell), through the lab; the exit status."""
         if self.running:
             self._lab_call(self.lab.signal, "KILL")
-            deadline = time.monotonic() + 5
-            while self.running and time.monotonic() < deadline:
-                time.sleep(0.01)
-        return self.stop()
+        return self.stop()  # the lab reaps it: killed by signal 9
 
     def restart(self, kill: bool = True) -> AgentClient:
         """Kills the agent (``kill``: SIGKILL, else SIGTERM) and starts it again on the same
