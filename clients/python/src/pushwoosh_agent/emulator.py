@@ -188,6 +188,16 @@ class EmulatorClient:
         except ValueError:
             raise EmulatorError(method, url, 200, f"the answer is not JSON: {text[:200]!r}") from None
 
+    def _object(self, method: str, path: str, body: Any = None) -> Dict[str, Any]:
+        """An answer that is one JSON object."""
+        result: Dict[str, Any] = self._request(method, path, body)
+        return result
+
+    def _list(self, path: str, field: str, query: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
+        """The list ``field`` of ``GET path``'s answer."""
+        result = self._request("GET", path, query=query)
+        return list(result.get(field, [])) if isinstance(result, dict) else []
+
     # -- applications and flags --
 
     def put_app(self, definition: Mapping[str, Any]) -> Dict[str, Any]:
@@ -195,13 +205,11 @@ class EmulatorClient:
         code = definition.get("code")
         if not isinstance(code, str):
             raise ValueError("an application definition needs a string \"code\"")
-        result: Dict[str, Any] = self._request("PUT", f"/admin/apps/{_segment(code)}", dict(definition))
-        return result
+        return self._object("PUT", f"/admin/apps/{_segment(code)}", dict(definition))
 
     def get_app(self, code: str) -> Dict[str, Any]:
         """The application's definition as the emulator holds it."""
-        result: Dict[str, Any] = self._request("GET", f"/admin/apps/{_segment(code)}")
-        return result
+        return self._object("GET", f"/admin/apps/{_segment(code)}")
 
     def delete_app(self, code: str) -> None:
         """Removes an application (the device API then answers "Application not found")."""
@@ -212,18 +220,14 @@ class EmulatorClient:
         key = flag.get("key")
         if not isinstance(key, str):
             raise ValueError("a flag definition needs a string \"key\"")
-        result: Dict[str, Any] = self._request("PUT", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}",
-                                               dict(flag))
-        return result
+        return self._object("PUT", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}", dict(flag))
 
     def delete_flag(self, code: str, key: str) -> None:
         """Removes one flag."""
         self._request("DELETE", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}")
 
     def _switch(self, code: str, key: str, action: str) -> Dict[str, Any]:
-        result: Dict[str, Any] = self._request(
-            "POST", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}/{action}")
-        return result
+        return self._object("POST", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}/{action}")
 
     def kill(self, code: str, key: str) -> Dict[str, Any]:
         """Kills a flag: it is served disabled, rule ``""``, default properties."""
@@ -328,9 +332,7 @@ class EmulatorClient:
     def faults(self) -> List[Dict[str, Any]]:
         """The faults still armed (``GET /admin/faults``), in arming order, each with
         ``remaining`` (firings left, None: unlimited) and ``until`` (end of its window, or None)."""
-        result = self._request("GET", "/admin/faults")
-        faults: List[Dict[str, Any]] = result.get("faults", []) if isinstance(result, dict) else []
-        return faults
+        return self._list("/admin/faults", "faults")
 
     def clear_faults(self) -> None:
         """Disarms every fault."""
@@ -347,9 +349,7 @@ class EmulatorClient:
         ``datetime`` or an ISO 8601 string, in emulator time) the calls received at or
         after it; ``hwid`` / ``user_id`` one device's or user's calls.
         """
-        result = self._request("GET", "/admin/requests", query=_filters(method, since, hwid, user_id))
-        recorded: List[Dict[str, Any]] = result.get("requests", []) if isinstance(result, dict) else []
-        return recorded
+        return self._list("/admin/requests", "requests", query=_filters(method, since, hwid, user_id))
 
     def count_requests(self, method: Optional[str] = None, *, since: Since = None, hwid: Optional[str] = None,
                        user_id: Optional[str] = None) -> int:
@@ -410,21 +410,17 @@ class EmulatorClient:
 
     def devices(self) -> List[Dict[str, Any]]:
         """What the emulator knows per HWID: User ID, push token, events posted."""
-        result = self._request("GET", "/admin/devices")
-        devices: List[Dict[str, Any]] = result.get("devices", []) if isinstance(result, dict) else []
-        return devices
+        return self._list("/admin/devices", "devices")
 
     # -- the lab (docs/emulator.md D.3) --
 
     def clock(self) -> Dict[str, Any]:
         """The emulator's time: ``now`` (ISO 8601), ``unixTime``, ``offsetSeconds`` (ahead of the host)."""
-        result: Dict[str, Any] = self._request("GET", "/admin/clock")
-        return result
+        return self._object("GET", "/admin/clock")
 
     def advance_clock(self, seconds: float) -> Dict[str, Any]:
         """Moves the emulator's time forward by ``seconds``; returns :meth:`clock`."""
-        result: Dict[str, Any] = self._request("POST", "/admin/clock", {"advanceSeconds": seconds})
-        return result
+        return self._object("POST", "/admin/clock", {"advanceSeconds": seconds})
 
     def set_clock(self, when: Union[str, _dt.datetime]) -> Dict[str, Any]:
         """Sets the emulator's time (ISO 8601 or an aware datetime; never backwards)."""
@@ -432,8 +428,7 @@ class EmulatorClient:
             if when.tzinfo is None:
                 raise ValueError("set_clock: give an aware datetime (e.g. with tzinfo=timezone.utc)")
             when = when.isoformat()
-        result: Dict[str, Any] = self._request("POST", "/admin/clock", {"set": when})
-        return result
+        return self._object("POST", "/admin/clock", {"set": when})
 
     def reset(self) -> None:
         """Back to the ``--apps`` file: faults, requests, devices and the clock offset cleared."""
@@ -441,8 +436,7 @@ class EmulatorClient:
 
     def state(self) -> Dict[str, Any]:
         """The whole state (apps, devices with their events, clock offset) as one document."""
-        result: Dict[str, Any] = self._request("GET", "/admin/state")
-        return result
+        return self._object("GET", "/admin/state")
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
         """Replaces the state with a document from :meth:`state` (faults and requests are cleared).
@@ -451,5 +445,4 @@ class EmulatorClient:
         ``devices``): a missing one raises :class:`EmulatorError` with ``path`` naming it,
         rather than emptying it.
         """
-        result: Dict[str, Any] = self._request("PUT", "/admin/state", dict(document))
-        return result
+        return self._object("PUT", "/admin/state", dict(document))

@@ -38,34 +38,19 @@ EXAMPLE_APP_CODE = "ABCDE-12345"
 #: Settings of :func:`agent_config` and the ``pushwoosh_agent`` marker: pythonic name ->
 #: (section, key) of the configuration file (docs/configuration.md C.1, F). The keys themselves
 #: (``RefreshInterval=...``) are accepted too.
-AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
-    "application_code": ("Agent", "ApplicationCode"),
-    "api_token": ("Agent", "ApiToken"),
-    "server_url": ("Agent", "ServerURL"),
-    "user_id": ("Agent", "UserId"),
-    "socket": ("Agent", "Socket"),
-    "socket_mode": ("Agent", "SocketMode"),
-    "socket_group": ("Agent", "SocketGroup"),
-    "control_group": ("Agent", "ControlGroup"),
-    "max_connections": ("Agent", "MaxConnections"),
-    "request_read_timeout": ("Agent", "RequestReadTimeout"),
-    "state_directory": ("Agent", "StateDirectory"),
-    "request_timeout": ("Agent", "RequestTimeout"),
-    "stored_flags_lifetime": ("FeatureFlags", "StoredFlagsLifetime"),
-    "session_timeout": ("FeatureFlags", "SessionTimeout"),
-    "refresh_interval": ("FeatureFlags", "RefreshInterval"),
-    "throttle_window": ("FeatureFlags", "ThrottleWindow"),
-    "disable_throttle": ("FeatureFlags", "DisableThrottle"),
-    "initial_app_state": ("Device", "InitialAppState"),
-    "notification_authorization": ("Device", "NotificationAuthorization"),
-    "permission_prompt_answer": ("Device", "PermissionPromptAnswer"),
-    "clock": ("Device", "Clock"),
-    "ca_file": ("Agent", "CAFile"),
-    "proxy": ("Agent", "Proxy"),
-    "http_listen": ("HTTP", "Listen"),
-    "http_max_connections": ("HTTP", "MaxConnections"),
-    "http_token_file": ("HTTP", "TokenFile"),
+_NAMES = {
+    "Agent": "application_code api_token server_url user_id socket socket_mode socket_group control_group max_connections "
+             "request_read_timeout state_directory request_timeout ca_file proxy",
+    "FeatureFlags": "stored_flags_lifetime session_timeout refresh_interval throttle_window disable_throttle",
+    "Device": "initial_app_state notification_authorization permission_prompt_answer clock",
+    "HTTP": "http_listen http_max_connections http_token_file",
 }
+#: Each key is its pythonic name in CamelCase (``server_url`` is ``ServerURL``, ``ca_file`` ``CAFile``),
+#: without the ``http_`` of the ``[HTTP]`` section's.
+AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
+    name: (section, "".join({"url": "URL", "ca": "CA"}.get(part, part.capitalize())
+                            for part in name[len("http_") if section == "HTTP" else 0:].split("_")))
+    for section, names in _NAMES.items() for name in names.split()}
 #: By key alone (``MaxConnections=3``): a key in two sections is the first section's
 #: (``[Agent]``); the other is set by its pythonic name (``http_max_connections``).
 _BY_KEY: Dict[str, Tuple[str, str]] = {}
@@ -193,8 +178,6 @@ def tail(path: str, max_bytes: int = 64 * 1024) -> str:
     if size > max_bytes:
         text = f"(… the first {size - max_bytes} bytes left out)\n" + text.split("\n", 1)[-1]
     return text or "(empty)"
-
-
 
 
 def _secret(path: str, text: str) -> str:
