@@ -163,3 +163,26 @@ def test_a_wrapper_anywhere_is_the_device_s_daemon(pushwoosh_bin: Optional[str],
         assert session.process is not None and _emulators_of(os.getpid()) == [session.process.pid]
     with open(os.path.join(wrappers, "ran"), encoding="utf-8") as f:
         assert "wrapped" in f.read()
+
+
+def test_a_wrapper_outside_pytest_runs_in_a_lab_of_path_s_emulator(pushwoosh_bin: Optional[str],
+                                                                  pushwoosh_tmp_dir: str) -> None:
+    """Without pytest and without lab=, the process's one lab is started from PATH's emulator:
+    never looked for beside the wrapper."""
+    wrapper = os.path.join(pushwoosh_tmp_dir, "strace-agentd")
+    with open(wrapper, "w", encoding="utf-8") as f:
+        f.write(f"#!/bin/sh\nexec {find_binary('pushwoosh-agentd', pushwoosh_bin)} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {SRC!r})
+        from pushwoosh_agent.processes import AgentProcess
+        with AgentProcess({os.path.join(pushwoosh_tmp_dir, "outside")!r}, binary={wrapper!r},
+                          server_url="http://127.0.0.1:9/json/1.3/", settings={{"user_id": "outside"}}) as agent:
+            print(agent.client.status()["userId"], agent.lab.emulator.base_url)
+    """)
+    bin_dir = os.path.dirname(find_binary("pushwoosh-emulator", pushwoosh_bin))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("outside http://127.0.0.1:"), done.stdout

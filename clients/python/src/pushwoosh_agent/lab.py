@@ -123,19 +123,12 @@ class LabClient:
         For one device: ``directory`` (the test's own, kept as found: a second start there
         continues on its state), ``environment`` (variables added), ``agentd`` (the daemon to run),
         ``extra_config`` (text appended to its configuration file)."""
-        body: Dict[str, Any] = {"name": name, "clock": clock}
-        if count is not None:
-            body["count"] = count
-        if config is not None:
-            body["config"] = {section: dict(keys) for section, keys in config.items()}
-        if directory is not None:
-            body["directory"] = os.path.abspath(directory)
-        if environment:
-            body["environment"] = dict(environment)
-        if agentd is not None:
-            body["agentd"] = os.path.abspath(agentd)
-        if extra_config:
-            body["extraConfig"] = extra_config
+        given = {"name": name, "clock": clock, "count": count, "extraConfig": extra_config or None,
+                 "config": None if config is None else {section: dict(keys) for section, keys in config.items()},
+                 "directory": None if directory is None else os.path.abspath(directory),
+                 "environment": dict(environment) if environment else None,
+                 "agentd": None if agentd is None else os.path.abspath(agentd)}
+        body = {key: value for key, value in given.items() if value is not None}
         return list(self._call("POST", "/devices", body)["devices"])
 
     def signal(self, name: str, signal: str) -> Dict[str, Any]:
