@@ -1,17 +1,19 @@
-"""The real pushwoosh-emulator and pushwoosh-agentd for the OpenFeature tests.
+"""The real pushwoosh-emulator and pushwoosh-agentd for the OpenFeature tests, through the Python
+client: each agent is a device of the session's lab (the client's AgentProcess), started and
+waited for (READY=1) by the lab; each Emulator is an EmulatorProcess serving the agents' flags.
 
 PUSHWOOSH_BIN names the directory of the built binaries (`make ofrep-test` passes the
-debug build's).
+debug build's; the plugin's --pushwoosh-bin defaults to it).
 """
 import os
 import socket
-import subprocess
 import tempfile
 import time
 import urllib.request
 
 import pytest
 from pushwoosh_agent.openfeature import UNIX_BASE_URL
+from pushwoosh_agent.processes import AgentProcess, EmulatorProcess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APPS = os.path.join(HERE, "apps.json")
@@ -34,45 +36,41 @@ def free_port():
 
 
 class Emulator:
+    """An emulator serving `apps` (its admin API through `.client`, with the lab's token)."""
+
     def __init__(self, apps=APPS):
-        self.process = subprocess.Popen([binary("pushwoosh-emulator"), "--listen", "127.0.0.1:0", "--apps", apps],
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        line = self.process.stdout.readline()
-        self.port = int(line.strip().rsplit(":", 1)[1])
-        self.server_url = f"http://127.0.0.1:{self.port}/json/1.3/"
+        self.dir = tempfile.TemporaryDirectory(prefix="pwemu-ofrep-")
+        self.process = EmulatorProcess(self.dir.name, apps=apps, binary=binary("pushwoosh-emulator")).start()
+        self.port = self.process.port
+        self.server_url = self.process.server_url
+        self.client = self.process.client
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(5)
+        self.process.stop()
+        self.dir.cleanup()
 
 
 class Agent:
-    """pushwoosh-agentd with [HTTP] Listen= (a loopback port, or a Unix socket path)."""
+    """pushwoosh-agentd with [HTTP] Listen= (a free loopback port, or a Unix socket path): a device
+    of the session's lab, ready (READY=1) when constructed."""
 
     def __init__(self, server_url, unix=False, application=APPLICATION, token=None, extra="", env=None):
         self.dir = tempfile.TemporaryDirectory(prefix="pwagent-ofrep-")
         d = self.dir.name
         self.token = token
-        http_extra = ""
+        settings = {"application_code": application, "user_id": USER, "request_timeout": "5s",
+                    "http_listen": os.path.join(d, "http.sock") if unix else "127.0.0.1:0"}
         if token is not None:
             with open(os.path.join(d, "token"), "w") as f:
                 f.write(token + "\n")
             os.chmod(os.path.join(d, "token"), 0o600)
-            http_extra = f"TokenFile={d}/token\n"
-        if unix:
-            self.listen = os.path.join(d, "http.sock")
-        else:
-            self.port = free_port()
-            self.listen = f"127.0.0.1:{self.port}"
-        with open(os.path.join(d, "agent.conf"), "w") as f:
-            f.write(f"[Agent]\nApplicationCode={application}\nServerURL={server_url}\nUserId={USER}\n"
-                    f"Socket={d}/agent.sock\nStateDirectory={d}/state\nRequestTimeout=5s\n"
-                    f"[HTTP]\nListen={self.listen}\n{http_extra}{extra}")
-        self.stderr = open(os.path.join(d, "stderr.log"), "w")
-        self.process = subprocess.Popen([binary("pushwoosh-agentd"), "--config", os.path.join(d, "agent.conf")],
-                                        stdout=subprocess.DEVNULL, stderr=self.stderr,
-                                        env={"PATH": "/usr/bin:/bin", **(env or {})})
+            settings["http_token_file"] = os.path.join(d, "token")
+        self.device = AgentProcess(d, server_url=server_url, settings=settings, extra_config=extra,
+                                   binary=binary("pushwoosh-agentd"), environment=env).start()
         self.unix = unix
+        self.listen = self.device.http_address()
+        if not unix:
+            self.port = int(self.listen.rsplit(":", 1)[1])
 
     @property
     def base_url(self):
@@ -98,12 +96,10 @@ class Agent:
             except OSError:
                 pass
             time.sleep(0.05)
-        raise RuntimeError(f"agent not answering 200 on {path}: " + open(self.stderr.name).read())
+        raise RuntimeError(f"agent not answering 200 on {path}: " + self.device.log())
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(5)
-        self.stderr.close()
+        self.device.close()
         self.dir.cleanup()
 
 
@@ -134,9 +130,7 @@ def unready_agent():
 @pytest.fixture(scope="session")
 def unix_agent(emulator):
     a = Agent(emulator.server_url, unix=True)
-    deadline = time.monotonic() + 15
-    while not os.path.exists(a.listen) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert os.path.exists(a.listen)  # bound before READY=1
     yield a
     a.stop()
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import process_alive
 
 from pushwoosh_agent import EmulatorClient
-from pushwoosh_agent.processes import AgentProcess, EmulatorProcess, find_binary
+from pushwoosh_agent.processes import AgentProcess, EmulatorProcess, find_binary, session_emulator
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -24,7 +24,7 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 def test_the_package_starts_no_agent_itself() -> None:
     """No module of the package spawns pushwoosh-agentd: the children it starts are an emulator
     (its lab starts the agents) and openssl (a test CA)."""
-    allowed = {"emulator_process.py": "pushwoosh-emulator", "tls.py": "openssl"}
+    allowed = {"processes.py": "pushwoosh-emulator", "tls.py": "openssl"}
     package = os.path.join(SRC, "pushwoosh_agent")
     starters = []
     for name in sorted(os.listdir(package)):
@@ -84,3 +84,105 @@ def test_a_python_process_killed_with_sigkill_leaves_no_lab_and_no_agent(pushwoo
     while time.monotonic() < deadline and any(process_alive(p) for p in pids):
         time.sleep(0.05)
     assert [p for p in pids if process_alive(p)] == [], "the lab or its agent outlived the Python process"
+
+
+def _emulators_of(pid: int) -> List[int]:
+    """The running pushwoosh-emulator processes that descend from ``pid`` (read from /proc)."""
+    parents = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                program = os.path.basename(f.read().split(b"\0")[0].decode())
+        except (OSError, ValueError):
+            continue
+        if fields[0] != "Z":
+            parents[int(entry)] = (int(fields[1]), program)
+
+    def descends(p: int) -> bool:
+        while p in parents and p > 1:
+            p = parents[p][0]
+            if p == pid:
+                return True
+        return False
+    return sorted(p for p, (_, program) in parents.items() if program == "pushwoosh-emulator" and descends(p))
+
+
+SESSION_TESTS = f"""
+import os, sys
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import pytest
+from test_agent_process import _emulators_of
+from pushwoosh_agent.processes import AgentProcess
+
+def _one(emulator):
+    assert _emulators_of(os.getpid()) == [emulator.process.process.pid]
+
+@pytest.mark.pushwoosh_agent(clock="controlled")
+def test_an_agent(pushwoosh_emulator, pushwoosh_agent, pushwoosh_agent_process, pushwoosh_lab):
+    _one(pushwoosh_emulator)
+    assert [d["name"] for d in pushwoosh_lab.devices()] == [pushwoosh_agent_process.name]
+    assert pushwoosh_lab.advance_clock(3600)["fired"]
+    _one(pushwoosh_emulator)
+
+def test_a_fleet_and_an_agent_of_the_test(pushwoosh_emulator, pushwoosh_fleet, pushwoosh_lab, pushwoosh_tmp_dir):
+    fleet = pushwoosh_fleet(2, clock="controlled")
+    fleet.advance_clock(until="nextRefresh")
+    with AgentProcess(os.path.join(pushwoosh_tmp_dir, "own"), server_url=pushwoosh_emulator.server_url) as agent:
+        assert agent.lab.emulator.base_url == pushwoosh_emulator.base_url  # no lab given: the session's
+        _one(pushwoosh_emulator)
+"""
+
+
+def test_a_session_with_the_agent_and_emulator_fixtures_runs_one_emulator(
+        pytester: pytest.Pytester, pushwoosh_bin: Optional[str]) -> None:
+    pytester.makepyfile(SESSION_TESTS)
+    bin_args = ["--pushwoosh-bin", pushwoosh_bin] if pushwoosh_bin else []
+    result = pytester.runpytest_subprocess(*bin_args, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_wrapper_anywhere_is_the_device_s_daemon(pushwoosh_bin: Optional[str], pushwoosh_tmp_dir: str) -> None:
+    """AgentProcess(binary=WRAPPER): a script outside the bin directory that execs the real agentd
+    (as one running it under libfaketime, valgrind or strace does) runs in the session's lab."""
+    wrappers = os.path.join(pushwoosh_tmp_dir, "wrappers")
+    os.makedirs(wrappers)
+    wrapper = os.path.join(wrappers, "faketime-agentd")
+    with open(wrapper, "w", encoding="utf-8") as f:
+        f.write(f"#!/bin/sh\necho wrapped >> {wrappers}/ran\nexec {find_binary('pushwoosh-agentd', pushwoosh_bin)} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    with AgentProcess(os.path.join(pushwoosh_tmp_dir, "wrapped"), binary=wrapper,
+                      server_url="http://127.0.0.1:9/json/1.3/", settings={"user_id": "wrapped"}) as agent:
+        assert agent.client.status()["userId"] == "wrapped"
+        assert agent.pid is not None and process_alive(agent.pid)
+        with open(f"/proc/{agent.pid}/cmdline", "rb") as f:
+            assert os.path.basename(f.read().split(b"\0")[0].decode()) == "pushwoosh-agentd"  # the wrapper exec'd it
+        session = session_emulator()  # the lab it lives in: this session's, not one beside the wrapper
+        assert agent.lab.emulator.base_url == session.base_url
+        assert session.process is not None and _emulators_of(os.getpid()) == [session.process.pid]
+    with open(os.path.join(wrappers, "ran"), encoding="utf-8") as f:
+        assert "wrapped" in f.read()
+
+
+def test_a_wrapper_outside_pytest_runs_in_a_lab_of_path_s_emulator(pushwoosh_bin: Optional[str],
+                                                                  pushwoosh_tmp_dir: str) -> None:
+    """Without pytest and without lab=, the process's one lab is started from PATH's emulator:
+    never looked for beside the wrapper."""
+    wrapper = os.path.join(pushwoosh_tmp_dir, "strace-agentd")
+    with open(wrapper, "w", encoding="utf-8") as f:
+        f.write(f"#!/bin/sh\nexec {find_binary('pushwoosh-agentd', pushwoosh_bin)} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {SRC!r})
+        from pushwoosh_agent.processes import AgentProcess
+        with AgentProcess({os.path.join(pushwoosh_tmp_dir, "outside")!r}, binary={wrapper!r},
+                          server_url="http://127.0.0.1:9/json/1.3/", settings={{"user_id": "outside"}}) as agent:
+            print(agent.client.status()["userId"], agent.lab.emulator.base_url)
+    """)
+    bin_dir = os.path.dirname(find_binary("pushwoosh-emulator", pushwoosh_bin))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("outside http://127.0.0.1:"), done.stdout

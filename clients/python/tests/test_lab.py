@@ -198,6 +198,7 @@ def test_the_fleet_fixture_starts_n_agents_each_with_its_user(
     assert more.user_ids == ["extra-3"]
 
 
+@pytest.mark.pushwoosh_emulator(stoppable=True)
 @pytest.mark.pushwoosh_agent(user_id="alice")
 def test_the_emulator_stops_and_starts_again_on_the_same_port(
         pushwoosh_emulator: RunningEmulator, pushwoosh_agent: AgentClient) -> None:
@@ -237,3 +238,19 @@ def test_details_tell_provider_not_ready(pushwoosh_agent: AgentClient) -> None:
     unready = pushwoosh_agent.details("new_checkout", False)
     assert unready.value is False and unready.reason == "ERROR" and unready.error_code == "PROVIDER_NOT_READY"
     assert unready.source == "none" and unready.age_seconds is None
+
+
+@pytest.mark.pushwoosh_agent(user_id="alice")
+def test_an_emulator_whose_lab_holds_the_agents_refuses_to_stop(
+        pushwoosh_emulator: RunningEmulator, pushwoosh_agent: AgentClient) -> None:
+    with pytest.raises(RuntimeError, match=r"would end the agents in its lab .*stoppable=True"):
+        pushwoosh_emulator.stop()
+    assert pushwoosh_emulator.running and pushwoosh_agent.status()["userId"] == "alice"
+
+
+@pytest.mark.pushwoosh_emulator(stoppable=True)
+def test_a_stoppable_emulator_is_the_agents_server_not_their_lab(
+        pushwoosh_emulator: RunningEmulator, pushwoosh_agent_process: AgentProcess) -> None:
+    assert pushwoosh_emulator.lab.emulator.base_url != pushwoosh_emulator.base_url
+    assert [d["name"] for d in pushwoosh_emulator.lab.devices()] == [pushwoosh_agent_process.name]
+    assert pushwoosh_emulator.count_requests("getFeatureFlags") >= 1  # its server is the test's emulator

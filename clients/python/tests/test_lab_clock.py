@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 import pytest
 
-from pushwoosh_agent import AgentError, ClockAdvance, Fleet, Lab, RunningEmulator
+from pushwoosh_agent import ClockAdvance, Fleet, Lab, LabClockError, RunningEmulator
 from pushwoosh_agent.lab import parse_time
 from pushwoosh_agent.processes import find_binary
 
@@ -100,9 +100,9 @@ def test_fleet_advance_clock_keeps_the_log_on_the_devices_time_for_three_hours(
 def test_advance_clock_refuses_an_agent_whose_clock_is_not_controlled(
         pushwoosh_lab: Lab, pushwoosh_agent: Any) -> None:
     offset = float(pushwoosh_lab.emulator.clock()["offsetSeconds"])
-    with pytest.raises(AgentError) as caught:
-        pushwoosh_lab.advance_clock(60)
-    assert caught.value.code == -32004
+    with pytest.raises(LabClockError, match="nothing moved: .*the system's") as caught:
+        pushwoosh_lab.advance_clock(60)  # the lab's all or none (strict): a 409 naming the device
+    assert caught.value.result is None
     assert float(pushwoosh_lab.emulator.clock()["offsetSeconds"]) == offset  # nothing moved
     for bad in (0, -5, float("nan"), "60", True):
         with pytest.raises(ValueError, match="seconds must be a positive number"):

@@ -15,6 +15,8 @@ share between threads.
 
 from __future__ import annotations
 
+from types import ModuleType as _ModuleType
+
 from ._version import __version__
 from .client import PROPERTY_TYPES, STATES, AgentClient
 from .paths import DEFAULT_SOCKET_PATH, default_socket_path, instance_socket_path, resolve_socket_path
@@ -53,52 +55,6 @@ from .errors import (
     WaitTimeout,
 )
 
-__all__ = [
-    "__version__",
-    "AgentClient",
-    "Subscription",
-    "EventStream",
-    "Flag",
-    "FlagDetails",
-    "FlagsUpdate",
-    "PushRegistration",
-    "PrimerResult",
-    "RefreshResult",
-    "Status",
-    "StorageError",
-    "SDKError",
-    "ClockInfo",
-    "DeviceClockAdvance",
-    "RefreshCompleted",
-    "StateChanged",
-    "PROPERTY_TYPES",
-    "STATES",
-    "EmulatorClient",
-    "RunningEmulator",
-    "Fleet",
-    "Lab",
-    "ClockAdvance",
-    "FiredTimer",
-    "LabClockError",
-    "LabClient",
-    "LabAdvance",
-    "LabSkipped",
-    "advance_lab",
-    "PushwooshError",
-    "AgentNotRunning",
-    "AgentTimeout",
-    "AgentError",
-    "PermissionDenied",
-    "MethodNotFound",
-    "ProtocolError",
-    "RefreshError",
-    "EmulatorError",
-    "FallbackWarning",
-    "FallbackError",
-    "WaitTimeout",
-    "RequestsTimeout",
-    "DEFAULT_SOCKET_PATH",
-    "default_socket_path",
-    "instance_socket_path",
-    "resolve_socket_path",
-]
+#: Every name imported above (the modules themselves aside) is the package's.
+__all__ = ["__version__"] + sorted(name for name, value in list(globals().items()) if not name.startswith("_")
+                                   and not isinstance(value, _ModuleType) and name != "annotations")

@@ -71,28 +71,17 @@ def _connect_once(path: str, timeout: Optional[float]) -> _socket.socket:
     try:
         sock.settimeout(timeout)
         sock.connect(path)
-    except BlockingIOError:
-        sock.close()
-        raise
-    except (FileNotFoundError, NotADirectoryError):
-        sock.close()
-        raise AgentNotRunning(path, "no socket there") from None
-    except ConnectionRefusedError:
-        sock.close()
-        raise AgentNotRunning(path, "connection refused") from None
-    except PermissionError:
-        sock.close()
-        raise PermissionDenied(PERMISSION_DENIED,
-                               f"permission denied on {path}: join the socket's group") from None
-    except _socket.timeout:
-        sock.close()
-        raise AgentNotRunning(path, "connect timed out (too many pending connections)") from None
+        return sock
     except OSError as error:
         sock.close()
-        if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+        if isinstance(error, BlockingIOError) or error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
             raise BlockingIOError(error.errno, error.strerror) from None
-        raise AgentNotRunning(path, error.strerror or str(error)) from None
-    return sock
+        if isinstance(error, PermissionError):
+            raise PermissionDenied(PERMISSION_DENIED, f"permission denied on {path}: join the socket's group") from None
+        why = {FileNotFoundError: "no socket there", NotADirectoryError: "no socket there",
+               ConnectionRefusedError: "connection refused",
+               _socket.timeout: "connect timed out (too many pending connections)"}.get(type(error))
+        raise AgentNotRunning(path, why or error.strerror or str(error)) from None
 
 
 class _Call:

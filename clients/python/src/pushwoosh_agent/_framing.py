@@ -92,3 +92,10 @@ def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> byte
         raise ValueError(f"{method}: the request is {len(data)} bytes; the agent takes at most "
                          f"{MAX_LINE}")
     return data + b"\n"
+
+
+def camel_case(name: str) -> str:
+    """A pythonic keyword as the agent's and the emulator's JSON spell it: ``accept_button_color``
+    is ``acceptButtonColor``, ``image_url`` is ``imageURL``; a name without ``_`` is kept."""
+    head, *rest = name.split("_")
+    return head + "".join("URL" if part == "url" else part[:1].upper() + part[1:] for part in rest)

@@ -11,13 +11,14 @@ consumer never loses one. The socket is found as ``pushwoosh-agentctl`` finds it
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
-from .errors import FallbackError, FallbackWarning, ProtocolError, RefreshError
-from . import _waits
-from ._waits import STATES
+from ._framing import camel_case
+from .errors import AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError, RefreshError, \
+    WaitTimeout
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
 from .results import (
@@ -52,21 +53,7 @@ _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), 
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
 #: The values of ``status()["state"]`` (docs/socket-api.md B.2), the states :meth:`AgentClient.wait_for_state` waits for.
-
-#: What a read answered with the caller's default says, from an agent that sends no
-#: ``errorMessage`` (the agent's own words otherwise; docs/socket-api.md B.1).
-
-#: present_push_primer's pythonic keywords and the socket API's names (docs/socket-api.md B.2).
-_PRIMER_NAMES = {
-    "accept_button": "acceptButton", "decline_button": "declineButton",
-    "fallback_to_settings": "fallbackToSettings", "min_interval": "minInterval",
-    "image_url": "imageURL", "background_color": "backgroundColor",
-    "background_gradient": "backgroundGradient", "title_color": "titleColor",
-    "message_color": "messageColor", "accept_button_color": "acceptButtonColor",
-    "accept_button_text_color": "acceptButtonTextColor", "decline_button_color": "declineButtonColor",
-    "decline_button_text_color": "declineButtonTextColor", "corner_radius": "cornerRadius",
-    "button_corner_radius": "buttonCornerRadius", "button_border_color": "buttonBorderColor",
-}
+STATES = ("notReady", "ready", "stale", "error", "fatal")
 
 
 class AgentClient:
@@ -231,7 +218,7 @@ class AgentClient:
         elif wire in _SCALAR_DEFAULTS:
             params["default"] = _SCALAR_DEFAULTS[wire]
         result = self._result("property", params, "value")
-        return flag_details(result, key, result["value"], name, wire)
+        return flag_details(result, key, result["value"], name)
 
     @staticmethod
     def _type_name(type: Any) -> str:
@@ -320,7 +307,7 @@ class AgentClient:
         ``acceptButton``, ``declineButton``, ``answer``, ``style``, …) or
         their snake_case spellings (``accept_button``, ``image_url``, …).
         """
-        wire = {_PRIMER_NAMES.get(name, name): value for name, value in params.items()}
+        wire = {camel_case(name): value for name, value in params.items()}
         result = self._result("presentPushPrimer", wire, "outcome")
         presentation = result.get("presentation")
         return PrimerResult(str(result["outcome"]), presentation if isinstance(presentation, dict) else None)
@@ -376,7 +363,16 @@ class AgentClient:
         When none completes within ``timeout`` seconds it raises :class:`WaitTimeout` (an
         :class:`AgentTimeout`) saying what it saw: the last refresh (device time, trigger,
         outcome), the state, and when the next one is due."""
-        return _waits.wait_for_refresh(self, timeout)
+        timeout = _wait_timeout(timeout)
+        with self.events("refresh") as stream:
+            try:
+                return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
+            except AgentTimeout:
+                pass
+        status = _status_or_none(self)
+        text = f"no refresh completed on pushwoosh-agentd on {self.socket_path} within {timeout:g} s; " \
+            + _describe_refreshes(status, _controlled_clock(self, status))
+        raise WaitTimeout(self.socket_path, "refreshCompleted", timeout, text, cast(Optional[Dict[str, Any]], status))
 
     def wait_for_state(self, state: str, timeout: float = 10.0) -> Status:
         """Returns the status once ``status()["state"]`` is ``state`` (at once if it is).
@@ -384,7 +380,34 @@ class AgentClient:
         ``state``: one of :data:`STATES`. When the agent is not in it within ``timeout``
         seconds it raises :class:`WaitTimeout` (an :class:`AgentTimeout`) naming the state it
         is in, the states it went through meanwhile and its last refresh."""
-        return _waits.wait_for_state(self, state, timeout)
+        if not isinstance(state, str) or not state:
+            raise TypeError(f"state must be a state's name ({', '.join(STATES)}), not {state!r}")
+        timeout = _wait_timeout(timeout)
+        seen: List[Dict[str, Any]] = []
+        with self.events("state") as stream:
+            status = self.status()
+            deadline = time.monotonic() + timeout
+            while status.get("state") != state:
+                left = deadline - time.monotonic()
+                try:
+                    if left <= 0:
+                        raise AgentTimeout(self.socket_path, "stateChanged", timeout)
+                    seen.append(stream.next("stateChanged", left))
+                except AgentTimeout:
+                    status = self.status()
+                    if status.get("state") == state:
+                        return status
+                    changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}"
+                                        for c in seen)
+                    unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
+                    text = f"pushwoosh-agentd on {self.socket_path} did not reach state {state!r}{unknown} within " \
+                        f"{timeout:g} s: it is {status.get('state')!r}" \
+                        + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
+                        + "; " + _describe_refreshes(status, None)
+                    raise WaitTimeout(self.socket_path, "stateChanged", timeout, text,
+                                      cast(Dict[str, Any], status), seen) from None
+                status = self.status()
+            return status
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates as a context manager yielding an iterator (see :class:`Subscription`).
@@ -393,3 +416,58 @@ class AgentClient:
         """
         return Subscription(self, timeout)
 
+
+def _status_or_none(self: "AgentClient") -> Optional[Status]:
+    try:
+        return self.status()
+    except PushwooshError:
+        return None
+
+def _controlled_clock(self: "AgentClient", status: Optional[Status]) -> Optional[bool]:
+    """Whether the device clock is controlled (None: not known)."""
+    if status is None:
+        return None
+    try:
+        return self.clock().get("controlled") is True
+    except AgentError:  # -32004 with Clock=system; an older agent
+        return False
+    except PushwooshError:
+        return None
+
+
+def _wait_timeout(timeout: Any) -> float:
+    """A wait's timeout, checked: a positive number of seconds."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return float(timeout)
+
+
+def _describe_refreshes(status: Optional[Mapping[str, Any]], controlled: Optional[bool]) -> str:
+    """The last refresh (device time, trigger, outcome), the state, the next refresh: what a
+    wait that timed out tells."""
+    if status is None:
+        return "the agent's status could not be read"
+    at = status.get("lastRefreshAt")
+    if at is None:
+        text = "no refresh has completed yet"
+    else:
+        error = status.get("lastRefreshError")
+        outcome = "succeeded" if error is None else \
+            f"failed: {error.get('code', '?')} {error.get('message', '')}".rstrip() if isinstance(error, dict) else "failed"
+        trigger = status.get("lastRefreshTrigger")
+        text = f"the last refresh: at {at} (device time)" + (f", trigger {trigger}" if trigger else "") + f", {outcome}"
+        failures = status.get("consecutiveFailures")
+        if isinstance(failures, int) and failures > 1:
+            text += f" ({failures} failures in a row)"
+    text += f"; state {status.get('state')!r}"
+    now = status.get("now")
+    if now is not None:
+        text += f", device time {now}"
+    following = status.get("nextRefreshAt")
+    if following is not None:
+        text += f"; the next refresh is due at {following}"
+        if controlled:
+            text += " (the device clock is controlled: advance_clock moves it)"
+    elif status.get("appState") == "background":
+        text += "; no refresh is due (the app is in the background)"
+    return text

@@ -1,4 +1,6 @@
-"""A client of the Pushwoosh emulator's admin API (docs/emulator.md D.2 and D.3), on urllib only."""
+"""A client of the Pushwoosh emulator's admin API (docs/emulator.md D.2 and D.3), on urllib only, and its
+request log as the client reads it: the filters, a recorded request in a line, and the timeout of
+a wait that names what came instead."""
 
 from __future__ import annotations
 
@@ -11,20 +13,81 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from ._request_log import _SEEN_NAMED, RequestsTimeout, Since, _filters, describe_request
+from ._framing import camel_case
 from .errors import EmulatorError
 
 __all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
 
-#: add_fault's keywords and the D.2/D.3 fault fields they become.
-FAULT_FIELDS: Dict[str, str] = {
-    "http": "http", "retry_after": "retryAfter", "status_code": "statusCode", "body": "body",
-    "drop": "drop", "delay_ms": "delayMs", "partial": "partial",
-    "truncate_after_bytes": "truncateAfterBytes", "stall_after_headers": "stallAfterHeaders", "reset": "reset",
-    # The protocol's names themselves are accepted too.
-    "retryAfter": "retryAfter", "statusCode": "statusCode", "delayMs": "delayMs",
-    "truncateAfterBytes": "truncateAfterBytes", "stallAfterHeaders": "stallAfterHeaders",
-}
+#: When a request counts from: Unix seconds, an aware datetime, or the emulator's own text.
+Since = Union[None, float, int, str, _dt.datetime]
+
+
+class RequestsTimeout(EmulatorError, TimeoutError):
+    """``wait_for_requests`` timed out (the emulator's 408): fewer than ``expected``
+    matching requests arrived; ``requests`` holds those that did, ``seen`` the requests the
+    emulator recorded in all (the message names the last of them: method, HWID, User ID,
+    status, fault and time), so a wait that missed says what came instead."""
+
+    def __init__(self, method: str, url: str, message: str, requests: List[Dict[str, Any]], expected: int,
+                 body: Any = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
+        super().__init__(method, url, 408, message, None, body)
+        self.requests = requests
+        self.expected = expected
+        self.seen: List[Dict[str, Any]] = list(seen or [])
+
+    def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
+        return str(self.args[0]) if self.args else ""
+
+
+#: How many of the recorded requests a timed-out wait names.
+_SEEN_NAMED = 8
+
+
+def describe_request(record: Mapping[str, Any]) -> str:
+    """One recorded request in a line: ``getFeatureFlags hwid=H user=U -> 503 (fault) at T``."""
+    text = f"{record.get('method', '?')} hwid={record.get('hwid') or '-'}"
+    if record.get("userId") is not None:
+        text += f" user={record.get('userId')}"
+    text += f" -> {record.get('status', '?')}"
+    fault = record.get("fault")
+    if fault:
+        text += f" (fault {json.dumps(fault, sort_keys=True) if not isinstance(fault, str) else fault})"
+    return text + f" at {record.get('time', '?')}"
+
+
+def _since(since: Since) -> Optional[str]:
+    if since is None:
+        return None
+    if isinstance(since, _dt.datetime):
+        if since.tzinfo is None:
+            raise ValueError("since: give an aware datetime (e.g. with tzinfo=timezone.utc)")
+        return repr(since.timestamp())
+    if isinstance(since, (int, float)) and not isinstance(since, bool):
+        return repr(float(since))
+    if isinstance(since, str):
+        return since
+    raise TypeError(f"since: expected Unix seconds, a datetime or a string, not {since!r}")
+
+
+def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: Optional[str]) -> Dict[str, str]:
+    query: Dict[str, str] = {}
+    if method:
+        query["method"] = method
+    text = _since(since)
+    if text is not None:
+        query["since"] = text
+    if hwid is not None:
+        query["hwid"] = hwid
+    if user_id is not None:
+        query["userId"] = user_id
+    return query
+
+
+#: The fault kinds of D.2/D.3, as add_fault's keywords.
+_FAULT_KINDS = ["http", "retry_after", "status_code", "body", "drop", "delay_ms", "partial", "truncate_after_bytes",
+                "stall_after_headers", "reset"]
+#: add_fault's keywords and the fault fields they become (the protocol's names are accepted too).
+FAULT_FIELDS: Dict[str, str] = {**{k: camel_case(k) for k in _FAULT_KINDS}, **{camel_case(k): camel_case(k) for k in _FAULT_KINDS}}
 
 _MASK64 = (1 << 64) - 1
 
@@ -125,6 +188,16 @@ class EmulatorClient:
         except ValueError:
             raise EmulatorError(method, url, 200, f"the answer is not JSON: {text[:200]!r}") from None
 
+    def _object(self, method: str, path: str, body: Any = None) -> Dict[str, Any]:
+        """An answer that is one JSON object."""
+        result: Dict[str, Any] = self._request(method, path, body)
+        return result
+
+    def _list(self, path: str, field: str, query: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
+        """The list ``field`` of ``GET path``'s answer."""
+        result = self._request("GET", path, query=query)
+        return list(result.get(field, [])) if isinstance(result, dict) else []
+
     # -- applications and flags --
 
     def put_app(self, definition: Mapping[str, Any]) -> Dict[str, Any]:
@@ -132,13 +205,11 @@ class EmulatorClient:
         code = definition.get("code")
         if not isinstance(code, str):
             raise ValueError("an application definition needs a string \"code\"")
-        result: Dict[str, Any] = self._request("PUT", f"/admin/apps/{_segment(code)}", dict(definition))
-        return result
+        return self._object("PUT", f"/admin/apps/{_segment(code)}", dict(definition))
 
     def get_app(self, code: str) -> Dict[str, Any]:
         """The application's definition as the emulator holds it."""
-        result: Dict[str, Any] = self._request("GET", f"/admin/apps/{_segment(code)}")
-        return result
+        return self._object("GET", f"/admin/apps/{_segment(code)}")
 
     def delete_app(self, code: str) -> None:
         """Removes an application (the device API then answers "Application not found")."""
@@ -149,18 +220,14 @@ class EmulatorClient:
         key = flag.get("key")
         if not isinstance(key, str):
             raise ValueError("a flag definition needs a string \"key\"")
-        result: Dict[str, Any] = self._request("PUT", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}",
-                                               dict(flag))
-        return result
+        return self._object("PUT", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}", dict(flag))
 
     def delete_flag(self, code: str, key: str) -> None:
         """Removes one flag."""
         self._request("DELETE", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}")
 
     def _switch(self, code: str, key: str, action: str) -> Dict[str, Any]:
-        result: Dict[str, Any] = self._request(
-            "POST", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}/{action}")
-        return result
+        return self._object("POST", f"/admin/apps/{_segment(code)}/flags/{_segment(key)}/{action}")
 
     def kill(self, code: str, key: str) -> Dict[str, Any]:
         """Kills a flag: it is served disabled, rule ``""``, default properties."""
@@ -256,8 +323,7 @@ class EmulatorClient:
         for name, value in fault.items():
             if name not in FAULT_FIELDS:
                 raise TypeError(f"add_fault: unknown fault field {name!r} (known: hwid, user_id, for_seconds, "
-                                f"probability, seed, http, retry_after, status_code, body, drop, delay_ms, partial, "
-                                f"truncate_after_bytes, stall_after_headers, reset)")
+                                f"probability, seed, {', '.join(_FAULT_KINDS)})")
             body[FAULT_FIELDS[name]] = value
         result: Dict[str, Any] = self._request("POST", "/admin/faults", body)
         armed: Dict[str, Any] = result.get("armed", result) if isinstance(result, dict) else {}
@@ -266,9 +332,7 @@ class EmulatorClient:
     def faults(self) -> List[Dict[str, Any]]:
         """The faults still armed (``GET /admin/faults``), in arming order, each with
         ``remaining`` (firings left, None: unlimited) and ``until`` (end of its window, or None)."""
-        result = self._request("GET", "/admin/faults")
-        faults: List[Dict[str, Any]] = result.get("faults", []) if isinstance(result, dict) else []
-        return faults
+        return self._list("/admin/faults", "faults")
 
     def clear_faults(self) -> None:
         """Disarms every fault."""
@@ -285,9 +349,7 @@ class EmulatorClient:
         ``datetime`` or an ISO 8601 string, in emulator time) the calls received at or
         after it; ``hwid`` / ``user_id`` one device's or user's calls.
         """
-        result = self._request("GET", "/admin/requests", query=_filters(method, since, hwid, user_id))
-        recorded: List[Dict[str, Any]] = result.get("requests", []) if isinstance(result, dict) else []
-        return recorded
+        return self._list("/admin/requests", "requests", query=_filters(method, since, hwid, user_id))
 
     def count_requests(self, method: Optional[str] = None, *, since: Since = None, hwid: Optional[str] = None,
                        user_id: Optional[str] = None) -> int:
@@ -348,21 +410,17 @@ class EmulatorClient:
 
     def devices(self) -> List[Dict[str, Any]]:
         """What the emulator knows per HWID: User ID, push token, events posted."""
-        result = self._request("GET", "/admin/devices")
-        devices: List[Dict[str, Any]] = result.get("devices", []) if isinstance(result, dict) else []
-        return devices
+        return self._list("/admin/devices", "devices")
 
     # -- the lab (docs/emulator.md D.3) --
 
     def clock(self) -> Dict[str, Any]:
         """The emulator's time: ``now`` (ISO 8601), ``unixTime``, ``offsetSeconds`` (ahead of the host)."""
-        result: Dict[str, Any] = self._request("GET", "/admin/clock")
-        return result
+        return self._object("GET", "/admin/clock")
 
     def advance_clock(self, seconds: float) -> Dict[str, Any]:
         """Moves the emulator's time forward by ``seconds``; returns :meth:`clock`."""
-        result: Dict[str, Any] = self._request("POST", "/admin/clock", {"advanceSeconds": seconds})
-        return result
+        return self._object("POST", "/admin/clock", {"advanceSeconds": seconds})
 
     def set_clock(self, when: Union[str, _dt.datetime]) -> Dict[str, Any]:
         """Sets the emulator's time (ISO 8601 or an aware datetime; never backwards)."""
@@ -370,8 +428,7 @@ class EmulatorClient:
             if when.tzinfo is None:
                 raise ValueError("set_clock: give an aware datetime (e.g. with tzinfo=timezone.utc)")
             when = when.isoformat()
-        result: Dict[str, Any] = self._request("POST", "/admin/clock", {"set": when})
-        return result
+        return self._object("POST", "/admin/clock", {"set": when})
 
     def reset(self) -> None:
         """Back to the ``--apps`` file: faults, requests, devices and the clock offset cleared."""
@@ -379,8 +436,7 @@ class EmulatorClient:
 
     def state(self) -> Dict[str, Any]:
         """The whole state (apps, devices with their events, clock offset) as one document."""
-        result: Dict[str, Any] = self._request("GET", "/admin/state")
-        return result
+        return self._object("GET", "/admin/state")
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
         """Replaces the state with a document from :meth:`state` (faults and requests are cleared).
@@ -389,5 +445,4 @@ class EmulatorClient:
         ``devices``): a missing one raises :class:`EmulatorError` with ``path`` naming it,
         rather than emptying it.
         """
-        result: Dict[str, Any] = self._request("PUT", "/admin/state", dict(document))
-        return result
+        return self._object("PUT", "/admin/state", dict(document))

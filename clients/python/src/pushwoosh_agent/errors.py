@@ -28,24 +28,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-__all__ = [
-    "PushwooshError",
-    "AgentNotRunning",
-    "AgentTimeout",
-    "ProtocolError",
-    "AgentError",
-    "PermissionDenied",
-    "MethodNotFound",
-    "RefreshError",
-    "EmulatorError",
-    "WaitTimeout",
-    "FallbackWarning",
-    "FallbackError",
-    "PERMISSION_DENIED",
-    "METHOD_NOT_FOUND",
-    "INVALID_PARAMS",
-    "agent_error",
-]
 
 #: JSON-RPC error codes of the agent (docs/socket-api.md B, B.3).
 PERMISSION_DENIED = -32001

@@ -4,23 +4,25 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .client import AgentClient
 from .emulator import EmulatorClient
-from .lab import ClockAdvance, advance_lab
-from ._process_support import tail
-from .processes import AgentProcess, EmulatorProcess
+from .lab import ClockAdvance, LabClient, advance_lab
+from .processes import AgentProcess, EmulatorProcess, tail
 
 __all__ = ["RunningEmulator", "Fleet", "Lab"]
 
 
 class RunningEmulator(EmulatorClient):
-    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator."""
+    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator.
+    ``lab`` is where the fixtures start the test's agents: this emulator's own lab, or (for an
+    emulator marked ``stoppable=True``, only the agents' server) the session's."""
 
-    def __init__(self, process: EmulatorProcess) -> None:
+    def __init__(self, process: EmulatorProcess, lab: Optional[LabClient] = None) -> None:
         super().__init__(process.base_url, ca_file=process.ca_file, admin_token=process.admin_token)
         self.process = process
+        self.lab = lab or process.lab
         #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
         self.ca_file = process.ca_file
         self.log_path = process.log_path
@@ -34,7 +36,15 @@ class RunningEmulator(EmulatorClient):
         return tail(self.log_path, 1 << 30)
 
     def stop(self) -> Optional[int]:
-        """Stops the emulator (SIGTERM): its port refuses connections until :meth:`start`."""
+        """Stops the emulator (SIGTERM): its port refuses connections until :meth:`start`. The
+        agents in its lab would end with it: then it refuses (RuntimeError), and a test that takes
+        the server away asks for ``@pytest.mark.pushwoosh_emulator(stoppable=True)``."""
+        if self.running and self.lab.emulator.base_url == self.base_url:
+            living = [d["name"] for d in self.lab.devices() if d.get("owned") and d.get("state") != "exited"]
+            if living:
+                raise RuntimeError(f"stopping this emulator would end the agents in its lab ({', '.join(living)}): "
+                                   "mark the test @pytest.mark.pushwoosh_emulator(stoppable=True) to give it an "
+                                   "emulator of its own to stop, its agents in the session's lab")
         return self.process.stop()
 
     def start(self) -> "RunningEmulator":
@@ -58,13 +68,14 @@ class Fleet(List[AgentProcess]):
         self.emulator = emulator
 
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None) -> ClockAdvance:
-        """Moves the emulator's clock and every running agent's device clock together, timer to
-        timer, through the emulator's lab (:func:`pushwoosh_agent.lab.advance_lab`): ``seconds``
-        forward, or ``until`` ``"nextRefresh"``, ``"nextTimer"`` or an ISO 8601 time; the agents
-        need ``clock="controlled"``. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``."""
-        if self.emulator is None:
-            raise ValueError("advance_clock: this fleet has no emulator (Fleet(..., emulator=...))")
-        return advance_lab(self.emulator, [agent.client for agent in self if agent.running], seconds, until=until)
+        """Moves the lab the agents live in and every running agent's device clock together, timer
+        to timer (:func:`pushwoosh_agent.lab.advance_lab`): ``seconds`` forward, or ``until``
+        ``"nextRefresh"``, ``"nextTimer"`` or an ISO 8601 time; the agents need
+        ``clock="controlled"``. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``."""
+        lab: Optional[Union[LabClient, EmulatorClient]] = self[0].lab if self else self.emulator
+        if lab is None:
+            raise ValueError("advance_clock: this fleet has no agent and no emulator")
+        return advance_lab(lab, [agent for agent in self if agent.running], seconds, until=until)
 
     @property
     def clients(self) -> List[AgentClient]:
@@ -88,12 +99,17 @@ class Lab:
         """The agents the test started (``pushwoosh_agent``, ``pushwoosh_fleet``), in order."""
         return list(self._started)
 
+    def devices(self) -> List[Dict[str, Any]]:
+        """The lab's devices as it lists them (``GET /lab/devices``: name, HWID, state, times)."""
+        return self.emulator.lab.devices()
+
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
                       devices: Optional[Sequence[AgentProcess]] = None) -> ClockAdvance:
-        """Moves the emulator's clock and the agents' device clocks together, through the
-        emulator's lab: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (each agent's next
-        periodic refresh, whatever its phase in the hour), ``"nextTimer"`` or an ISO 8601 time;
-        ``devices``: some of :attr:`agents` (default all that run). Returns ``{"now", "fired":
-        {HWID: [...]}, "requests"}`` (see :mod:`pushwoosh_agent.lab`)."""
+        """Moves the lab the agents live in (its emulator's clock) and the agents' device clocks
+        together, all or none: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (each agent's
+        next periodic refresh, whatever its phase in the hour), ``"nextTimer"`` or an ISO 8601
+        time; ``devices``: some of :attr:`agents` (default all that run). Returns ``{"now",
+        "fired": {HWID: [...]}, "requests"}``; :class:`~pushwoosh_agent.LabClockError` when one
+        cannot move (a system clock), nothing moved (see :mod:`pushwoosh_agent.lab`)."""
         chosen = self._started if devices is None else list(devices)
-        return advance_lab(self.emulator, [agent.client for agent in chosen if agent.running], seconds, until=until)
+        return advance_lab(self.emulator.lab, [agent for agent in chosen if agent.running], seconds, until=until)

@@ -9,32 +9,20 @@ docs/device-clock.md J): one implementation, in the lab; this module is a thin c
 >>> lab.advance_clock(until="nextRefresh")          # each device's next periodic refresh
 >>> lab.call("qa-0", "isEnabled", {"key": "new_checkout"})
 
-:func:`advance_lab` moves an emulator and agents a test started itself: it attaches them to
-the emulator's lab (the plugin starts its emulators with ``--lab``) and asks the lab to move.
+:func:`advance_lab` moves a lab and some of its devices (the agents a test started in it).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, TypedDict, Union
 
-from .client import AgentClient
 from .emulator import EmulatorClient
 from . import results
 from .errors import EmulatorError, ProtocolError, PushwooshError
 from .results import FiredTimer
 
-__all__ = [
-    "FiredTimer",
-    "ClockAdvance",
-    "LabAdvance",
-    "LabSkipped",
-    "LabClient",
-    "LabClockError",
-    "advance_lab",
-    "parse_time",
-]
 
 
 class ClockAdvance(TypedDict):
@@ -66,9 +54,8 @@ class LabAdvance(TypedDict):
 
 
 class LabClockError(PushwooshError):
-    """A device could not follow the lab clock (named, with the reason, in the message and in
-    ``result``), or the lab could not move at all. ``result`` holds what was done (None when
-    nothing was)."""
+    """Some devices could not follow the lab clock, or are not the lab's (each named, with the
+    reason): nothing moved, since the lab moves all or none. ``result`` is what was done (None)."""
 
     def __init__(self, message: str, result: Optional[ClockAdvance] = None) -> None:
         super().__init__(message)
@@ -136,19 +123,12 @@ class LabClient:
         For one device: ``directory`` (the test's own, kept as found: a second start there
         continues on its state), ``environment`` (variables added), ``agentd`` (the daemon to run),
         ``extra_config`` (text appended to its configuration file)."""
-        body: Dict[str, Any] = {"name": name, "clock": clock}
-        if count is not None:
-            body["count"] = count
-        if config is not None:
-            body["config"] = {section: dict(keys) for section, keys in config.items()}
-        if directory is not None:
-            body["directory"] = os.path.abspath(directory)
-        if environment:
-            body["environment"] = dict(environment)
-        if agentd is not None:
-            body["agentd"] = os.path.abspath(agentd)
-        if extra_config:
-            body["extraConfig"] = extra_config
+        given = {"name": name, "clock": clock, "count": count, "extraConfig": extra_config or None,
+                 "config": None if config is None else {section: dict(keys) for section, keys in config.items()},
+                 "directory": None if directory is None else os.path.abspath(directory),
+                 "environment": dict(environment) if environment else None,
+                 "agentd": None if agentd is None else os.path.abspath(agentd)}
+        body = {key: value for key, value in given.items() if value is not None}
         return list(self._call("POST", "/devices", body)["devices"])
 
     def signal(self, name: str, signal: str) -> Dict[str, Any]:
@@ -190,52 +170,56 @@ class LabClient:
     # -- the clock --
 
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
-                      devices: Optional[Sequence[str]] = None) -> LabAdvance:
+                      devices: Optional[Sequence[str]] = None, strict: bool = False) -> LabAdvance:
         """Moves the lab: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (every device's next
         periodic refresh), ``"nextTimer"`` or an ISO 8601 lab time; ``devices``: names (default
-        all). A device that could not be moved is in ``skipped``, with the reason."""
+        all). A device that could not be moved is in ``skipped``, with the reason; with ``strict``
+        the lab moves all or none (a 409 naming them in ``body["skipped"]``, nothing moved)."""
         if (seconds is None) == (until is None):
             raise ValueError("advance_clock: give seconds or until, not both or neither")
         body: Dict[str, Any] = {"seconds": _positive_seconds(seconds)} if seconds is not None else {"until": until}
         if devices is not None:
             body["devices"] = list(devices)
+        if strict:
+            body["strict"] = True
         answer: LabAdvance = self._call("POST", "/advance", body)
         return answer
 
 
-def advance_lab(emulator: EmulatorClient, agents: Sequence[AgentClient], seconds: Optional[float] = None, *,
-                until: Optional[str] = None, timeout: float = 300.0) -> ClockAdvance:
-    """Moves ``emulator``'s clock and every agent's (``Clock=controlled``) together, through the
-    emulator's lab (started with ``--lab``): ``seconds`` forward, or ``until`` ``"nextRefresh"``
-    (every agent's next periodic refresh), ``"nextTimer"`` or an ISO 8601 lab time. Each agent is
-    attached (by its HWID) and the lab moves them. Returns ``{"now", "fired": {HWID: [...]},
-    "requests"}``. Before anything moves, every agent must answer ``clock`` (an agent with
-    ``Clock=system`` raises its :class:`AgentError` -32004). Raises :class:`LabClockError` naming
-    every device that could not follow (the result in ``.result``)."""
+class _OnSocket(Protocol):
+    socket_path: str
+
+
+def advance_lab(lab: Union[LabClient, EmulatorClient], agents: Sequence[_OnSocket], seconds: Optional[float] = None,
+                *, until: Optional[str] = None, timeout: float = 300.0) -> ClockAdvance:
+    """Moves ``lab`` (a :class:`LabClient`, or the emulator serving it) and ``agents`` (its devices:
+    :class:`~pushwoosh_agent.processes.AgentProcess` or :class:`~pushwoosh_agent.AgentClient`,
+    found by socket) together, all or none (``POST /lab/advance`` with ``strict``): ``seconds``
+    forward, or ``until`` ``"nextRefresh"`` (every agent's next periodic refresh), ``"nextTimer"``
+    or an ISO 8601 lab time. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``. Raises
+    :class:`LabClockError` naming every agent that is not the lab's or cannot move (a system
+    clock, not answering, ...); nothing has moved then."""
     if (seconds is None) == (until is None):
         raise ValueError("advance_clock: give seconds or until, not both or neither")
-    span = _positive_seconds(seconds) if seconds is not None else None
-    hwids = [str(agent.status()["hwid"]) for agent in agents]
-    for agent in agents:
-        agent.clock()  # raises for an agent whose clock is not controlled: nothing has moved yet
-    lab = LabClient.of(emulator, timeout=timeout)
-    attached = {str(device["name"]) for device in lab.devices()}
-    for hwid, agent in zip(hwids, agents):
-        if hwid not in attached:
-            try:
-                lab.attach(os.path.abspath(agent.socket_path), hwid)
-            except EmulatorError as error:
-                if error.status != 409:
-                    raise
-    if not hwids:
-        if span is None:
+    lab = lab if isinstance(lab, LabClient) else LabClient.of(lab, timeout=timeout)
+    devices = {str(d["socket"]): d for d in lab.devices()}
+    strangers = [agent.socket_path for agent in agents if os.path.abspath(agent.socket_path) not in devices]
+    if strangers:
+        raise LabClockError(f"advance_clock: not devices of the lab at {lab.emulator.base_url}: {', '.join(strangers)} "
+                            "(start them in it: AgentProcess(lab=...))")
+    chosen = [devices[os.path.abspath(agent.socket_path)] for agent in agents]
+    if not chosen:
+        if until is not None:
             raise ValueError(f"advance_clock: until={until!r} needs devices to move")
-        moved = lab.emulator.advance_clock(span)
+        moved = lab.emulator.advance_clock(_positive_seconds(seconds))
         return {"now": str(moved["now"]), "fired": {}, "requests": 0}
-    done = lab.advance_clock(span, until=until, devices=hwids)
-    result: ClockAdvance = {"now": done["now"], "fired": {hwid: done["fired"].get(hwid, []) for hwid in hwids},
-                            "requests": done["requests"]}
-    if done["skipped"]:
-        why = "; ".join(f"{s['name']}: {s['reason']}" for s in done["skipped"])
-        raise LabClockError(f"advance_clock: some devices did not follow the lab clock ({why})", result)
-    return result
+    try:
+        done = lab.advance_clock(seconds, until=until, devices=[str(d["name"]) for d in chosen], strict=True)
+    except EmulatorError as error:
+        skipped = error.body.get("skipped") if error.status == 409 and isinstance(error.body, dict) else None
+        if not skipped:
+            raise
+        why = "; ".join(f"{s['name']}: {s['reason']}" for s in skipped)
+        raise LabClockError(f"advance_clock: nothing moved: some devices cannot follow the lab clock ({why})") from None
+    return {"now": done["now"], "fired": {str(d["hwid"]): done["fired"].get(str(d["name"]), []) for d in chosen},
+            "requests": done["requests"]}

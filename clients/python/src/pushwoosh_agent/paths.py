@@ -6,14 +6,6 @@ from __future__ import annotations
 import os
 from typing import List, Mapping, Optional
 
-__all__ = [
-    "DEFAULT_SOCKET_PATH",
-    "INSTANCE_RUNTIME_ROOT",
-    "default_socket_path",
-    "instance_socket_path",
-    "is_instance_name",
-    "resolve_socket_path",
-]
 
 #: The socket when neither ``$PUSHWOOSH_AGENT_SOCKET`` nor ``$RUNTIME_DIRECTORY`` is set.
 DEFAULT_SOCKET_PATH = "/run/pushwoosh-agent/agent.sock"

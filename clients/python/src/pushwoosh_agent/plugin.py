@@ -1,76 +1,16 @@
-"""The pytest plugin (entry point ``pytest11``): the real emulator and agent as fixtures.
+"""The pytest plugin (entry point ``pytest11``): the real emulator and agents as fixtures
+(``pushwoosh_emulator``, ``pushwoosh_agent``, ``pushwoosh_agent_process``,
+``pushwoosh_restart_agent``, ``pushwoosh_fleet``, ``pushwoosh_lab``, ``pushwoosh_http_url``),
+configured by the markers ``pushwoosh_agent(**settings)`` and ``pushwoosh_emulator(apps=...,
+require_token=..., tls=..., admin_token=..., shared=..., stoppable=...)``; each fixture's own
+documentation says what it is, and the package's README has the whole reference.
 
-Fixtures (each test gets its own agents in its own temporary directory):
-
-``pushwoosh_emulator``
-    a running ``pushwoosh-emulator`` on a free loopback port with the example
-    application ``ABCDE-12345`` (``config/flags.example.json``); an
-    :class:`~pushwoosh_agent.EmulatorClient` with ``.server_url``,
-    ``.process`` and ``.log_path``. One emulator serves the whole pytest session
-    and is reset (``POST /admin/reset``: apps back to the file, faults, requests,
-    devices and the clock offset cleared) before each test that uses it, so a test
-    pays for its agents only; a test whose marker names other ``apps``, a
-    ``require_token``, ``tls=True``, an ``admin_token`` or ``shared=False`` gets an emulator
-    of its own.
-``pushwoosh_agent``
-    an :class:`~pushwoosh_agent.AgentClient` connected to a running
-    ``pushwoosh-agentd`` that talks to that emulator, started and ready
-    (``READY=1`` received on a real ``NOTIFY_SOCKET``) and, unless told
-    otherwise, done with its first flags request.
-``pushwoosh_agent_process``
-    the :class:`~pushwoosh_agent.processes.AgentProcess` behind it (a device of the session's
-    launcher lab, which outlives the test's emulator): socket, state directory, log,
-    notifications, ``kill()``, ``restart()``.
-``pushwoosh_restart_agent``
-    ``restart(kill=True)``: kill -9 (or SIGTERM) and start again on the same
-    state directory; returns the client, which reconnects on its next call.
-``pushwoosh_fleet``
-    a factory: ``pushwoosh_fleet(n, user_ids="fleet-user-{i}", **settings)`` starts
-    ``n`` agents against the one ``pushwoosh_emulator``, agent ``i`` (from 0) with User
-    ID ``user_ids.format(i=i)``, and returns a :class:`Fleet` (a list of
-    :class:`~pushwoosh_agent.processes.AgentProcess`, with ``.clients`` and
-    ``.hwids()`` and ``.advance_clock(seconds=None, *, until=None)``); all stop with the test.
-``pushwoosh_lab``
-    a :class:`Lab`: ``.emulator``, ``.agents`` (every agent the test started) and
-    ``advance_clock(seconds=None, *, until=None, devices=None)``: the emulator's lab moves
-    its clock and the agents' together (docs/lab.md M); the agents need ``clock="controlled"``.
-``pushwoosh_http_url``
-    ``http://127.0.0.1:PORT`` of the ``pushwoosh_agent``'s HTTP interface, started with
-    ``[HTTP] Listen=127.0.0.1:0`` (a free port: ``status``'s ``httpAddress``) when the
-    marker says ``http=True`` or this fixture is used.
-
-The emulator fixture can be stopped and started again on the same port
-(``pushwoosh_emulator.stop()`` / ``.start()``): the network goes away and comes back.
-
-Markers::
-
-    @pytest.mark.pushwoosh_agent(refresh_interval="5s", user_id="alice", wait_for_flags=False, http=True)
-    @pytest.mark.pushwoosh_emulator(apps={...} | [...] | "path.json" | None, require_token="t", tls=True, admin_token="a",
-                                    shared=False)
-
-``tls=True`` serves the emulator over HTTPS with a certificate from a CA made for the test
-(with the ``openssl`` command); the agent fixtures trust that CA (``[Agent] CAFile=``) and
-``pushwoosh_emulator.ca_file`` is its path.
-
-``admin_token="a"`` locks the emulator's admin API (``--admin-token``); the fixture's client sends it.
-
-``pushwoosh_agent`` takes every setting of
-:data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the configuration
-file's own key names), plus ``extra_config`` (text appended to the file),
-``client_timeout`` (the client's timeout, default 10 s),
-``wait_for_flags`` (default True), ``http`` (``[HTTP] Listen=127.0.0.1:0``) and
-``strict`` (True: a read answered with the caller's default raises
-:class:`~pushwoosh_agent.FallbackError` instead of warning; default: ``--pushwoosh-strict``). The fixture sets
-``DisableThrottle=yes`` and ``RequestTimeout=5s`` unless the marker says
-otherwise, or says ``clock="controlled"``: then the agent runs the SDK's real timings
-(24 h lifetime, 1 h refresh, 30 min session, 5 min throttle) on a device clock the test
-moves with ``advance_clock``.
-
-Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
-``PATH``; give DIR as an absolute path (a relative one is read from the directory pytest
-runs in). ``--pushwoosh-strict`` makes every fixture's client strict (a marker's
-``strict=False`` still wins). The processes are stopped with SIGTERM at the end; when a test
-fails, the agent's and the emulator's logs are added to its report.
+The session runs one emulator, and it is the lab the agents live in (each agent a device it
+starts and owns). A test that stops and starts its emulator (the network going away) is marked
+``stoppable=True``: its emulator is then its own and only the agents' server, the agents living
+in the session's lab. Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
+``PATH``; ``--pushwoosh-strict`` makes every fixture's client strict (a marker's ``strict=False``
+still wins). When a test fails, the agents' and the emulator's logs are added to its report.
 """
 
 from __future__ import annotations
@@ -78,20 +18,72 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pytest
 
+from . import processes
 from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
-from .lab import LabClient
 from .tls import TestCA
-from ._process_support import tail
-from ._plugin_options import AGENT_FIXTURE_DEFAULTS, AGENT_FIXTURE_OPTIONS, EMULATOR_FIXTURE_OPTIONS, _agent_names, \
-    _agent_options, _check_names, _marker_kwargs, _strict
-from .processes import EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, find_binary, \
-    launcher_lab, short_temp_dir, stop_launcher_labs
+from .processes import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, \
+    find_binary, session_emulator, short_temp_dir, stop_launcher_labs, tail, unknown_name
+
+#: What the fixture configures unless a marker says otherwise.
+AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
+
+
+#: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
+AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
+#: The pushwoosh_emulator marker's options.
+EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared", "stoppable"]
+
+
+def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:
+    """A typo in a marker or fixture option ends the test with a clean failure that names
+    the nearest known name, not a traceback from deep inside the fixture."""
+    for name in given:
+        if name not in known:
+            pytest.fail(f"{where}: " + unknown_name("option", name, known), pytrace=False)
+
+
+def _agent_names() -> List[str]:
+    return list(AGENT_SETTINGS) + list(_BY_KEY) + AGENT_FIXTURE_OPTIONS
+
+
+def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
+    merged: Dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(name))):  # the closest marker wins
+        if marker.args:
+            pytest.fail(f"@pytest.mark.{name} takes keyword arguments only, not {marker.args!r}", pytrace=False)
+        merged.update(marker.kwargs)
+    known = EMULATOR_FIXTURE_OPTIONS if name == "pushwoosh_emulator" else _agent_names()
+    _check_names(f"@pytest.mark.{name}", merged, known)
+    return merged
+
+
+def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str) -> bool:
+    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``: checked to be a bool."""
+    value = options.pop("strict", None)
+    if value is None:
+        return bool(request.config.getoption("--pushwoosh-strict"))
+    if not isinstance(value, bool):
+        pytest.fail(f"{where}: strict must be True or False, not {value!r}", pytrace=False)
+    return value
+
+
+def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    marked = _marker_kwargs(request, "pushwoosh_agent")
+    marked.update(extra or {})
+    # With the device clock controlled (docs/device-clock.md H) a test runs the SDK's real timings
+    # (the throttle included): it moves the clock instead of shortening them.
+    options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
+    options.update(marked)
+    if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
+        options.setdefault("http_listen", "127.0.0.1:0")
+    return options
+
 
 _LOGS = pytest.StashKey[List[Tuple[str, str]]]()
 
@@ -107,6 +99,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The session's one lab (its emulator is pushwoosh_emulator's) takes its binaries from --pushwoosh-bin.
+    value = config.getoption("--pushwoosh-bin")
+    processes.LAB_BIN_DIR = os.path.abspath(value) if value else None
     config.addinivalue_line(
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, strict=True, ...)")
@@ -115,7 +110,12 @@ def pytest_configure(config: pytest.Config) -> None:
                    "applications the pushwoosh_emulator fixture loads (a definition, a list, a path, or None); "
                    "tls=True: HTTPS with a CA made for the test, trusted by the agent fixtures; admin_token: lock "
                    "the admin API; shared=False: an emulator of the test's own instead of the session's (reset "
-                   "before each test)")
+                   "before each test); stoppable=True: one of the test's own to stop and start, the agents "
+                   "living in the session's lab")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_launcher_labs()  # the session's emulator, and any agent still in its lab
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -160,31 +160,6 @@ def pushwoosh_tmp_dir() -> Iterator[str]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def _pushwoosh_shared_emulator() -> Iterator[List[EmulatorProcess]]:
-    """The session's emulator, started by the first test that asks for it (a list: empty until then)."""
-    holder: List[EmulatorProcess] = []
-    yield holder
-    for process in holder:
-        process.stop()
-        shutil.rmtree(process.directory, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def _pushwoosh_launcher(pushwoosh_bin: Optional[str]) -> Iterator[Optional[str]]:
-    """The session's launcher lab (:func:`~pushwoosh_agent.processes.launcher_lab`), stopped with
-    the session (its agents with it)."""
-    yield pushwoosh_bin
-    stop_launcher_labs()
-
-
-def _launcher(pushwoosh_bin: Optional[str]) -> LabClient:
-    try:
-        return launcher_lab(pushwoosh_bin)
-    except StartError as error:
-        pytest.fail(str(error), pytrace=False)
-
-
 @pytest.fixture
 def _pushwoosh_started() -> List[AgentProcess]:
     """Every agent the test started (pushwoosh_agent_process, pushwoosh_fleet), for pushwoosh_lab."""
@@ -193,44 +168,40 @@ def _pushwoosh_started() -> List[AgentProcess]:
 
 @pytest.fixture
 def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                       pushwoosh_tmp_dir: str, _pushwoosh_shared_emulator: List[EmulatorProcess]
-                       ) -> Iterator[RunningEmulator]:
-    """A running ``pushwoosh-emulator`` (see the module's documentation)."""
+                       pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
+    """An :class:`EmulatorClient` (:class:`RunningEmulator`) of a running ``pushwoosh-emulator``
+    with the example application ``ABCDE-12345``: the session's, reset (``POST /admin/reset``)
+    before each test that uses it; a test whose marker names other ``apps``, a
+    ``require_token``, ``tls=True`` (HTTPS with a CA made for the test, trusted by the agent
+    fixtures), an ``admin_token``, ``shared=False`` or ``stoppable=True`` gets one of its own."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
-    try:
-        binary = find_binary("pushwoosh-emulator", pushwoosh_bin)
-    except StartError as error:
-        pytest.fail(str(error), pytrace=False)
     apps = options.get("apps", EXAMPLE_APP_PATH)
-    # Only the plain example lab is shared; anything else the marker asks for is the test's own.
-    shared = bool(options.get("shared", True)) and apps == EXAMPLE_APP_PATH \
-        and options.get("require_token") is None and not options.get("tls") and options.get("admin_token") is None
-    if shared:
-        if not _pushwoosh_shared_emulator:
-            _pushwoosh_shared_emulator.append(EmulatorProcess(short_temp_dir("pwe-"), apps=apps, binary=binary))
-        process = _pushwoosh_shared_emulator[0]
-    else:
-        tls: Optional[Tuple[str, str]] = None
-        ca_file: Optional[str] = None
-        if options.get("tls"):
-            # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
-            ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
-            tls, ca_file = ca.issue("emulator"), ca.ca_file
-        process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=binary,
-                                  require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
-                                  admin_token=options.get("admin_token"))
-    _register_log(request.node, "pushwoosh-emulator log", process.log_path)
+    stoppable = bool(options.get("stoppable"))
+    # Only the plain example lab is the session's; anything else the marker asks for is the test's own.
+    own = stoppable or not options.get("shared", True) or apps != EXAMPLE_APP_PATH or options.get("tls") \
+        or options.get("require_token") is not None or options.get("admin_token") is not None
     try:
-        if not process.running:  # first use, or a test stopped it
-            process.start()
-        elif shared:
+        if not own:
+            process = session_emulator(pushwoosh_bin)
             process.client.reset()  # what an earlier test armed, killed or advanced is gone
+        else:
+            tls: Optional[Tuple[str, str]] = None
+            ca_file: Optional[str] = None
+            if options.get("tls"):
+                # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
+                ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
+                tls, ca_file = ca.issue("emulator"), ca.ca_file
+            process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=find_binary("pushwoosh-emulator", pushwoosh_bin),
+                                      require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
+                                      admin_token=options.get("admin_token")).start()
+        lab = session_emulator(pushwoosh_bin).lab if stoppable else None
     except (StartError, EmulatorError) as error:
         pytest.fail(str(error), pytrace=False)
+    _register_log(request.node, "pushwoosh-emulator log", process.log_path)
     try:
-        yield RunningEmulator(process)
+        yield RunningEmulator(process, lab)
     finally:
-        if not shared:
+        if own:
             process.stop()
 
 
@@ -245,42 +216,63 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
     pytest.fail(f"pushwoosh-agentd made no flags request within {timeout:g} s (status {status})", pytrace=False)
 
 
-@pytest.fixture
-def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                            pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                            _pushwoosh_started: List[AgentProcess],
-                            _pushwoosh_launcher: Optional[str]) -> Iterator[AgentProcess]:
-    """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
-    options = _agent_options(request)
-    if pushwoosh_emulator.ca_file is not None:
-        options.setdefault("ca_file", pushwoosh_emulator.ca_file)
+def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, started: List[List[AgentProcess]],
+                  where: str, places: List[Tuple[str, Dict[str, Any]]], settings: Optional[Dict[str, Any]] = None,
+                  wait_for_flags: Optional[bool] = None) -> List[AgentProcess]:
+    """An agent in each ``(directory, own settings)`` of ``places``, in the lab of ``emulator`` and
+    talking to it, with the ``pushwoosh_agent`` marker's options and ``settings`` (as ``where``
+    takes them); each put in every list of ``started`` (to be stopped with the test) before it
+    starts, so that a failed start is stopped too."""
+    options = _agent_options(request, settings)
+    if emulator.ca_file is not None:
+        options.setdefault("ca_file", emulator.ca_file)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
-    wait_for_flags = bool(options.pop("wait_for_flags", True))
-    strict = _strict(request, options, "@pytest.mark.pushwoosh_agent")
-    try:
-        agent = AgentProcess(pushwoosh_tmp_dir, server_url=pushwoosh_emulator.server_url, settings=options,
-                             extra_config=extra, client_timeout=client_timeout, strict=strict,
-                             lab=_launcher(pushwoosh_bin))
-    except (StartError, ValueError) as error:
-        pytest.fail(str(error), pytrace=False)
-    _register_log(request.node, "pushwoosh-agentd log", agent.log_path)
-    _pushwoosh_started.append(agent)
-    try:
+    wait = bool(options.pop("wait_for_flags", True)) if wait_for_flags is None else wait_for_flags
+    strict = _strict(request, options, where)
+    agents: List[AgentProcess] = []
+    for directory, own in places:
         try:
-            agent.start()
+            agent = AgentProcess(directory, server_url=emulator.server_url, settings={**options, **own},
+                                 extra_config=extra, client_timeout=client_timeout, strict=strict, lab=emulator.lab)
+        except (StartError, ValueError) as error:
+            pytest.fail(str(error), pytrace=False)
+        name = os.path.basename(directory)
+        _register_log(request.node, f"pushwoosh-agentd {name} log" if name.startswith("fleet-") else "pushwoosh-agentd log",
+                      agent.log_path)
+        for holder in started:
+            holder.append(agent)
+        try:
+            agents.append(agent.start())
         except StartError as error:
             pytest.fail(str(error), pytrace=False)
-        if wait_for_flags:
-            _wait_for_first_refresh(agent)
-        yield agent
+    for agent in agents if wait else []:
+        _wait_for_first_refresh(agent)
+    return agents
+
+
+@pytest.fixture
+def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator,
+                            pushwoosh_tmp_dir: str, _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
+    """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
+    mine: List[AgentProcess] = []
+    try:
+        yield _start_agents(request, pushwoosh_emulator, [mine, _pushwoosh_started], "@pytest.mark.pushwoosh_agent",
+                            [(pushwoosh_tmp_dir, {})])[0]
     finally:
-        agent.close()
+        for agent in mine:
+            agent.close()
 
 
 @pytest.fixture
 def pushwoosh_agent(pushwoosh_agent_process: AgentProcess) -> AgentClient:
-    """An :class:`AgentClient` of the running agent (see the module's documentation)."""
+    """An :class:`AgentClient` of a ``pushwoosh-agentd`` that talks to ``pushwoosh_emulator``, in
+    its own temporary directory: ready (``READY=1``) and, unless ``wait_for_flags=False``, done
+    with its first flags request. The ``pushwoosh_agent`` marker takes every setting of
+    :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the file's own key names), ``extra_config``,
+    ``client_timeout``, ``wait_for_flags``, ``http`` and ``strict``; ``DisableThrottle=yes`` and
+    ``RequestTimeout=5s`` unless it says otherwise or says ``clock="controlled"`` (the SDK's real
+    timings, moved with ``advance_clock``)."""
     return pushwoosh_agent_process.client
 
 
@@ -301,48 +293,24 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 
 
 @pytest.fixture
-def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                    pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                    _pushwoosh_started: List[AgentProcess],
-                    _pushwoosh_launcher: Optional[str]) -> Iterator[Callable[..., Fleet]]:
+def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
+                    _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
-    agents against the test's emulator (see the module's documentation)."""
+    agents against the test's emulator, agent ``i`` with User ID ``user_ids.format(i=i)``, as a
+    :class:`Fleet`; the settings as the ``pushwoosh_agent`` marker's. All stop with the test."""
     started: List[AgentProcess] = []
 
     def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
         _check_names("pushwoosh_fleet(...)", settings, _agent_names())
-        options = _agent_options(request, settings)
-        if pushwoosh_emulator.ca_file is not None:
-            options.setdefault("ca_file", pushwoosh_emulator.ca_file)
-        extra = str(options.pop("extra_config", ""))
-        client_timeout = float(options.pop("client_timeout", 10.0))
-        options.pop("wait_for_flags", None)
-        strict = _strict(request, options, "pushwoosh_fleet(...)")
-        lab = _launcher(pushwoosh_bin)
-        agents: List[AgentProcess] = []
-        users: List[str] = []
-        first = len(started)
-        for i in range(first, first + n):
-            user = user_ids.format(i=i)
-            directory = os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}")
-            os.makedirs(directory, exist_ok=True)
-            agent = AgentProcess(directory, server_url=pushwoosh_emulator.server_url,
-                                 settings={**options, "user_id": user}, extra_config=extra,
-                                 client_timeout=client_timeout, strict=strict, lab=lab)
-            _register_log(request.node, f"pushwoosh-agentd fleet-{i:03d} log", agent.log_path)
-            started.append(agent)
-            _pushwoosh_started.append(agent)
-            try:
-                agent.start()
-            except StartError as error:
-                pytest.fail(str(error), pytrace=False)
-            agents.append(agent)
-            users.append(user)
-        if wait_for_flags:
-            for agent in agents:
-                _wait_for_first_refresh(agent)
+        users = [user_ids.format(i=i) for i in range(len(started), len(started) + n)]
+        places: List[Tuple[str, Dict[str, Any]]] = []
+        for i, user in enumerate(users, len(started)):
+            places.append((os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}"), {"user_id": user}))
+            os.makedirs(places[-1][0], exist_ok=True)
+        agents = _start_agents(request, pushwoosh_emulator, [started, _pushwoosh_started], "pushwoosh_fleet(...)",
+                               places, settings, wait_for_flags)
         return Fleet(agents, users, pushwoosh_emulator)
 
     try:
@@ -354,8 +322,9 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str]
 
 @pytest.fixture
 def pushwoosh_lab(pushwoosh_emulator: RunningEmulator, _pushwoosh_started: List[AgentProcess]) -> Lab:
-    """The test's emulator and agents, moved together by ``advance_clock`` (see the module's
-    documentation)."""
+    """A :class:`Lab`: ``.emulator``, ``.agents`` (every agent the test started) and
+    ``advance_clock(seconds=None, *, until=None, devices=None)``, which moves the lab the agents
+    live in and their clocks together, all or none (``clock="controlled"``)."""
     return Lab(pushwoosh_emulator, _pushwoosh_started)
 
 

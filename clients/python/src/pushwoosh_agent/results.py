@@ -15,23 +15,6 @@ from typing import Any, Dict, List, Optional, TypedDict, Mapping
 
 from .errors import ProtocolError
 
-__all__ = [
-    "Flag",
-    "FlagDetails",
-    "FlagsUpdate",
-    "RefreshResult",
-    "PushRegistration",
-    "PrimerResult",
-    "Status",
-    "StorageError",
-    "SDKError",
-    "ClockInfo",
-    "FiredTimer",
-    "DeviceClockAdvance",
-    "RefreshCompleted",
-    "StateChanged",
-    "parse_time",
-]
 
 
 @dataclass(frozen=True)
@@ -269,27 +252,12 @@ class StateChanged(TypedDict, total=False):
     at: str
 
 
-#: The words for PROVIDER_NOT_READY when the agent gives none.
-_PROVIDER_NOT_READY = "no valid flags are served (none received yet, or past their lifetime)"
-
-
-def flag_details(result: Mapping[str, Any], key: str, value: Any, name: Optional[str],
-                 wire: Optional[str] = None) -> FlagDetails:
-    """A read's answer as :class:`FlagDetails`: value, reason, error code and message (the words
-    agentctl uses when an older agent sends no ``errorMessage``), source and age."""
+def flag_details(result: Mapping[str, Any], key: str, value: Any, name: Optional[str]) -> FlagDetails:
+    """A read's answer as :class:`FlagDetails`: value, reason, error code and the agent's message
+    for it (``errorMessage``, docs/socket-api.md B.1), source and age."""
     age = result.get("ageSeconds")
     code = result.get("errorCode")
     message = result.get("errorMessage")
-    if code is not None and not isinstance(message, str):
-        # An agent that sends no errorMessage: the words agentctl uses for it.
-        if code == "FLAG_NOT_FOUND":
-            message = f'no flag "{key}" in the served flags'
-        elif code == "PROVIDER_NOT_READY":
-            message = _PROVIDER_NOT_READY
-        elif code == "TYPE_MISMATCH" and name is not None:
-            message = f'flag "{key}" has no {wire} property "{name}" (missing or of another type)'
-        else:
-            message = str(code)
     return FlagDetails(key=key, value=value, reason=result.get("reason"),
                        error_code=str(code) if code is not None else None, source=result.get("source"),
                        age_seconds=float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else None,
