@@ -149,6 +149,8 @@ public final class LabService: Sendable {
             fault["hwid"] = .string(hwid)
             let armed = emulator.admin("POST", "/admin/faults", .object(fault))
             return .json(armed.status, armed.body)
+        case .openAPI:
+            return EmulatorResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: Array(LabOpenAPIDocument.text.utf8))
         case .reset:
             clock.lock()
             defer { clock.unlock() }

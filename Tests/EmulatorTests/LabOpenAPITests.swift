@@ -1,0 +1,26 @@
+import AgentCore
+import Foundation
+import HarnessSupport
+import Testing
+
+/// docs/lab.md "The contract", against the real binary: a running lab serves docs/lab-openapi.json
+/// byte for byte at `GET /lab/openapi.json`, behind its token like the rest of `/lab`.
+@Suite(.serialized) struct LabOpenAPITests {
+    static let file = Binaries.repositoryRoot + "/docs/lab-openapi.json"
+
+    @Test func aRunningLabServesTheDocumentInTheTree() async throws {
+        let dir = TempDir()
+        let emulator = try EmulatorProcess(arguments: ["--lab", dir.file("lab")])
+        let token = try #require(emulator.token)
+        let client = Client(port: UInt16(emulator.port))
+        let served = try await client.send("GET", "/lab/openapi.json", headers: ["Authorization": "Bearer \(token)"])
+        #expect(served.status == 200)
+        #expect(served.header("Content-Type") == "application/json")
+        let expected = try Data(contentsOf: URL(fileURLWithPath: Self.file))
+        #expect(served.body == expected, "GET /lab/openapi.json is not docs/lab-openapi.json (\(served.body.count) bytes, the file \(expected.count))")
+        // Locked like the rest of the lab; GET only.
+        #expect(try await client.send("GET", "/lab/openapi.json").status == 401)
+        #expect(try await client.send("POST", "/lab/openapi.json", headers: ["Authorization": "Bearer \(token)"]).status == 405)
+        #expect(try await client.send("GET", "/lab/openapi.json?x=1", headers: ["Authorization": "Bearer \(token)"]).status == 400)
+    }
+}
