@@ -55,6 +55,12 @@ public final class LabService: Sendable {
         return nil
     }
 
+    /// Whether `path` is a regular file (after symbolic links) this user may execute.
+    static func isExecutableFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
+    }
+
     /// Answers a lab request on a thread of its own; `reply` gets the answer there.
     public func handle(_ request: EmulatorRequest, reply: @escaping @Sendable (EmulatorResponse) -> Void) {
         Thread.detachNewThread { [self] in
@@ -234,6 +240,11 @@ public final class LabService: Sendable {
     }
 
     private func startDevices(_ start: LabStart) throws(LabRefusal) -> EmulatorResponse {
+        // The caller's daemon must be one: a path that is no executable file is the caller's mistake (400), found before
+        // anything starts, not a device that fails to start (502).
+        if let agentd = start.agentd, !Self.isExecutableFile(agentd) {
+            throw LabRefusal(400, "\(agentd): not an executable file", path: "agentd")
+        }
         var config = start.config
         // The application, unless `config` or `extraConfig` names it (as a shipped agent.conf does).
         let named = start.extraConfig.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("ApplicationCode=") }

@@ -23,4 +23,18 @@ import Testing
         #expect(try await client.send("POST", "/lab/openapi.json", headers: ["Authorization": "Bearer \(token)"]).status == 405)
         #expect(try await client.send("GET", "/lab/openapi.json?x=1", headers: ["Authorization": "Bearer \(token)"]).status == 400)
     }
+
+    /// An `agentd` that is no executable file (a directory, a file without the x bit, nothing) is the
+    /// caller's mistake, a 400 naming `agentd` before anything starts, as the document says; it was
+    /// a 502 ("did not start: it exited (exit code 126)").
+    @Test func anAgentdThatIsNoExecutableFileIsA400NamingIt() throws {
+        let dir = TempDir(files: ["plain": "#!/bin/sh\n"])
+        let emulator = try EmulatorProcess(arguments: ["--lab", dir.file("lab")])
+        for agentd in [dir.path, dir.file("plain"), dir.file("missing")] {
+            let (status, text) = emulator.admin("POST", "/lab/devices", #"{"name":"x","agentd":"\#(agentd)"}"#)
+            let answer = try JSONReader.parse(text)
+            #expect(status == 400 && answer["path"] == "agentd", "\(agentd): \(status) \(text)")
+        }
+        #expect(emulator.admin("GET", "/lab/devices").1 == #"{"devices":[]}"#)
+    }
 }
