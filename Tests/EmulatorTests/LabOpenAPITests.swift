@@ -24,6 +24,21 @@ import Testing
         #expect(try await client.send("GET", "/lab/openapi.json?x=1", headers: ["Authorization": "Bearer \(token)"]).status == 400)
     }
 
+    /// A method a lab path does not take is a 405 that says which it takes (`Allow`, RFC 9110), as
+    /// the admin API's are: schemathesis's unsupported_method check found the lab's without one.
+    @Test func aMethodALabPathDoesNotTakeIsA405WithAllow() async throws {
+        let dir = TempDir()
+        let emulator = try EmulatorProcess(arguments: ["--lab", dir.file("lab")])
+        let client = Client(port: UInt16(emulator.port))
+        let token = ["Authorization": "Bearer \(try #require(emulator.token))"]
+        for (method, path, allow) in [("PUT", "/lab/devices", "GET, POST"), ("POST", "/lab/openapi.json", "GET"),
+                                      ("PATCH", "/lab/devices/qa-0", "GET, DELETE"), ("GET", "/lab/advance", "POST"),
+                                      ("DELETE", "/lab/devices/qa-0/log", "GET"), ("PATCH", "/admin/apps", "GET")] {
+            let answer = try await client.send(method, path, headers: token)
+            #expect(answer.status == 405 && answer.header("Allow") == allow, "\(method) \(path): \(answer.status) Allow: \(answer.header("Allow") ?? "none")")
+        }
+    }
+
     /// An `agentd` that is no executable file (a directory, a file without the x bit, nothing) is the
     /// caller's mistake, a 400 naming `agentd` before anything starts, as the document says; it was
     /// a 502 ("did not start: it exited (exit code 126)").
