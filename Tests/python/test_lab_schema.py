@@ -156,6 +156,15 @@ def test_a_scripted_session_follows_the_document(lab, document):
     bad = step("POST", "/lab/devices", "/lab/devices", 400, {"name": "x", "agentd": lab.dir.name})
     assert bad["path"] == "agentd"
     step("POST", "/lab/devices", "/lab/devices", 409, {"name": "qa-0"})
+    # One device of the caller's own: its directory, environment and configuration text.
+    own = step("POST", "/lab/devices", "/lab/devices", 201,
+               {"name": "own", "directory": os.path.join(lab.dir.name, "own"), "environment": {"LAB_SCHEMA": "1"},
+                "extraConfig": "[Agent]\nRequestTimeout=5s\n"})
+    assert own["devices"][0]["directory"] == os.path.join(lab.dir.name, "own")
+    step("DELETE", "/lab/devices/own", "/lab/devices/{name}", 200)
+    assert step("POST", "/lab/devices", "/lab/devices", 400, {"name": "own", "extraConfig": "[Agent]\nNoSuchKey=1\n"})["path"] == "extraConfig"
+    assert step("POST", "/lab/devices", "/lab/devices", 400, {"name": "own", "environment": {"1X": "a"}})["path"] == "environment.1X"
+    assert step("POST", "/lab/devices", "/lab/devices", 400, {"name": "own", "config": {"Agent": {"Socket": "/x"}}})["path"] == "config.Agent.Socket"
     restarted = step("POST", "/lab/devices/qa-1/restart", "/lab/devices/{name}/restart", 200, {"signal": "KILL"})
     assert restarted["hwid"] == started["devices"][1]["hwid"]
     step("POST", "/lab/devices/qa-1/signal", "/lab/devices/{name}/signal", 200, {"signal": "HUP"})
@@ -182,6 +191,7 @@ def test_a_scripted_session_follows_the_document(lab, document):
     step("GET", "/admin/apps/ABCDE-12345", "/admin/apps/{code}", 200)
     step("PUT", "/admin/apps/TEST-1", "/admin/apps/{code}", 200, {"flags": [{"key": "f1"}]})
     step("PUT", "/admin/apps/TEST-1", "/admin/apps/{code}", 400, {"code": "OTHER-1"})
+    step("PUT", "/admin/apps/A%2FB", "/admin/apps/{code}", 404, {})
     step("GET", "/admin/apps/TEST-1/flags/f1", "/admin/apps/{code}/flags/{key}", 200)
     step("PUT", "/admin/apps/TEST-1/flags/f2", "/admin/apps/{code}/flags/{key}", 200,
          {"properties": {"c": {"type": "string", "default": "x"}},
