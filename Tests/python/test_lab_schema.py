@@ -3,7 +3,8 @@
 The lab (`pushwoosh-emulator --lab DIR`, locked: its token in the file it names) serves
 docs/lab-openapi.json at GET /lab/openapi.json. Here:
 
-- the served document is the file in the tree, byte for byte;
+- the served document is the file in the tree, byte for byte, and an OpenAPI 3.1 document (the
+  OpenAPI Initiative's schema of one, vendored in oas-3.1/) with the bearer scheme on everything;
 - a scripted session (two devices, calls, advances, a restart, signals, the log and the
   notifications, an attached device, one on the system clock, a killed one, a fault by device
   name, the admin API from applications to state, a reset, and a 400, 401, 404, 405, 408, 409
@@ -34,6 +35,8 @@ from conftest import HERE, ROOT, binary
 
 DOCUMENT = os.path.join(ROOT, "docs", "lab-openapi.json")
 HOOKS = os.path.join(HERE, "lab_schema_hooks.py")
+# The OpenAPI Initiative's schema of OpenAPI 3.1 documents (oas-3.1/README.md).
+OAS_SCHEMA = os.path.join(HERE, "oas-3.1", "schema.json")
 # Requests per operation and phase (LAB_SCHEMA_EXAMPLES for a longer run): about half a minute.
 MAX_EXAMPLES = int(os.environ.get("LAB_SCHEMA_EXAMPLES", "40"))
 SEED = 20261207
@@ -126,6 +129,21 @@ def test_the_served_document_is_the_one_in_the_tree(lab):
     with open(DOCUMENT, "rb") as f:
         assert body == f.read()
     assert lab.call("GET", "/lab/openapi.json", token=False)[0] == 401
+
+
+def test_the_document_is_an_openapi_3_1_document_locked_by_bearer(document):
+    with open(OAS_SCHEMA) as f:
+        validator = jsonschema_rs.Draft202012Validator(json.load(f))
+    errors = [f"{e.instance_path}: {e.message}" for e in validator.iter_errors(document)]
+    assert not errors, errors
+    assert document["openapi"] == "3.1.0"
+    assert document["security"] == [{"bearer": []}]
+    assert document["components"]["securitySchemes"]["bearer"]["type"] == "http"
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    # The check finds what it is for.
+    broken = json.loads(json.dumps(document))
+    broken["paths"]["/lab/devices"]["get"]["parameters"] = [{"name": "x"}]
+    assert not validator.is_valid(broken)
 
 
 def test_a_scripted_session_follows_the_document(lab, document):
