@@ -16,6 +16,8 @@ struct LabTime {
     /// How far `until: nextRefresh` may go looking for a device's periodic refresh: past the
     /// hour and the RF-12 phase of every device, with room for a retry.
     static let refreshSearch = 3.0 * 3600
+    /// The furthest one advance goes: a year (366 days), as `seconds` may.
+    static let longestAdvance = 366.0 * 86_400
 
     static func isPeriodicRefresh(_ fired: FiredTimer) -> Bool {
         fired.event == AgentMachine.TimerKind.refresh.rawValue && fired.trigger == .periodic
@@ -57,6 +59,12 @@ struct LabTime {
         let driver = LabClockDriver(world: LabWorld(devices: movable, emulator: emulator), labOffset: labOffset)
         if case .time(let time) = until, time.timeIntervalSince1970 <= driver.labNow() {
             throw LabRefusal(400, "\(SocketTime.string(time)) is not after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: driver.labNow())))",
+                             path: "until")
+        }
+        // At most a year on, as `seconds`: a time further off stepped the devices through every timer up to it (an
+        // advance that never ended, holding the lab and its stop) or, past the emulator's ten years, was a 502.
+        if case .time(let time) = until, time.timeIntervalSince1970 - driver.labNow() > Self.longestAdvance {
+            throw LabRefusal(400, "\(SocketTime.string(time)) is more than a year after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: driver.labNow())))",
                              path: "until")
         }
         let result: LabClockAdvance

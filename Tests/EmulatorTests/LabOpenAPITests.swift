@@ -39,6 +39,27 @@ import Testing
         }
     }
 
+    /// An advance `until` a time more than a year on is refused as `seconds` is (a 400 at `until`);
+    /// it was a 502 without a device, and with one an advance that stepped through every timer up to
+    /// then and never ended, holding the lab (a reset, a SIGTERM) behind it.
+    @Test func anAdvanceUntilMoreThanAYearOnIsA400() throws {
+        let dir = TempDir()
+        let emulator = try EmulatorProcess(arguments: ["--lab", dir.file("lab")])
+        for until in ["9999-01-01T00:00:00Z", "99999999999"] {
+            let (status, text) = emulator.admin("POST", "/lab/advance", #"{"until":"\#(until)"}"#)
+            #expect(status == 400 && (try? JSONReader.parse(text))?["path"] == "until", "no device, until \(until): \(status) \(text)")
+        }
+        #expect(emulator.admin("POST", "/lab/devices", #"{"name":"a"}"#).0 == 201)
+        for until in ["9999-01-01T00:00:00Z", "99999999999"] {
+            let (status, text) = emulator.admin("POST", "/lab/advance", #"{"until":"\#(until)"}"#)
+            #expect(status == 400 && (try? JSONReader.parse(text))?["path"] == "until", "until \(until): \(status) \(text)")
+        }
+        let now = try #require(JSONReader.parse(emulator.admin("GET", "/admin/clock").1)["unixTime"]?.numberValue)
+        let (status, text) = emulator.admin("POST", "/lab/advance", #"{"until":"\#(Int(now) + 120)"}"#)
+        #expect(status == 200, "\(text)")
+        #expect(emulator.admin("POST", "/lab/reset").0 == 200)
+    }
+
     /// An `agentd` that is no executable file (a directory, a file without the x bit, nothing) is the
     /// caller's mistake, a 400 naming `agentd` before anything starts, as the document says; it was
     /// a 502 ("did not start: it exited (exit code 126)").
