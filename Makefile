@@ -32,7 +32,7 @@ DEBUG_BIN   = $(shell $(SWIFT) build --show-bin-path 2>/dev/null)
 # (scripts/make-venv, requirements-dev.txt).
 VENV       ?= $(CURDIR)/.build/venv
 
-.PHONY: deps vm-deps build release test run install clean fault-test fuzz soak soak-real soak-seeds bench hot-functions deb systemd-test python-venv python-test ofrep-test
+.PHONY: deps vm-deps build release test run install clean fault-test fuzz soak soak-real soak-seeds bench hot-functions deb systemd-test python-venv python-test ofrep-test lab-schema-test
 
 deps:
 	@scripts/install-deps
@@ -56,6 +56,7 @@ test: deps
 	scripts/lab-test-node "$(DEBUG_BIN)"
 	$(MAKE) --no-print-directory python-test
 	$(MAKE) --no-print-directory ofrep-test
+	$(MAKE) --no-print-directory lab-schema-test
 
 python-venv: deps
 	@scripts/make-venv "$(VENV)"
@@ -71,7 +72,15 @@ python-test: python-venv
 # promtool against the debug build (Tests/python, in the same venv).
 ofrep-test: python-venv
 	$(SWIFT) build $(SWIFTFLAGS)
-	PUSHWOOSH_BIN="$(DEBUG_BIN)" "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider Tests/python
+	PUSHWOOSH_BIN="$(DEBUG_BIN)" "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider Tests/python --ignore=Tests/python/test_lab_schema.py
+
+# The running lab held to its OpenAPI document, docs/lab-openapi.json (docs/lab.md "The contract"):
+# the served document is the file, a scripted session's every answer is valid against it, and
+# schemathesis sends every operation valid and invalid requests (no 5xx, every answer as the
+# document says). About half a minute.
+lab-schema-test: python-venv
+	$(SWIFT) build $(SWIFTFLAGS)
+	PUSHWOOSH_BIN="$(DEBUG_BIN)" "$(VENV)/bin/python" -m pytest -q -p no:cacheprovider Tests/python/test_lab_schema.py
 
 # `make run CLOCK=controlled` runs the device on a clock that advance-clock moves;
 # `AGENT_CONF='[Agent]\nUserId=alice'` appends configuration lines (a later key wins).

@@ -72,13 +72,15 @@ public struct LabAdvanceRequest: Sendable, Equatable {
             }
             until = .seconds(s)
         case (nil, let value?):
-            let expected = "expected \"nextRefresh\", \"nextTimer\" or an ISO 8601 time"
+            let expected = "expected \"nextRefresh\", \"nextTimer\", an ISO 8601 time or Unix seconds"
             guard let text = value.stringValue else { throw AnswerError("until", expected) }
             switch text {
             case "nextRefresh": until = .nextRefresh
             case "nextTimer": until = .nextTimer
             default:
-                guard let time = SocketTime.parse(text) else { throw AnswerError("until", "\(expected), found \"\(text)\"") }
+                // An ISO 8601 time, or Unix seconds as text (as the emulator's clock takes them).
+                let unix = Double(text).flatMap { $0.isFinite ? Date(timeIntervalSince1970: $0) : nil }
+                guard let time = SocketTime.parse(text) ?? unix else { throw AnswerError("until", "\(expected), found \"\(text)\"") }
                 until = .time(time)
             }
         case (_?, _?): throw AnswerError("until", "expected only one of seconds, until")

@@ -30,6 +30,8 @@ public enum LabCommand: Sendable, Equatable {
     case advance(LabAdvanceRequest)
     /// `POST /lab/reset`.
     case reset
+    /// `GET /lab/openapi.json`: the lab's OpenAPI document (`LabOpenAPIDocument`).
+    case openAPI
     /// `POST /admin/faults {"device": NAME, …}`: a fault scoped to a lab device by its name (the
     /// lab puts the device's HWID in `hwid`); `fault` is the body without `device`.
     case armFault(device: String, fault: [String: JSONValue])
@@ -124,6 +126,10 @@ extension LabCommand {
             try only("POST")
             try noQuery()
             return .reset
+        case 2 where parts[1] == "openapi.json":
+            try only("GET")
+            try noQuery()
+            return .openAPI
         case 3 where parts[1] == "devices":
             let name = try deviceName(parts[2], path: "name")
             try noQuery()

@@ -59,10 +59,30 @@ public final class LabService: Sendable {
         return nil
     }
 
+    /// Whether `path` is a regular file (after symbolic links) this user may execute.
+    static func isExecutableFile(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
+    }
+
+    /// The methods `request`'s path takes, for a 405's `Allow` (RFC 9110), as the admin API's 405s have it.
+    static func allowedMethods(_ request: EmulatorRequest) -> [String] {
+        ["GET", "PUT", "POST", "DELETE"].filter { method in
+            var other = request
+            other.method = method
+            if case .failure(let refusal) = LabCommand.parse(other), refusal.status == 405 { return false }
+            return true
+        }
+    }
+
     /// Answers a lab request on a thread of its own; `reply` gets the answer there.
     public func handle(_ request: EmulatorRequest, reply: @escaping @Sendable (EmulatorResponse) -> Void) {
         Thread.detachNewThread { [self] in
             switch LabCommand.parse(request) {
+            case .failure(let refusal) where refusal.status == 405:
+                var response = refusal.response
+                response.headers.append(HTTPHeader("Allow", Self.allowedMethods(request).joined(separator: ", ")))
+                reply(response)
             case .failure(let refusal): reply(refusal.response)
             case .success(let command):
                 do throws(LabRefusal) { reply(try perform(command)) } catch { reply(error.response) }
@@ -153,6 +173,8 @@ public final class LabService: Sendable {
             fault["hwid"] = .string(hwid)
             let armed = emulator.admin("POST", "/admin/faults", .object(fault))
             return .json(armed.status, armed.body)
+        case .openAPI:
+            return EmulatorResponse(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: Array(LabOpenAPIDocument.text.utf8))
         case .reset:
             clock.lock()
             defer { clock.unlock() }
@@ -239,6 +261,11 @@ public final class LabService: Sendable {
     }
 
     private func startDevices(_ start: LabStart) throws(LabRefusal) -> EmulatorResponse {
+        // The caller's daemon must be one: a path that is no executable file is the caller's mistake (400), found before
+        // anything starts, not a device that fails to start (502).
+        if let agentd = start.agentd, !Self.isExecutableFile(agentd) {
+            throw LabRefusal(400, "\(agentd): not an executable file", path: "agentd")
+        }
         var config = start.config
         // The application, unless `config` or `extraConfig` names it (as a shipped agent.conf does).
         let named = start.extraConfig.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("ApplicationCode=") }

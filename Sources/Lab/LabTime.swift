@@ -33,6 +33,12 @@ struct LabTime {
             throw LabRefusal(400, "\(SocketTime.string(time)) is not after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: labNow)))",
                              path: "until")
         }
+        // At most a year on (LabAdvanceRequest.maximumSeconds), as `seconds`: a time further off stepped the devices through every timer up to it (an
+        // advance that never ended, holding the lab and its stop) or, past the emulator's ten years, was a 502.
+        if case .time(let time) = until, time.timeIntervalSince1970 - labNow > LabAdvanceRequest.maximumSeconds {
+            throw LabRefusal(400, "\(SocketTime.string(time)) is more than a year after the lab's time \(SocketTime.string(Date(timeIntervalSince1970: labNow)))",
+                             path: "until")
+        }
         var skipped: [LabAdvanceAnswer.Skipped] = []
         var movable: [LabDevice] = []
         for d in devices {
