@@ -78,7 +78,7 @@ let package = Package(
         .executableTarget(name: "pushwoosh-emulator", dependencies: ["Emulator"], swiftSettings: strict),
 
         // MARK: The soak runner
-        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock", "Launcher", "ToolSupport"], swiftSettings: strict),
+        .target(name: "Soak", dependencies: ["AgentWire", "AgentCore", "AgentPosix", "HarnessSupport", "LabClock", "ToolSupport"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-soak", dependencies: ["AgentCore", "Soak"], swiftSettings: strict),
         .executableTarget(name: "pushwoosh-bench", dependencies: ["AgentPosix", "AgentWire", "AgentCore", "HarnessSupport", "Launcher", "ToolSupport"],
                           path: "Benchmarks/pushwoosh-bench", swiftSettings: strict),

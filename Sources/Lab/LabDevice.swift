@@ -54,6 +54,8 @@ final class LabDevice: @unchecked Sendable {
     /// What it told its `NOTIFY_SOCKET` (READY=1, STATUS=…, RELOADING=1, STOPPING=1), oldest
     /// first, across its restarts: the most recent `notifiedLimit`, after `notifiedDropped` older.
     private(set) var notified: [String] = []
+    /// When the lab read each of `notified` from the socket (the host's clock), in step with it.
+    private(set) var notifiedAt: [Date] = []
     private(set) var notifiedDropped = 0
     static let notifiedLimit = 1_000
     /// The daemon it runs and what its environment adds (kept for a restart).
@@ -153,11 +155,18 @@ final class LabDevice: @unchecked Sendable {
     /// Reads what the device told its notify socket since the last look.
     func collectNotifications() {
         guard let receiver = launcher?.notifications else { return }
-        while let message = receiver.receive(timeout: 0) { notified.append(message) }
+        while let message = receiver.receive(timeout: 0) { keep(message) }
         if notified.count > Self.notifiedLimit {
             notifiedDropped += notified.count - Self.notifiedLimit
             notified.removeFirst(notified.count - Self.notifiedLimit)
+            notifiedAt.removeFirst(notifiedAt.count - Self.notifiedLimit)
         }
+    }
+
+    /// One notification as it was read, with the time it was read.
+    private func keep(_ message: String) {
+        notified.append(message)
+        notifiedAt.append(Date())
     }
 
     /// Waits up to `timeout` for a notification at index `after` or later with a line equal to
@@ -175,7 +184,7 @@ final class LabDevice: @unchecked Sendable {
                 collectNotifications()  // what it sent just before it ended
                 return seen()
             }
-            _ = launcher?.notifications?.receive(timeout: 0.02).map { notified.append($0) }
+            _ = launcher?.notifications?.receive(timeout: 0.02).map { keep($0) }
         }
     }
 

@@ -136,6 +136,7 @@ public final class LabService: Sendable {
             d.collectNotifications()
             let from = max(0, after - d.notifiedDropped)
             return .json(200, .object(["name": .string(name), "notifications": .array(d.notified.dropFirst(from).map(JSONValue.string)),
+                                       "times": .array(d.notifiedAt.dropFirst(from).map { SocketTime.jsonMilliseconds($0) }),
                                        "next": .number(Double(d.notifiedDropped + d.notified.count)),
                                        "dropped": .number(Double(max(0, d.notifiedDropped - after)))]))
         case .call(let name, let method, let params):

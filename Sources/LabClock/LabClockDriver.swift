@@ -15,7 +15,7 @@ public struct LabClockError: Error, Sendable, Equatable, CustomStringConvertible
 }
 
 /// What the lab clock moves: the emulator's clock and the devices' clocks (by index, 0 to
-/// `deviceCount - 1`). The soak runner, agentctl and the tests each bring their own.
+/// `deviceCount - 1`). The lab, agentctl and the tests each bring their own.
 public protocol LabClockWorld: Sendable {
     var deviceCount: Int { get }
     /// The host's time (Unix seconds).

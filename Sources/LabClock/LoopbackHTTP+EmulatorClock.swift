@@ -2,7 +2,7 @@ import AgentCore
 import ToolSupport
 
 /// The emulator's side of a lab-clock step (docs/emulator.md D.3), for every `LabClockWorld`
-/// that reaches the emulator over loopback HTTP (the soak runner, agentctl's fleet advance-clock).
+/// that reaches the emulator over loopback HTTP (agentctl's fleet advance-clock).
 extension LoopbackHTTP {
     public func advanceEmulatorClock(by seconds: Double) throws(LabClockError) {
         do {

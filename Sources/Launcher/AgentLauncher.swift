@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 import ToolSupport
 
-/// How a launched process ended: the raw `waitpid` status, said as the lab and the soak say it.
+/// How a launched process ended: the raw `waitpid` status, said as the lab says it.
 public struct AgentExit: Sendable, Equatable, CustomStringConvertible {
     public let status: Int32
 
@@ -24,13 +24,13 @@ public struct AgentLaunchError: Error, Sendable, CustomStringConvertible {
     public var description: String { "cannot launch \(binary): \(why)" }
 }
 
-/// The one launcher of `pushwoosh-agentd` for the tools, the tests and the soak: its own
+/// The one launcher of `pushwoosh-agentd` for the lab, the tools and the tests: its own
 /// `NOTIFY_SOCKET` receiver (bound before the start, kept open) unless the caller supplies one
 /// it bound and reads itself, the process under `setpriv --pdeathsig KILL` when there is one
 /// (nothing outlives the launcher's process, even `kill -9`), in its own process group, its
 /// output appended to a log; `waitForReady`, `reap`, `waitForExit`, `stop` (a signal, then
 /// `SIGKILL` after a grace) and the log's `tail`. Its process's state is behind a lock, so a
-/// supervisor's thread may `reap()` it (the soak spots crashes so) while another signals and
+/// supervisor's thread may `reap()` it (the lab's listing spots an exit so) while another signals and
 /// stops it.
 public final class AgentLauncher: Sendable {
     public struct Configuration: Sendable {
@@ -42,8 +42,8 @@ public final class AgentLauncher: Sendable {
         /// Where its notify socket is: bound by the launcher (a stale socket there is
         /// replaced), or, when `callerBindsNotifySocket`, by the caller.
         public var notifyPath: String
-        /// The caller bound `notifyPath` and reads it (the soak's one socket per agent for the
-        /// whole run, across restarts): the launcher binds nothing and `notifications` is nil.
+        /// The caller bound `notifyPath` and reads it (`pushwoosh-fault kill9`'s one socket for
+        /// the whole run, across its restarts): the launcher binds nothing and `notifications` is nil.
         public var callerBindsNotifySocket: Bool
         /// Standard error appended here; standard output too unless `stdoutToLog` is false
         /// (then /dev/null).

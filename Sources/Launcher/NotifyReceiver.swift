@@ -15,7 +15,7 @@ public final class NotifyReceiver: Sendable {
     }
 
     /// A non-blocking `SOCK_DGRAM` Unix socket bound at `path` (a stale socket file there is
-    /// replaced); the caller owns the descriptor. The soak runner's receivers use it too.
+    /// replaced); the caller owns the descriptor.
     public static func bindDatagramSocket(_ path: String) throws(UnixSocketError) -> Int32 {
         unlink(path)
         var (address, length) = try UnixSocket.address(path)

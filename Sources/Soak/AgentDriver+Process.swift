@@ -36,34 +36,37 @@ extension AgentDriver {
     /// The end of the run: SIGTERM, and the same checks as for a restart.
     func shutdown() {
         client = nil
-        guard pid > 0, ctx.processes.child(pid)?.exit == nil else { return }
+        guard pid > 0, ctx.exits.isUp(pid) else { return }
         stop(with: SIGTERM, recordedAs: 0, since: now(), when: " at the end of the run")
     }
 
-    /// Sends `sig` and checks the stop. SIGTERM: a clean exit (code 0) within 1.5 s, announced
-    /// with STOPPING=1, and SIGKILL after 5 s if it is still running; SIGKILL: that the process
-    /// went. The stop is recorded as `.stopped(signal: recorded)` (0: the run's end); `when`
-    /// ends each violation's words.
+    /// Sends `sig` through the lab and checks the stop. SIGTERM: a clean exit (code 0, as the
+    /// lab's DEVICE record says) within 1.5 s, announced with STOPPING=1, and SIGKILL after 5 s
+    /// if it is still running; SIGKILL: that the process went. The stop is recorded as
+    /// `.stopped(signal: recorded)` (0: the run's end); `when` ends each violation's words.
     func stop(with sig: Int32, recordedAs recorded: Int32, since t0: Time, when: String = "") {
-        ctx.processes.signal(pid, sig)
+        ctx.exits.expect(pid)
+        do { try ctx.lab.signal(index, sig) } catch {
+            if ctx.exits.isUp(pid) { violation("stop", "the lab did not send \(signalName(sig))\(when): \(error)") }
+        }
         ctx.recorder.action(AgentAction(agent: index, kind: .stopped(signal: recorded), start: t0, end: t0))
-        let exit = ctx.processes.waitExit(pid, timeout: 5)
+        let endedAt = ctx.exits.waitEnd(pid, timeout: 5)
         guard sig == SIGTERM else {
-            if exit == nil { violation("stop", "still running 5 s after SIGKILL\(when)") }
+            if endedAt == nil { violation("stop", "still running 5 s after SIGKILL\(when)") }
             return
         }
-        if exit == nil {
-            violation("stop", "still running 5 s after SIGTERM\(when)", evidence: launcher?.tail(10) ?? [])
-            ctx.processes.signal(pid, SIGKILL)
-            _ = ctx.processes.waitExit(pid, timeout: 5)
-        } else if let e = exit, e != .exited(0) {
-            violation("stop", "\(e) after SIGTERM\(when) (expected exit code 0)", evidence: launcher?.tail(15) ?? [])
-        } else if let e = ctx.processes.child(pid), let at = e.exitedAt, at - t0 > 1.5 {
+        if endedAt == nil {
+            violation("stop", "still running 5 s after SIGTERM\(when)", evidence: logTail(10))
+            try? ctx.lab.signal(index, SIGKILL)
+            _ = ctx.exits.waitEnd(pid, timeout: 5)
+        } else if let record = try? ctx.lab.record(index), record.exited, record.exitCode != 0 {
+            violation("stop", "\(record.ended) after SIGTERM\(when) (expected exit code 0)", evidence: logTail(15))
+        } else if let at = endedAt, at - t0 > 1.5 {
             violation("stop", "took \(String(format: "%.2f", at - t0)) s to exit after SIGTERM\(when) (docs/configuration.md C: within a second)")
         }
         usleep(20_000)
-        ctx.notify.pump(timeout: 0)
-        if exit != nil, ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
+        ctx.lab.readNotifications(index, into: ctx.notify)
+        if endedAt != nil, ctx.notify.received(index, line: "STOPPING=1", since: t0) == nil {
             violation("stop", "no STOPPING=1 after SIGTERM\(when)")
         }
     }

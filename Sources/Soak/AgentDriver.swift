@@ -3,8 +3,6 @@ import AgentPosix
 import AgentWire
 import Foundation
 import Glibc
-import HarnessSupport
-import Launcher
 import ToolSupport
 
 /// Drives one agent from its own thread: starts it, sends random actions and observations
@@ -13,11 +11,12 @@ import ToolSupport
 public final class AgentDriver: @unchecked Sendable {
     let index: Int
     let ctx: RunContext
-    let dir: String
     var rng: SeededRandom
     var pid: pid_t = 0
-    /// The current process's launcher (nil before the first start).
-    var launcher: AgentLauncher?
+    /// Where its socket is (its lab DEVICE record's `socket`).
+    var socketPath = ""
+    /// Whether the lab has it (started once: later starts are lab restarts).
+    var inLab = false
     var client: LineClient?
     public private(set) var hwid = ""
     var userId = ""
@@ -32,13 +31,9 @@ public final class AgentDriver: @unchecked Sendable {
     /// times, and what the first look saw.
     var expiry: (dated: StatusObservation, before: Time, after: Time, first: (StatusObservation, FlagObservation)?)?
 
-    var socketPath: String { dir + "/agent.sock" }
-    var logPath: String { dir + "/agent.log" }
-
     public init(index: Int, ctx: RunContext) {
         self.index = index
         self.ctx = ctx
-        dir = ctx.root + "/agent-\(index)"
         rng = SeededRandom(seed: ctx.options.seed &* 1_000_003 &+ UInt64(index) &* 7919)
         // The planned faults are the chaos thread's; the driver only meets them (`meet`).
         duties = (ctx.plan?.duties(of: index) ?? []).filter { !$0.duty.isFault }
@@ -53,63 +48,54 @@ public final class AgentDriver: @unchecked Sendable {
     /// starting while the runner winds down.
     var runEnding: Bool { ctx.recorder.stopping || now() >= ctx.deadline }
 
-    /// Writes the agent's configuration (docs/configuration.md C.1) with the shortened timings.
-    public func prepare() throws(SoakFileError) {
-        let what = "agent \(index)'s configuration"
-        try makeDirectories(dir + "/state", for: what)
+    /// The agent's configuration (docs/configuration.md C.1) with the run's timings, as the
+    /// lab takes it (`config`: the lab adds its socket, state directory, server and clock).
+    var configuration: [String: [String: String]] {
         let t = ctx.options.timings
-        let conf = """
-        [Agent]
-        ApplicationCode=\(RunContext.applicationCode)
-        ServerURL=\(ctx.serverURL)
-        Socket=\(socketPath)
-        StateDirectory=\(dir)/state
-        RequestTimeout=8s
-
-        [FeatureFlags]
-        StoredFlagsLifetime=\(TimeSpan.format(t.lifetime))
-        SessionTimeout=\(TimeSpan.format(t.sessionGap))
-        RefreshInterval=\(TimeSpan.format(t.refresh))
-        ThrottleWindow=\(TimeSpan.format(t.throttle))
-
-        [Device]
-        InitialAppState=background
-        \(ctx.options.realTimings ? "Clock=controlled" : "")
-        """
-        try writeFileReplacing(dir + "/agent.conf", conf, for: what)
+        return [
+            "Agent": ["ApplicationCode": RunContext.applicationCode, "RequestTimeout": "8s"],
+            "FeatureFlags": ["StoredFlagsLifetime": TimeSpan.format(t.lifetime), "SessionTimeout": TimeSpan.format(t.sessionGap),
+                             "RefreshInterval": TimeSpan.format(t.refresh), "ThrottleWindow": TimeSpan.format(t.throttle)],
+            "Device": ["InitialAppState": "background"],
+        ]
     }
 
-    /// Starts the process (in the background: no session, so nothing refreshes before the
-    /// runner has subscribed and looked at the stored flags) and waits for READY=1; false
-    /// (with a violation) when it never comes.
+    /// The last lines of its log, through the lab.
+    func logTail(_ lines: Int) -> [String] { ctx.lab.log(index, lines: lines) }
+
+    /// Starts the process as a lab device, or restarts it in the lab once it has been one (in
+    /// the background: no session, so nothing refreshes before the runner has subscribed and
+    /// looked at the stored flags); the lab answers once READY=1 came. False (with a
+    /// violation) when it did not come, or not within 10 s of the start.
     @discardableResult
     public func start() -> Bool {
-        var env = ctx.environment
+        var env: [String: String] = [:]
         if ctx.options.watchdog > 0 { env["WATCHDOG_USEC"] = String(Int(ctx.options.watchdog * 1_000_000)) }
-        // The notify socket is the run's (one per agent across restarts, read by the runner's thread).
-        let configuration = AgentLauncher.Configuration(agentd: ctx.agentBinary, arguments: ["--config", dir + "/agent.conf"],
-                                                        environment: env, notifyPath: ctx.notify.paths[index],
-                                                        callerBindsNotifySocket: true, logPath: logPath)
         let t0 = now()
+        let device: LabDeviceRecord
         do {
-            let started = try ctx.processes.launchAgent(name: "agent-\(index)", configuration)
-            (launcher, pid) = (started, started.processID)
+            device = try inLab ? ctx.lab.restart(index)
+                : ctx.lab.start(index, config: configuration, controlled: ctx.options.realTimings, environment: env)
         } catch {
-            violation("ready", "cannot start the agent: \(error)")
+            violation("ready", "the lab did not start the agent: \(error)")
             return false
         }
-        let (i, p) = (index, pid)
-        ctx.recorder.state.withLock { $0.tracks[i].pids.append(p) }
-        var ready: NotifySockets.Message?
-        while now() < t0 + 10 {
-            if let m = ctx.notify.received(index, line: "READY=1", since: t0) { ready = m; break }
-            if ctx.processes.child(pid)?.exit != nil { break }
-            usleep(5_000)
+        inLab = true
+        guard let started = device.pid else {
+            violation("ready", "the lab started the agent but names no process (state \(device.state))")
+            return false
         }
-        guard let ready else {
-            let exit = ctx.processes.child(pid)?.exit
-            violation("ready", "no READY=1 within 10 s of starting the agent" + (exit.map { " (it exited: \($0))" } ?? ""),
-                      evidence: launcher?.tail(15) ?? [])
+        (pid, socketPath) = (started, device.socket)
+        ctx.exits.started(pid)
+        let (i, p, socket) = (index, pid, socketPath)
+        ctx.recorder.state.withLock { s in
+            s.tracks[i].pids.append(p)
+            s.tracks[i].socket = socket
+        }
+        ctx.lab.readNotifications(index, into: ctx.notify)
+        guard let ready = ctx.notify.received(index, line: "READY=1", since: t0), ready.time - t0 <= 10 else {
+            let late = ctx.notify.received(index, line: "READY=1", since: t0).map { String(format: " (it came after %.1f s)", $0.time - t0) } ?? ""
+            violation("ready", "no READY=1 within 10 s of starting the agent" + late, evidence: logTail(15))
             return false
         }
         ctx.recorder.action(AgentAction(agent: index, kind: .started, start: t0, end: ready.time))
@@ -141,10 +127,10 @@ public final class AgentDriver: @unchecked Sendable {
         } catch {
             self.client = nil
             usleep(200_000)
-            ctx.processes.reap()
-            if ctx.processes.child(pid)?.exit == nil, !ctx.recorder.stopping {
+            // A process that ended is a crash (the one violation), not a failed call.
+            if ctx.exits.isUp(pid), !ctx.recorder.stopping {
                 violation("socket", "\(AgentCallError(agent: index, hwid: hwid, method: call.method.rawValue, why: "\(error)"))",
-                          evidence: launcher?.tail(10) ?? [])
+                          evidence: logTail(10))
             }
             broken = true
             return nil

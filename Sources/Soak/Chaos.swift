@@ -93,7 +93,7 @@ public final class Chaos: @unchecked Sendable {
         let tracks = ctx.recorder.state.withLock { $0.tracks.map { ($0.hwid, $0.pids.last) } }
         return tracks.indices.filter { i in
             guard !tracks[i].0.isEmpty, !silent.contains(i), let pid = tracks[i].1 else { return false }
-            return ctx.processes.child(pid)?.exit == nil
+            return ctx.exits.isUp(pid)
         }
     }
 

@@ -8,69 +8,23 @@ import Glibc
 import ToolSupport
 #endif
 
-/// The soak's lab: its agents' sockets and its emulator, as the lab clock moves them.
-struct SoakLab: LabClockWorld {
-    let ctx: RunContext
-    let http: LoopbackHTTP
-
-    var deviceCount: Int { ctx.options.agents }
-    func hostNow() -> Double { now() }
-    func socketPath(_ agent: Int) -> String { ctx.root + "/agent-\(agent)/agent.sock" }
-
-    func deviceClock(_ agent: Int) -> ClockAnswer? {
-        guard let client = try? LineClient(connecting: socketPath(agent), timeout: 10),
-              case .success(let r)? = try? client.call(method: .clock, params: SocketCall.clock.params).outcome else { return nil }
-        do throws(AnswerError) {
-            return try ClockAnswer(json: r)
-        } catch {
-            ctx.recorder.violation(Violation("clock", agent: agent, time: now(), "clock answer: \(error)"))
-            return nil
-        }
-    }
-
-    func advanceEmulator(by seconds: Double) throws(LabClockError) { try http.advanceEmulatorClock(by: seconds) }
-
-    func advanceDevice(_ agent: Int, by seconds: Double) throws(LabClockError) -> AdvanceClockAnswer {
-        // An agent that is down (being restarted) is not a violation: its driver starts it again.
-        let answer = (try? LineClient(connecting: socketPath(agent), timeout: 60))
-            .flatMap { try? $0.call(method: .advanceClock, params: SocketCall.advanceClock(.seconds(seconds)).params).outcome }
-        func failed(_ why: String) -> LabClockError {
-            let hwid = ctx.recorder.state.withLock { $0.tracks[agent].hwid }
-            return LabClockError("\(AgentCallError(agent: agent, hwid: hwid, method: SocketMethod.advanceClock.rawValue, why: why))")
-        }
-        switch answer {
-        case .failure(let e)?:
-            throw failed("answered \(e.code): \(e.message)")
-        case .success(let r)?:
-            do throws(AnswerError) { return try AdvanceClockAnswer(json: r) } catch {
-                throw failed("a malformed answer: \(error)")
-            }
-        case nil:
-            return AdvanceClockAnswer(now: Date(), offsetSeconds: 0, fired: [], requests: 0)
-        }
-    }
-
-    func pause(seconds: Double) { usleep(UInt32(seconds * 1_000_000)) }
-}
-
-/// The real-timings run's clock (docs/device-clock.md): steps every agent's controlled clock and the
-/// emulator's forward together with the lab clock (`LabClockDriver`, shared with
-/// `pushwoosh-agentctl fleet advance-clock`), from its own thread, while no driver acts
-/// (`WorldGate`); each step also ends `maxStep` ahead at the latest, and the pause between
-/// steps keeps `speed` device seconds per real second.
+/// The real-timings run's clock (docs/device-clock.md): steps the lab's clock (`POST
+/// /lab/advance`: the emulator's and every running agent's together, as the lab moves them)
+/// from its own thread, while no driver acts (`WorldGate`). Each step ends where the lab clock's
+/// own plan (`LabClockPlan`) puts the next one: a millisecond past the earliest timer any agent
+/// has armed (its `clock`'s `nextTimerAt`), or `maxStep` ahead, the run's end or a planned look,
+/// whichever comes first; the pause between steps keeps `speed` device seconds per real second.
 public final class ClockDriver: @unchecked Sendable {
     let ctx: RunContext
     let timeline: DeviceTimeline
     let gate: WorldGate
-    let lab: LabClockDriver<SoakLab>
     public private(set) var steps = 0
     public private(set) var deviceSecondsCovered = 0.0
 
-    init(ctx: RunContext, http: LoopbackHTTP, timeline: DeviceTimeline, gate: WorldGate) {
+    init(ctx: RunContext, timeline: DeviceTimeline, gate: WorldGate) {
         self.ctx = ctx
         self.timeline = timeline
         self.gate = gate
-        lab = LabClockDriver(world: SoakLab(ctx: ctx, http: http), labOffset: timeline.offset)
     }
 
     func run() {
@@ -98,27 +52,31 @@ public final class ClockDriver: @unchecked Sendable {
                 // The devices' clocks move during the step, while no driver acts: what arrives
                 // from them meanwhile (an `expired` fired by the step) is on the new time.
                 let stepStart = now()
-                // A process that died is stamped dead before the clocks move on: its crash then
+                // A process that died is seen dead before the clocks move on: its crash then
                 // falls on the device time it happened at, not a step or more later.
-                _ = ctx.processes.reap()
-                let outcome: LabClockStepOutcome?
-                do throws(LabClockError) {
-                    outcome = try lab.step(limit: min(end, timeline.deviceNow() + ctx.options.maxStep, ctx.board.earliest?.at ?? .infinity))
+                let running = runningAgents()
+                let limit = min(end, timeline.deviceNow() + ctx.options.maxStep, ctx.board.earliest?.at ?? .infinity)
+                guard let target = nextStop(running, limit: limit) else { return }
+                let request = LabAdvanceRequest(until: .seconds(max(0.001, target - timeline.deviceNow())),
+                                                devices: running.isEmpty ? nil : running.map(LabDevices.name))
+                let answer: LabAdvanceAnswer, offset: Double
+                do throws(LabCallError) {
+                    answer = try ctx.lab.advance(request)
+                    offset = try ctx.lab.labOffset()
                 } catch {
-                    ctx.recorder.violation(Violation(error.device == nil ? "emulator" : "clock", agent: error.device, time: now(), error.description))
+                    ctx.recorder.violation(Violation("clock", agent: nil, time: now(), "the lab's clock did not move: \(error)"))
                     return
                 }
-                guard let outcome else { return }
-                for (agent, result) in outcome.devices {
-                    if case .failure(let e) = result {
-                        ctx.recorder.violation(Violation("clock", agent: agent, time: now(), e.description))
-                    }
+                for skipped in answer.skipped {
+                    // One that ended meanwhile is a crash, the one violation; a running one left behind is the clock's.
+                    guard let agent = LabDevices.agent(skipped.name), let pid = pidOf(agent), ctx.exits.isUp(pid) else { continue }
+                    ctx.recorder.violation(Violation("clock", agent: agent, time: now(), "the lab did not move \(skipped.name): \(skipped.reason)"))
                 }
-                delta = outcome.step.seconds
+                delta = offset - timeline.offset
                 timeline.advanced(by: delta, atReal: stepStart)
                 steps += 1
                 deviceSecondsCovered = timeline.deviceNow() - start
-                finished = outcome.step.target >= end && (ctx.board.earliest.map { $0.at > end } ?? true)
+                finished = target >= end && (ctx.board.earliest.map { $0.at > end } ?? true)
             }
             if finished {
                 ctx.recorder.requestStop()
@@ -126,6 +84,31 @@ public final class ClockDriver: @unchecked Sendable {
             }
             usleep(UInt32(min(1, max(0.001, delta / ctx.options.speed)) * 1_000_000))
         }
+    }
+
+    func pidOf(_ agent: Int) -> Int32? { ctx.recorder.state.withLock { $0.tracks[agent].pids.last } }
+
+    /// The agents whose process runs (a crashed one is not moved: the lab would skip it).
+    func runningAgents() -> [Int] {
+        (0..<ctx.options.agents).filter { i in pidOf(i).map { ctx.exits.isUp($0) } ?? false }
+    }
+
+    /// Where the next step ends (lab time): `LabClockPlan`'s step over the running agents'
+    /// clocks, read from their sockets; nil once `limit` is reached.
+    func nextStop(_ agents: [Int], limit: Double) -> Double? {
+        var clocks: [Int: LabDeviceClock] = [:]
+        for i in agents {
+            let socket = ctx.recorder.state.withLock { $0.tracks[i].socket }
+            guard let client = try? LineClient(connecting: socket, timeout: 10),
+                  case .success(let r)? = try? client.call(method: .clock, params: SocketCall.clock.params).outcome else { continue }
+            do throws(AnswerError) {
+                let c = try ClockAnswer(json: r)
+                clocks[i] = LabDeviceClock(offsetSeconds: c.offsetSeconds, nextTimerAt: c.nextTimerAt?.timeIntervalSince1970)
+            } catch {
+                ctx.recorder.violation(Violation("clock", agent: i, time: now(), "clock answer: \(error)"))
+            }
+        }
+        return LabClockPlan.step(here: timeline.deviceNow(), limit: limit, labOffset: timeline.offset, devices: clocks)?.target
     }
 
     /// How far past its device days a run goes for the plan's looks.

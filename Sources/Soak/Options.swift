@@ -65,8 +65,8 @@ public struct SoakOptions: Sendable {
                           [--slack 2s] [--watchdog 4s] [--apps FILE] [--keep-going] [--quiet] [--version]
                           [--real-timings [--device-days 7] [--speed 2000]] [--[no-]require-coverage]
 
-    Runs the real pushwoosh-emulator and N real pushwoosh-agentd processes with shortened
-    timings, drives random actions, flag changes, server faults and restarts, and checks
+    Runs the real pushwoosh-emulator with its lab (--lab) and N real pushwoosh-agentd
+    processes as the lab's devices, with shortened timings, drives random actions, flag changes, server faults and restarts, and checks
     the agent's invariants continuously. Exits 1 on the first violation (0 when none,
     2 on usage errors, 3 when coverage is required and missing, 130 when interrupted) and
     writes DIR/summary.json, DIR/report.html and DIR/timeline.svg;
@@ -74,8 +74,8 @@ public struct SoakOptions: Sendable {
     The last lines printed say how many times each invariant was checked and which never were.
 
     --real-timings runs the SDK's own timings instead (24 h lifetime, 30 min sessions, 1 h
-    refresh, 5 min throttle) on controlled device clocks: the runner steps every agent's
-    clock and the emulator's together, to each armed timer in turn, --speed device seconds
+    refresh, 5 min throttle) on controlled device clocks: the runner steps the lab's clock
+    (every agent's and the emulator's together), to each armed timer in turn, --speed device seconds
     per real second, until --device-days are covered; the same invariants are checked.
     Its timings are the SDK's: --lifetime, --session-gap, --refresh or --throttle with it is a
     usage error (exit 2). Faults are sized in device time (none on every device over 26 h).

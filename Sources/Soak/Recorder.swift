@@ -12,6 +12,8 @@ public struct AgentTrack: Sendable {
     public var hwid = ""
     /// Every process that ran as this agent, in order (the last one is current).
     public var pids: [Int32] = []
+    /// Its socket (as the lab placed it).
+    public var socket = ""
     /// What the timeline draws for this agent, recorded as it happens (the report adds the
     /// title and the getFeatureFlags calls, which it reads from the emulator's log).
     public var lane = TimelineLane(title: "")

@@ -4,14 +4,14 @@ import Foundation
 /// What every driver shares.
 public struct RunContext: Sendable {
     public var options: SoakOptions
-    public var agentBinary: String
-    public var serverURL: String
-    public var processes: ChildProcesses
-    public var notify: NotifySockets
+    /// The lab the agents live in (the emulator's `/lab/*`).
+    public var lab: LabDevices
+    /// Which of the agents' processes ended, and which ends were the runner's doing.
+    public var exits: ExitWatch
+    /// What the agents told their notify sockets, as the lab read it.
+    public var notify: NotifyLog
     public var recorder: Recorder
-    public var root: String
     public var deadline: Time
-    public var environment: [String: String]
     /// The device clocks' offset (0 unless `--real-timings`).
     public var timeline = DeviceTimeline()
     /// Clock steps happen only while no driver acts.

@@ -14,7 +14,11 @@ import ToolSupport
 /// checker loop on the calling thread.
 public final class SoakRunner: @unchecked Sendable {
     public let options: SoakOptions
-    let processes = ChildProcesses()
+    /// The emulator (with the lab its agents live in), once started.
+    let emulator = Mutex<EmulatorChild?>(nil)
+    /// Which agent processes ended, and which ends were the runner's doing.
+    let exits = ExitWatch()
+    let resources = ResourceSampler()
     let recorder: Recorder
     let interrupted = Mutex(false)
     let started = now()
@@ -47,6 +51,8 @@ public final class SoakRunner: @unchecked Sendable {
     var timeline = DeviceTimeline()
     var clockDriver: ClockDriver?
     var watchdogChecks = 0
+    /// The emulator's own exit was reported (checker thread only).
+    var emulatorCrashed = false
 
     public init(options: SoakOptions) {
         self.options = options
@@ -102,7 +108,8 @@ public final class SoakRunner: @unchecked Sendable {
                 guard sigwait(&set, &received) == 0 else { continue }
                 let again = interrupted.withLock { was in defer { was = true }; return was }
                 if again {
-                    processes.signalAll(SIGKILL)
+                    // The agents end with it: the lab runs each under the parent-death signal.
+                    emulator.withLock { $0 }?.signal(SIGKILL)
                     _exit(130)
                 }
                 say("pushwoosh-soak: \(signalName(received)) received; stopping (again to kill at once)")
@@ -116,7 +123,7 @@ public final class SoakRunner: @unchecked Sendable {
             code = try soak()
         } catch {
             say("pushwoosh-soak: \(error)")
-            processes.stopAll()
+            emulator.withLock { $0 }?.stop()
             return 2
         }
         return code
@@ -143,56 +150,53 @@ public final class SoakRunner: @unchecked Sendable {
         var env = ProcessInfo.processInfo.environment
         for k in env.keys where k.hasPrefix("NOTIFY_") || k.hasPrefix("LISTEN_") || k.hasPrefix("WATCHDOG_") { env[k] = nil }
 
-        let emulatorLog = root + "/emulator.log"
-        let port: UInt16
-        do { port = try startEmulator(emulatorBinary, apps: apps, environment: env, logPath: emulatorLog) } catch { throw .process(error) }
-        let http = LoopbackHTTP(port: port)
+        // The lab: the emulator with --lab, whose devices the agents are (its children, not the runner's).
+        let emulatorLog = root + "/emulator.log", labDirectory = root + "/lab"
+        let http: LoopbackHTTP
+        do {
+            http = try startEmulator(emulatorBinary, apps: apps, agentd: agentd, lab: labDirectory, environment: env, logPath: emulatorLog)
+        } catch { throw .process(error) }
         let initial: [FlagChange]
         do { initial = try seedApp(http) } catch { throw .emulator(error) }
 
-        let notify = try NotifySockets(paths: (0..<options.agents).map { root + "/agent-\($0)/notify.sock" }.map { p in
-            try? FileManager.default.createDirectory(atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            return p
-        })
+        let notify = NotifyLog(agents: options.agents)
         let deadline = now() + options.duration
-        var ctx = RunContext(options: options, agentBinary: agentd, serverURL: "http://127.0.0.1:\(port)/json/1.3/",
-                             processes: processes, notify: notify, recorder: recorder, root: root, deadline: deadline,
-                             environment: env)
+        var ctx = RunContext(options: options, lab: LabDevices(http: http), exits: exits, notify: notify, recorder: recorder, deadline: deadline)
         ctx.plan = plan
-        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(options.span), emulator on 127.0.0.1:\(port), "
+        say("pushwoosh-soak: seed \(options.seed), \(options.agents) agent(s), \(options.span), emulator and lab on 127.0.0.1:\(http.port), "
             + "lifetime \(TimeSpan.format(options.timings.lifetime)), session gap \(TimeSpan.format(options.timings.sessionGap)), "
             + "refresh \(TimeSpan.format(options.timings.refresh)), throttle \(TimeSpan.format(options.timings.throttle)); work dir \(root)")
 
-        // The notify sockets are read until every driver has finished: a driver still starts,
-        // restarts and stops agents after the checker loop ends, and an agent whose notify
-        // socket nobody reads would have its READY=1 and STOPPING=1 go unseen (seed 864767728
-        // of Tests/soak/seeds.txt).
+        // The agents' notifications are read from the lab until every driver has finished: a
+        // driver still starts, restarts and stops agents after the checker loop ends, and its
+        // READY=1 and STOPPING=1 checks read them. One reader per agent: a device the lab is
+        // busy with (a restart) holds no other's reading up.
         let pumping = Atomic<Bool>(true)
-        let notifyThread = Thread {
-            while pumping.load(ordering: .relaxed) { notify.pump(timeout: 0.2) }
+        for agent in 0..<options.agents {
+            let lab = ctx.lab
+            Thread {
+                while pumping.load(ordering: .relaxed) {
+                    lab.readNotifications(agent, into: notify)
+                    usleep(200_000)
+                }
+            }.start()
         }
-        notifyThread.start()
 
-        let group: DispatchGroup
-        do { group = try startDrivers(ctx, http: http, initial: initial) } catch { throw .file(error) }
-        checkUntilTheEnd(http, notify: notify, deadline: deadline)
+        let group = startDrivers(ctx, http: http, initial: initial)
+        checkUntilTheEnd(ctx, http: http, deadline: deadline)
 
         // Wind down: drivers stop their agents (checking clean exits), then a last look at the log.
         recorder.requestStop()
         if group.wait(timeout: .now() + 30) == .timedOut { say("pushwoosh-soak: some drivers did not finish in 30 s") }
         pumping.store(false, ordering: .relaxed)
-        processes.sample()
+        sampleResources()
         usleep(300_000)
         try? fetchLog(http)
         horizon = now()
         evaluate(settled: horizon, final: true)
-        for c in processes.drainCrashes() where c.name != "emulator" {
-            recorder.violation(Violation("crash", agent: c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil, pid: c.pid, time: c.exitedAt ?? now(), "\(c.name) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
-                                         evidence: tail(c.logPath, lines: 20)))
-        }
+        checkCrashes(ctx.lab, at: now())
         let summaryLine = progressLine()
-        processes.stopAll()
-        _ = notifyThread
+        emulator.withLock { $0 }?.stop()
         do { return try finish(summaryLine: summaryLine, root: root, emulatorLog: emulatorLog) } catch { throw .file(error) }
     }
 
@@ -310,16 +314,18 @@ public final class SoakRunner: @unchecked Sendable {
         return found
     }
 
-    /// With `WatchdogSec`, a running agent pings at least every WatchdogSec (systemd would kill it otherwise).
-    func checkWatchdogs(_ notify: NotifySockets) {
+    /// With `WatchdogSec`, a running agent pings at least every WatchdogSec (systemd would kill
+    /// it otherwise). Each agent is judged at the time its notifications are known up to (the
+    /// last reading of them the lab answered), not later.
+    func checkWatchdogs(_ notify: NotifyLog) {
         guard options.watchdog > 0 else { return }
-        let t = now()
         let tracks = recorder.state.withLock { $0.tracks }
         for (i, track) in tracks.enumerated() {
+            guard let t = notify.readAt(i) else { continue }
             guard let ready = track.lane.readies.last, ready > (track.lane.restarts.last?.0 ?? 0), t - ready > options.watchdog * 2 else { continue }
             // A process that died is not watched: its crash is the one violation (one SIGKILL
             // from outside once made 26 watchdog violations on the dead PID).
-            guard let pid = track.pids.last, Self.isUp(pid, processes) else { continue }
+            guard let pid = track.pids.last, exits.isUp(pid) else { continue }
             watchdogChecks += 1
             let last = notify.messages(i, since: ready).last { $0.text.contains("WATCHDOG=1") }?.time ?? ready
             if t - last > options.watchdog + options.slack {
@@ -331,13 +337,40 @@ public final class SoakRunner: @unchecked Sendable {
                 }
             }
         }
-        notify.trim(before: t - 60)
+        notify.trim(before: now() - 60)
     }
 
-    /// Whether the process `pid` of the run is still running (reaped first, so a death is seen at once).
-    static func isUp(_ pid: Int32, _ processes: ChildProcesses) -> Bool {
-        _ = processes.reap()
-        return processes.child(pid).map { $0.exit == nil } ?? false
+    /// A crash: an agent process that ended without the runner's doing, as its lab DEVICE record
+    /// says (`"state": "exited"`, how it ended); nil while the record does not say it exited.
+    static func crash(agent: Int, pid: Int32, at: Time, record: LabDeviceRecord, log: [String]) -> Violation? {
+        guard record.exited else { return nil }
+        return Violation("crash", agent: agent, pid: pid, time: at, "agent-\(agent) (pid \(pid)) exited on its own: \(record.ended)",
+                         evidence: ["last lines of its log:"] + log)
+    }
+
+    /// Every agent process that ended on its own since the last look, and the emulator if it did:
+    /// one violation each, and the agent's lane ends there (no refreshes expected of it).
+    func checkCrashes(_ lab: LabDevices, at t: Time) {
+        let pids = recorder.state.withLock { $0.tracks.map(\.pids.last) }
+        for (agent, pid) in pids.enumerated() {
+            guard let pid, let at = exits.unreportedCrash(pid), let record = try? lab.record(agent),
+                  let crash = Self.crash(agent: agent, pid: pid, at: at, record: record, log: lab.log(agent, lines: 20)) else { continue }
+            exits.reported(pid)
+            recorder.action(AgentAction(agent: agent, kind: .crashed, start: at, end: at))
+            recorder.violation(crash)
+        }
+        if !emulatorCrashed, let child = emulator.withLock({ $0 }), let exit = child.exit(), !recorder.stopping {
+            emulatorCrashed = true
+            recorder.violation(Violation("crash", agent: nil, pid: child.pid, time: t, "the emulator (pid \(child.pid)) exited on its own: \(exit)",
+                                         evidence: ["last lines of \(child.logPath):"] + tail(child.logPath, lines: 20)))
+        }
+    }
+
+    /// CPU and memory of the emulator and the agents' current processes.
+    func sampleResources() {
+        var pids = recorder.state.withLock { $0.tracks.compactMap(\.pids.last) }.map { (prefix: "agent", pid: $0) }
+        if let child = emulator.withLock({ $0 }) { pids.append((prefix: "emulator", pid: child.pid)) }
+        resources.sample(pids)
     }
 
     func progressLine() -> String {
@@ -352,7 +385,8 @@ public final class SoakRunner: @unchecked Sendable {
         let at = clockDriver.map { String(format: "[device %@ · day %.2f of %g · real %ds] ", iso8601(timeline.deviceNow()),
                                           $0.deviceSecondsCovered / 86_400, options.deviceDays, elapsed) }
             ?? "[\(elapsed)s/\(Int(options.duration))s] "
-        return "\(at)agents \(processes.runningCount - 1)/\(options.agents) · requests \(requests) · "
+        let up = recorder.state.withLock { $0.tracks.compactMap(\.pids.last) }.filter { exits.isUp($0) }.count
+        return "\(at)agents \(up)/\(options.agents) · requests \(requests) · "
             + "refreshes \(flagsOK) ok / \(flagsFailed) failed · faults armed \(s.1), fired \(faultedCalls) · flag changes \(s.2) · "
             + "restarts \(s.0[SIGTERM] ?? 0) TERM + \(s.0[SIGKILL] ?? 0) KILL · observations \(s.4) · checks \(checks) · violations \(s.3)"
     }

@@ -51,6 +51,8 @@ public struct SoakProcessError: Error, Sendable, CustomStringConvertible {
         case spawn(PosixError)
         /// It never announced its port; `exit` if it exited, the last lines of its log.
         case noPort(within: Double, exit: String?, logTail: [String])
+        /// Its lab's token (`lab token: FILE`) could not be read: the file and why.
+        case noLabToken(String)
     }
 
     /// What it is (`emulator`, `agent-2`) and its executable.
@@ -71,6 +73,7 @@ public struct SoakProcessError: Error, Sendable, CustomStringConvertible {
         case .noPort(let seconds, let exit, let logTail):
             "the \(name) (\(binary)) did not start: no port announced within \(TimeSpan.format(seconds))"
                 + (exit.map { " (it exited: \($0))" } ?? "") + ": " + logTail.joined(separator: " | ")
+        case .noLabToken(let why): "the \(name) (\(binary)) started its lab, but its token cannot be read: \(why)"
         }
     }
 }
@@ -123,8 +126,6 @@ public enum SoakError: Error, Sendable, CustomStringConvertible {
     case process(SoakProcessError)
     case emulator(EmulatorCallError)
     case file(SoakFileError)
-    /// The `NOTIFY_SOCKET` of an agent could not be bound.
-    case notifySocket(path: String, UnixSocketError)
     /// No `--apps` file, and none found next to the binaries.
     case noApps
     /// An output directory (the report's, the JUnit file's) that others than its owner can write.
@@ -135,7 +136,6 @@ public enum SoakError: Error, Sendable, CustomStringConvertible {
         case .process(let e): e.description
         case .emulator(let e): e.description
         case .file(let e): e.description
-        case .notifySocket(let path, let e): "cannot bind the notify socket \(path): \(e)"
         case .noApps: "cannot find config/flags.example.json (use --apps FILE)"
         case .unsafeDirectory(let e): e.description
         }

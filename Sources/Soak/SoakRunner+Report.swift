@@ -113,8 +113,8 @@ extension SoakRunner {
         func n(_ x: Double) -> JSONValue { .number((x * 1000).rounded() / 1000) }
         func n(_ x: Int) -> JSONValue { .number(Double(x)) }
         let faults = faultRecords(r, end: end)
-        let agentCPU = processes.cpuSeconds(prefix: "agent"), emulatorCPU = processes.cpuSeconds(prefix: "emulator")
-        let runnerCPU = ChildProcesses.selfCPU()
+        let agentCPU = resources.cpuSeconds(prefix: "agent"), emulatorCPU = resources.cpuSeconds(prefix: "emulator")
+        let runnerCPU = ProcStats.selfCPUSeconds()
         let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
         return [
             "result": .string(outcome),
@@ -149,7 +149,7 @@ extension SoakRunner {
                 "cpuPercentOfOneCore": ["agentsTotal": n(agentCPU / elapsed * 100), "perAgent": n(agentCPU / elapsed * 100 / Double(options.agents)),
                                         "emulator": n(emulatorCPU / elapsed * 100), "runner": n(runnerCPU / elapsed * 100)],
                 "hostCPUPercent": n((agentCPU + emulatorCPU + runnerCPU) / elapsed / cores * 100),
-                "peakRSSKiB": ["agent": n(processes.peakRSS(prefix: "agent")), "emulator": n(processes.peakRSS(prefix: "emulator"))],
+                "peakRSSKiB": ["agent": n(resources.peakRSS(prefix: "agent")), "emulator": n(resources.peakRSS(prefix: "emulator"))],
             ],
             "coverage": coverage.json,
             // Every fault of the run, in the run's clock (device time with --real-timings).

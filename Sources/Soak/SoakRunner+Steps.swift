@@ -12,21 +12,25 @@ import ToolSupport
 /// The steps of one run that `soak()` puts in order: the emulator, the soak's own flag, the
 /// drivers, the checker loop, and the verdict.
 extension SoakRunner {
-    /// Starts the emulator and waits (up to 10 s) for the port it prints.
-    func startEmulator(_ binary: String, apps: String, environment: [String: String], logPath: String) throws(SoakProcessError) -> UInt16 {
-        let pid = try processes.spawn(name: "emulator", executable: binary,
-                                      arguments: ["--listen", "127.0.0.1:0", "--apps", apps, "--record-limit", "200000"],
+    /// Starts the emulator with its lab (`--lab DIR`, whose devices run `agentd`) and waits (up to
+    /// 10 s) for the port it prints; its admin and lab API, with the lab's token (`DIR/token`).
+    func startEmulator(_ binary: String, apps: String, agentd: String, lab: String, environment: [String: String],
+                       logPath: String) throws(SoakProcessError) -> LoopbackHTTP {
+        let child = try EmulatorChild(binary: binary, arguments: ["--listen", "127.0.0.1:0", "--apps", apps, "--record-limit", "200000",
+                                                                  "--lab", lab, "--agentd", agentd],
                                       environment: environment, logPath: logPath)
-        // Reaped while it is waited for: an emulator that exits at once is seen at once, with its exit.
-        let port = ChildProcess.announcedPort(in: logPath, timeout: 10) {
-            _ = processes.reap()
-            return processes.child(pid)?.exit == nil
+        emulator.withLock { $0 = child }
+        // An emulator that exits at once is seen at once, with its exit.
+        guard let port = ChildProcess.announcedPort(in: logPath, timeout: 10, alive: { child.exit() == nil }) else {
+            throw SoakProcessError(name: "emulator", binary: binary, .noPort(within: 10, exit: child.exit(), logTail: tail(logPath, lines: 5)))
         }
-        guard let port else {
-            throw SoakProcessError(name: "emulator", binary: binary,
-                                   .noPort(within: 10, exit: processes.child(pid)?.exit.map { "\($0)" }, logTail: tail(logPath, lines: 5)))
+        // The lab is always locked: its token is in the file it names ("lab token: FILE", before "listening on").
+        let named = tail(logPath, lines: 50).last { $0.hasPrefix("lab token: ") }.map { String($0.dropFirst("lab token: ".count)) }
+        do throws(AdminTokenFileError) {
+            return LoopbackHTTP(port: port, bearerToken: try LoopbackHTTP.bearerToken(file: named ?? lab + "/token"))
+        } catch {
+            throw SoakProcessError(name: "emulator", binary: binary, .noLabToken(error.description))
         }
-        return port
     }
 
     /// Adds the flag whose property names the user it was served for, and records the app's
@@ -53,15 +57,10 @@ extension SoakRunner {
 
     /// One thread per agent driver, the chaos thread and (with the real timings) the clock
     /// driver; the group they leave when done.
-    func startDrivers(_ ctx: RunContext, http: LoopbackHTTP, initial: [FlagChange]) throws(SoakFileError) -> DispatchGroup {
+    func startDrivers(_ ctx: RunContext, http: LoopbackHTTP, initial: [FlagChange]) -> DispatchGroup {
         let group = DispatchGroup()
-        var drivers: [AgentDriver] = []
         for i in 0..<options.agents {
             let d = AgentDriver(index: i, ctx: ctx)
-            try d.prepare()
-            drivers.append(d)
-        }
-        for d in drivers {
             group.enter()
             ctx.firstStarts.enter()
             let t = Thread { d.run(); group.leave() }
@@ -75,7 +74,7 @@ extension SoakRunner {
             Thread { chaos.run(); group.leave() }.start()
         }
         if options.realTimings {
-            let driver = ClockDriver(ctx: ctx, http: http, timeline: ctx.timeline, gate: ctx.gate)
+            let driver = ClockDriver(ctx: ctx, timeline: ctx.timeline, gate: ctx.gate)
             clockDriver = driver
             group.enter()
             Thread { driver.run(); group.leave() }.start()
@@ -86,26 +85,19 @@ extension SoakRunner {
 
     /// The checker loop: crashes, the request log, the invariants and the watchdogs, once a
     /// second, and the progress line; until the deadline, a stop, or a violation.
-    func checkUntilTheEnd(_ http: LoopbackHTTP, notify: NotifySockets, deadline: Time) {
+    func checkUntilTheEnd(_ ctx: RunContext, http: LoopbackHTTP, deadline: Time) {
         var lastProgress = now(), lastFetch = 0.0, lastSample = 0.0
         while true {
             let t = now()
-            if t - lastSample >= 1 { processes.sample(); lastSample = t }
-            for c in processes.drainCrashes() {
-                let agent = c.name.hasPrefix("agent-") ? Int(c.name.dropFirst(6)) : nil
-                // Down from its death: the schedule checks expect nothing more of it (one violation, not a cascade).
-                if let agent { recorder.action(AgentAction(agent: agent, kind: .crashed, start: c.exitedAt ?? t, end: c.exitedAt ?? t)) }
-                recorder.violation(Violation("crash", agent: agent, pid: c.pid, time: c.exitedAt ?? t,
-                                             "\(c.name) (pid \(c.pid)) exited on its own: \(c.exit.map { "\($0)" } ?? "?")",
-                                             evidence: ["last lines of \(c.logPath):"] + tail(c.logPath, lines: 20)))
-            }
+            if t - lastSample >= 1 { sampleResources(); lastSample = t }
             if t - lastFetch >= 1 {
                 lastFetch = t
+                checkCrashes(ctx.lab, at: t)
                 do { try fetchLog(http) } catch {
                     if !recorder.stopping { recorder.violation(Violation("emulator", agent: nil, time: t, "cannot read the request log: \(error)")) }
                 }
                 evaluate(settled: min(horizon, now() - 20))
-                checkWatchdogs(notify)
+                checkWatchdogs(ctx.notify)
             }
             if !options.quiet, t - lastProgress >= options.progressEvery {
                 lastProgress = t
@@ -129,7 +121,9 @@ extension SoakRunner {
             // Keep the logs that show what happened.
             let logs = options.reportDirectory + "/logs"
             try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
-            for i in 0..<options.agents { try? FileManager.default.copyItem(atPath: root + "/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log") }
+            for i in 0..<options.agents {
+                try? FileManager.default.copyItem(atPath: root + "/lab/devices/agent-\(i)/agent.log", toPath: logs + "/agent-\(i).log")
+            }
             try? FileManager.default.copyItem(atPath: emulatorLog, toPath: logs + "/emulator.log")
         }
         let written = try writeReport(result, outcome: outcome, coverage: covered)

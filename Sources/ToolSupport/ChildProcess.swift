@@ -67,7 +67,7 @@ extension ChildProcess {
 
     /// `argv` (the executable's path first) run under `setpriv --pdeathsig KILL` when the
     /// system has it: the child gets SIGKILL when the thread that started it ends, so nothing
-    /// outlives a tool even killed with `kill -9`. The soak runner's children and
+    /// outlives a tool even killed with `kill -9`. The soak runner's emulator and
     /// `AgentLauncher`'s daemons start so.
     public static func underParentDeathSignal(_ argv: [String]) -> [String] {
         access(setpriv, X_OK) == 0 ? [setpriv, "--pdeathsig", "KILL", "--"] + argv : argv

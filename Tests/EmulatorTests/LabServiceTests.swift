@@ -128,6 +128,31 @@ import Testing
         #expect(!pids.contains(where: { ProcStats.isAlive($0) }))
     }
 
+    // M.1: each notification comes with the time the lab read it (`times`, in step with
+    // `notifications`, from `after` on too): a watchdog or a stop is judged by when it came.
+    @Test func notificationsSayWhenTheyCame() throws {
+        let lab = try Lab()
+        let before = Date().timeIntervalSince1970
+        #expect(lab.call("POST", "/lab/devices", #"{"name":"w","clock":"system","environment":{"WATCHDOG_USEC":"200000"}}"#).status == 201)
+        usleep(700_000)
+        let seen = lab.call("GET", "/lab/devices/w/notifications").json
+        let after = Date().timeIntervalSince1970
+        let texts = seen["notifications"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let times = seen["times"]?.arrayValue?.compactMap { $0.stringValue.flatMap(iso.date(from:))?.timeIntervalSince1970 } ?? []
+        #expect(texts.contains { $0.contains("READY=1") } && texts.contains { $0.contains("WATCHDOG=1") }, "\(seen)")
+        #expect(times.count == texts.count, "one time per notification: \(seen)")
+        #expect(times.allSatisfy { $0 >= before - 0.001 && $0 <= after + 0.001 }, "\(times) not within \(before)...\(after)")
+        #expect(times == times.sorted(), "in the order they came")
+        let ready = try #require(texts.firstIndex { $0.contains("READY=1") })
+        let watchdogs = texts.indices.filter { texts[$0].contains("WATCHDOG=1") }
+        #expect(watchdogs.allSatisfy { times[$0] >= times[ready] })
+        let from = lab.call("GET", "/lab/devices/w/notifications?after=1").json
+        #expect(from["times"]?.arrayValue?.count == from["notifications"]?.arrayValue?.count)
+        #expect(from["times"]?.arrayValue?.first == seen["times"]?.arrayValue?.dropFirst().first, "after=N skips the first N times as well")
+    }
+
     // M.1: a device in a test's own directory (kept: a second start continues on its state),
     // with variables of its own, its HTTP address, a signal, its notifications, how it ended.
     @Test func aDeviceInATestsDirectorySignalledAndStartedAgain() throws {

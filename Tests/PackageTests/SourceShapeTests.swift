@@ -97,6 +97,7 @@ import Testing
         "Sources/Soak/Coverage.swift \"status\"",  // an invariant's name
         "Sources/Soak/CoveragePlan.swift \"status\"",  // an invariant's name
         "Sources/Soak/ClockDriver.swift \"clock\"",  // a violation's kind
+        "Sources/Soak/LabDevices.swift \"clock\"",  // a lab device's clock kind, as the soak starts it
         "Sources/AgentDaemon/Metrics.swift \"isEnabled\"",  // in a comment
         "Sources/AgentDaemon/Metrics.swift \"get\"",  // in a comment
         "Sources/Soak/AgentDriver.swift \"status\"",  // a violation's kind

@@ -7,33 +7,55 @@ import Testing
 /// A crash is one violation: a process that died is not watched any more, and its lane shows
 /// the crash, the end and the restart or its absence.
 @Suite(.serialized) struct CrashTests {
-    /// A runner whose agent 0 came up 100 s ago as `pid` and never pinged the watchdog.
-    static func runner(watching pid: Int32, processes: (SoakRunner) -> Void = { _ in }) throws -> (SoakRunner, NotifySockets, String) {
-        let dir = try OutputFileTests.directory()
+    /// A runner whose agent 0 came up 100 s ago as `pid` and never pinged the watchdog, its
+    /// notifications read up to now.
+    static func runner(watching pid: Int32) throws -> (SoakRunner, NotifyLog) {
         let runner = SoakRunner(options: try SoakOptions.parse(["--agents", "1", "--quiet", "--watchdog", "4s"]))
-        processes(runner)
         runner.recorder.state.withLock { s in
             s.tracks[0].pids = [pid]
             s.tracks[0].lane.readies = [now() - 100]
         }
-        return (runner, try NotifySockets(paths: [dir + "/notify.sock"]), dir)
+        let notify = NotifyLog(agents: 1)
+        notify.add(0, [], next: 0, asked: now())
+        return (runner, notify)
     }
 
     @Test func aDeadProcessIsNotWatched() throws {
         // Killed from outside (SIGKILL, no restart recorded): its crash is the violation, not a watchdog cascade.
-        let (runner, notify, dir) = try Self.runner(watching: 0)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let pid = try runner.processes.spawn(name: "agent-0", executable: "/bin/sleep", arguments: ["30"], environment: [:], logPath: dir + "/log")
-        runner.recorder.state.withLock { $0.tracks[0].pids = [pid] }
+        let sleeper = Process()
+        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
+        sleeper.arguments = ["30"]
+        try sleeper.run()
+        let pid = sleeper.processIdentifier
+        let (runner, notify) = try Self.runner(watching: pid)
         // Up and silent: a watchdog violation.
         runner.checkWatchdogs(notify)
         #expect(runner.recorder.state.withLock { $0.violations.map(\.invariant) } == ["watchdog"])
+        #expect(runner.exits.unreportedCrash(pid) == nil, "a running process is no crash")
         kill(pid, SIGKILL)
         let deadline = now() + 5
-        while SoakRunner.isUp(pid, runner.processes), now() < deadline { usleep(10_000) }
+        while runner.exits.isUp(pid), now() < deadline { usleep(10_000) }
+        notify.add(0, [], next: 0, asked: now())
         for _ in 0..<5 { runner.checkWatchdogs(notify) }
         #expect(runner.recorder.state.withLock { $0.violations.count } == 1, "no watchdog violation for the dead PID")
-        #expect(runner.processes.drainCrashes().map(\.pid) == [pid], "the death is a crash")
+        let died = try #require(runner.exits.unreportedCrash(pid), "the death is a crash")
+        // The lab's DEVICE record says how it ended: the crash is one violation, named by it.
+        var record = LabDeviceRecord(json: ["name": "agent-0", "state": "exited", "pid": .null, "exit": "killed by signal 9",
+                                            "exitCode": .null, "exitSignal": 9])
+        let crash = try #require(SoakRunner.crash(agent: 0, pid: pid, at: died, record: record, log: ["the last line"]))
+        #expect(crash.invariant == "crash" && crash.agent == 0 && crash.pid == pid && crash.time == died)
+        #expect(crash.message == "agent-0 (pid \(pid)) exited on its own: killed by signal 9 (SIGKILL)", "\(crash.message)")
+        #expect(crash.evidence.last == "the last line")
+        runner.exits.reported(pid)
+        #expect(runner.exits.unreportedCrash(pid) == nil, "reported once")
+        // A record that does not say it exited is no crash (yet).
+        record.state = "ready"
+        #expect(SoakRunner.crash(agent: 0, pid: pid, at: died, record: record, log: []) == nil)
+        // An end the runner asked for is no crash either.
+        let expected = ExitWatch()
+        expected.expect(pid)
+        #expect(expected.unreportedCrash(pid) == nil)
+        sleeper.waitUntilExit()
     }
 
     @Test func aCrashIsDrawnWithTheLanesEndOrItsRestart() throws {

@@ -62,7 +62,8 @@ import Testing
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         do {
-            _ = try runner.startEmulator("/bin/false", apps: "/nonexistent", environment: [:], logPath: dir + "/emulator.log")
+            _ = try runner.startEmulator("/bin/false", apps: "/nonexistent", agentd: "/bin/false", lab: dir + "/lab", environment: [:],
+                                         logPath: dir + "/emulator.log")
             Issue.record("/bin/false announced a port")
         } catch {
             #expect(error.binary == "/bin/false" && error.name == "emulator")
@@ -71,7 +72,7 @@ import Testing
             #expect(error.description.hasPrefix("the emulator (/bin/false) did not start: no port announced within 10s (it exited:"),
                     "\(error)")
         }
-        runner.processes.stopAll(grace: 0.1)
+        runner.emulator.withLock { $0 }?.stop(grace: 0.1)
         let missing = SoakProcessError(name: "agent", binary: "/no/bin/pushwoosh-agentd", .notExecutable)
         #expect(missing.description == "no executable /no/bin/pushwoosh-agentd (use --bin DIR)")
         let spawn = SoakProcessError(name: "agent-1", binary: "/x/agentd", .spawn(PosixError(errno: ENOENT, call: "posix_spawn", path: "/x/agentd")))
