@@ -25,7 +25,7 @@ extension EmulatorState {
                 return .json(200, .object(["cleared": true]))
             }
             return .json(200, .object(["devices": .array(devices.keys.sorted().map { devices[$0]!.json })]))
-        case .device, .notFound, .requestsWait, .requestsCount, .clock, .reset, .state:
+        case .device, .notFound, .requestsWait, .requestsCount, .clock, .reset, .state, .lab:
             return .error(404, "no such route: \(p.request.path)")
         }
     }

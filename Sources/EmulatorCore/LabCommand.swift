@@ -61,6 +61,13 @@ public struct LabRefusal: Error, Sendable, Equatable {
 
     /// More members of the answer (a 409's `skipped`).
     public var details: [String: JSONValue] = [:]
+    /// Headers of the answer (a 405's `Allow`).
+    public var headers: [HTTPHeader] = []
+
+    public init(_ status: Int, _ message: String, headers: [HTTPHeader]) {
+        self.init(status, message)
+        self.headers = headers
+    }
 
     public init(_ status: Int, _ message: String, details: [String: JSONValue]) {
         self.init(status, message)
@@ -71,7 +78,7 @@ public struct LabRefusal: Error, Sendable, Equatable {
         var o: [String: JSONValue] = details
         o["error"] = .string(message)
         if let path { o["path"] = .string(path) }
-        return .json(status, .object(o))
+        return .json(status, .object(o), headers: headers)
     }
 }
 
@@ -93,107 +100,84 @@ extension LabCommand {
         do throws(LabRefusal) { return .success(try read(request)) } catch { return .failure(error) }
     }
 
+    /// The request read through the route table (`Route.table`'s `/lab` rows: each path's
+    /// methods and query parameters), then its body by the route.
     private static func read(_ request: EmulatorRequest) throws(LabRefusal) -> LabCommand {
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        let verb = request.method
-        func only(_ allowed: String) throws(LabRefusal) {
-            guard verb == allowed else { throw LabRefusal(405, "\(request.path) takes \(allowed), not \(verb)") }
+        if request.path == "/admin/faults" { return try armFault(request) }
+        let (route, verbs) = Route.find(request.path)
+        guard case .lab(let path) = route else { throw LabRefusal(404, "no such lab route: \(request.path) (docs/lab.md)") }
+        guard let verb = verbs[request.method] else {
+            throw LabRefusal(405, "\(request.path) takes \(verbs.methods.joined(separator: " or ")), not \(request.method)",
+                             headers: [HTTPHeader("Allow", verbs.methods.joined(separator: ", "))])
         }
-        func noQuery(except allowed: Set<String> = []) throws(LabRefusal) {
-            if let extra = request.query.keys.sorted().first(where: { !allowed.contains($0) }) {
-                throw LabRefusal(400, "unknown query parameter \"\(extra)\"", path: extra)
+        if let extra = request.query.keys.sorted().first(where: { !(verb.query ?? []).contains($0) }) {
+            throw LabRefusal(400, "unknown query parameter \"\(extra)\"", path: extra)
+        }
+        switch path {
+        case .devices: return request.method == "GET" ? .list : try devicesBody(try object(request.body))
+        case .device(let name): return request.method == "GET" ? .show(try deviceName(name, path: "name")) : .stop(try deviceName(name, path: "name"))
+        case .restart(let name): return try restart(try deviceName(name, path: "name"), try object(request.body))
+        case .call(let name): return try call(try deviceName(name, path: "name"), try object(request.body))
+        case .signal(let name): return try signal(try deviceName(name, path: "name"), try object(request.body))
+        case .notifications(let name):
+            let name = try deviceName(name, path: "name")
+            guard let text = request.query["after"] else { return .notifications(name, after: 0) }
+            guard let after = Int(text), after >= 0 else {
+                throw LabRefusal(400, "expected the number of notifications already read (0 or more), found \"\(text)\"", path: "after")
             }
-        }
-        if request.path == "/admin/faults" {
-            try only("POST")
-            var body = try object(request.body)
-            guard let value = body.removeValue(forKey: "device") else { throw LabRefusal(400, "expected the lab device's name", path: "device") }
-            guard let text = value.stringValue else { throw LabRefusal(400, "expected a lab device's name", path: "device") }
-            guard body["hwid"] == nil else { throw LabRefusal(400, "give device or hwid, not both (device names the lab device whose hwid the fault takes)", path: "device") }
-            return .armFault(device: try deviceName(text, path: "device"), fault: body)
-        }
-        switch parts.count {
-        case 2 where parts[1] == "devices":
-            try noQuery()
-            if verb == "GET" { return .list }
-            try only("POST")
-            return try devicesBody(try object(request.body))
-        case 2 where parts[1] == "advance":
-            try only("POST")
-            try noQuery()
-            return .advance(try advance(try object(request.body)))
-        case 2 where parts[1] == "reset":
-            try only("POST")
-            try noQuery()
-            return .reset
-        case 2 where parts[1] == "openapi.json":
-            try only("GET")
-            try noQuery()
-            return .openAPI
-        case 3 where parts[1] == "devices":
-            let name = try deviceName(parts[2], path: "name")
-            try noQuery()
-            switch verb {
-            case "GET": return .show(name)
-            case "DELETE": return .stop(name)
-            default: throw LabRefusal(405, "\(request.path) takes GET or DELETE, not \(verb)")
+            return .notifications(name, after: after)
+        case .log(let name):
+            let name = try deviceName(name, path: "name")
+            guard let text = request.query["tail"] else { return .log(name, tail: 100) }
+            guard let tail = Int(text), (1...10_000).contains(tail) else {
+                throw LabRefusal(400, "expected a number of lines 1-10000, found \"\(text)\"", path: "tail")
             }
-        case 4 where parts[1] == "devices":
-            let name = try deviceName(parts[2], path: "name")
-            switch parts[3] {
-            case "restart":
-                try only("POST")
-                try noQuery()
-                let body = request.body.isEmpty ? [:] : try object(request.body)
-                try allowed(body, ["signal"])
-                guard let text = try string(body, "signal") else { return .restart(name, signal: .term) }
-                guard let signal = LabSignal(rawValue: text) else {
-                    throw LabRefusal(400, "expected \"TERM\" or \"KILL\", found \"\(text)\"", path: "signal")
-                }
-                return .restart(name, signal: signal)
-            case "call":
-                try only("POST")
-                try noQuery()
-                let body = try object(request.body)
-                try allowed(body, ["method", "params"])
-                guard let method = try string(body, "method"), !method.isEmpty else {
-                    throw LabRefusal(400, "expected the socket method to call (e.g. \"status\")", path: "method")
-                }
-                let params = body["params"] == .null ? nil : body["params"]  // null: absent, as the socket API takes it
-                if let params, params.objectValue == nil, params.arrayValue == nil {
-                    throw LabRefusal(400, "expected an object or an array", path: "params")
-                }
-                return .call(name, method: method, params: params)
-            case "signal":
-                try only("POST")
-                try noQuery()
-                let body = try object(request.body)
-                try allowed(body, ["signal"])
-                guard let text = try string(body, "signal"), LabCommand.signals[text] != nil else {
-                    throw LabRefusal(400, "expected one of \(LabCommand.signals.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", "))", path: "signal")
-                }
-                return .signal(name, signal: text)
-            case "notifications":
-                try only("GET")
-                try noQuery(except: ["after"])
-                guard let text = request.query["after"] else { return .notifications(name, after: 0) }
-                guard let after = Int(text), after >= 0 else {
-                    throw LabRefusal(400, "expected the number of notifications already read (0 or more), found \"\(text)\"", path: "after")
-                }
-                return .notifications(name, after: after)
-            case "log":
-                try only("GET")
-                try noQuery(except: ["tail"])
-                guard let text = request.query["tail"] else { return .log(name, tail: 100) }
-                guard let tail = Int(text), (1...10_000).contains(tail) else {
-                    throw LabRefusal(400, "expected a number of lines 1-10000, found \"\(text)\"", path: "tail")
-                }
-                return .log(name, tail: tail)
-            default: break
-            }
-        default: break
+            return .log(name, tail: tail)
+        case .advance: return .advance(try advance(try object(request.body)))
+        case .reset: return .reset
+        case .openAPI: return .openAPI
         }
-        throw LabRefusal(404, "no such lab route: \(request.path) (docs/lab.md M)")
+    }
+
+    /// `POST /admin/faults {"device": NAME, …}`: the fault without `device`, for the lab to scope.
+    private static func armFault(_ request: EmulatorRequest) throws(LabRefusal) -> LabCommand {
+        guard request.method == "POST" else {
+            throw LabRefusal(405, "\(request.path) takes POST with a device, not \(request.method)", headers: [HTTPHeader("Allow", "POST")])
+        }
+        var body = try object(request.body)
+        guard let value = body.removeValue(forKey: "device") else { throw LabRefusal(400, "expected the lab device's name", path: "device") }
+        guard let text = value.stringValue else { throw LabRefusal(400, "expected a lab device's name", path: "device") }
+        guard body["hwid"] == nil else {
+            throw LabRefusal(400, "give device or hwid, not both (device names the lab device whose hwid the fault takes)", path: "device")
+        }
+        return .armFault(device: try deviceName(text, path: "device"), fault: body)
+    }
+
+    private static func restart(_ name: String, _ body: [String: JSONValue]) throws(LabRefusal) -> LabCommand {
+        try allowed(body, ["signal"])
+        guard let text = try string(body, "signal") else { return .restart(name, signal: .term) }
+        guard let signal = LabSignal(rawValue: text) else { throw LabRefusal(400, "expected \"TERM\" or \"KILL\", found \"\(text)\"", path: "signal") }
+        return .restart(name, signal: signal)
+    }
+
+    private static func call(_ name: String, _ body: [String: JSONValue]) throws(LabRefusal) -> LabCommand {
+        try allowed(body, ["method", "params"])
+        guard let method = try string(body, "method"), !method.isEmpty else {
+            throw LabRefusal(400, "expected the socket method to call (e.g. \"status\")", path: "method")
+        }
+        let params = body["params"] == .null ? nil : body["params"]  // null: absent, as the socket API takes it
+        if let params, params.objectValue == nil, params.arrayValue == nil {
+            throw LabRefusal(400, "expected an object or an array", path: "params")
+        }
+        return .call(name, method: method, params: params)
+    }
+
+    private static func signal(_ name: String, _ body: [String: JSONValue]) throws(LabRefusal) -> LabCommand {
+        try allowed(body, ["signal"])
+        guard let text = try string(body, "signal"), LabCommand.signals[text] != nil else {
+            throw LabRefusal(400, "expected one of \(LabCommand.signals.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", "))", path: "signal")
+        }
+        return .signal(name, signal: text)
     }
 
     // MARK: - Bodies

@@ -16,7 +16,16 @@ public enum Route: Sendable, Equatable {
     case faults, requests, devices     // /admin/faults, /admin/requests, /admin/devices
     case requestsWait, requestsCount   // /admin/requests/wait, /admin/requests/count
     case clock, reset, state           // /admin/clock, /admin/reset, /admin/state
+    /// `/lab/*` (docs/lab.md): answered by the lab (`LabCommand`, `LabService`), not the state.
+    case lab(LabPath)
     case notFound
+
+    /// A lab route (docs/lab.md M): the devices, one device, one of a device's actions, the
+    /// clock, the reset, the contract.
+    public enum LabPath: Sendable, Equatable {
+        case devices, device(String), restart(String), call(String), signal(String), notifications(String), log(String)
+        case advance, reset, openAPI
+    }
 
     /// What a route takes with one HTTP method.
     public struct Verb: Sendable, Equatable {
@@ -67,6 +76,16 @@ public enum Route: Sendable, Equatable {
         Row("/admin/clock", ["GET": .plain, "POST": .json]) { _ in .clock },
         Row("/admin/reset", ["POST": .plain]) { _ in .reset },
         Row("/admin/state", ["GET": .plain, "PUT": .json]) { _ in .state },
+        Row("/lab/devices", ["GET": .plain, "POST": .json]) { _ in .lab(.devices) },
+        Row("/lab/devices/*", ["GET": .plain, "DELETE": .plain]) { .lab(.device($0[0])) },
+        Row("/lab/devices/*/restart", ["POST": .json]) { .lab(.restart($0[0])) },
+        Row("/lab/devices/*/call", ["POST": .json]) { .lab(.call($0[0])) },
+        Row("/lab/devices/*/signal", ["POST": .json]) { .lab(.signal($0[0])) },
+        Row("/lab/devices/*/notifications", ["GET": Verb(query: ["after"], body: false)]) { .lab(.notifications($0[0])) },
+        Row("/lab/devices/*/log", ["GET": Verb(query: ["tail"], body: false)]) { .lab(.log($0[0])) },
+        Row("/lab/advance", ["POST": .json]) { _ in .lab(.advance) },
+        Row("/lab/reset", ["POST": .plain]) { _ in .lab(.reset) },
+        Row("/lab/openapi.json", ["GET": .plain]) { _ in .lab(.openAPI) },
     ]
 
     /// The route of `path` and its methods (none for `.notFound`).

@@ -65,24 +65,11 @@ public final class LabService: Sendable {
         return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
     }
 
-    /// The methods `request`'s path takes, for a 405's `Allow` (RFC 9110), as the admin API's 405s have it.
-    static func allowedMethods(_ request: EmulatorRequest) -> [String] {
-        ["GET", "PUT", "POST", "DELETE"].filter { method in
-            var other = request
-            other.method = method
-            if case .failure(let refusal) = LabCommand.parse(other), refusal.status == 405 { return false }
-            return true
-        }
-    }
 
     /// Answers a lab request on a thread of its own; `reply` gets the answer there.
     public func handle(_ request: EmulatorRequest, reply: @escaping @Sendable (EmulatorResponse) -> Void) {
         Thread.detachNewThread { [self] in
             switch LabCommand.parse(request) {
-            case .failure(let refusal) where refusal.status == 405:
-                var response = refusal.response
-                response.headers.append(HTTPHeader("Allow", Self.allowedMethods(request).joined(separator: ", ")))
-                reply(response)
             case .failure(let refusal): reply(refusal.response)
             case .success(let command):
                 do throws(LabRefusal) { reply(try perform(command)) } catch { reply(error.response) }

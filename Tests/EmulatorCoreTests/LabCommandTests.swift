@@ -119,4 +119,30 @@ import Testing
             #expect(r?.path == field, "\(method) \(path) \(body): \(String(describing: r))")
         }
     }
+
+    // /lab/* is read through the route table like /admin/*: a path's methods (405 with Allow)
+    // and its query parameters come from its row.
+    @Test(arguments: [
+        ("PUT", "/lab/devices", "GET, POST"), ("POST", "/lab/devices/a", "GET, DELETE"), ("GET", "/lab/devices/a/restart", "POST"),
+        ("DELETE", "/lab/advance", "POST"), ("GET", "/lab/reset", "POST"), ("POST", "/lab/openapi.json", "GET"),
+        ("POST", "/lab/devices/a/log", "GET"),
+    ])
+    func aWrongMethodIsA405WithTheRowsMethods(_ method: String, _ path: String, _ allow: String) {
+        guard case .failure(let refusal) = parse(method, path) else { Issue.record("\(method) \(path) parsed"); return }
+        #expect(refusal.status == 405 && refusal.message.hasSuffix("not \(method)"), "\(refusal)")
+        #expect(refusal.response.headers.contains { $0.isNamed("allow") && $0.value == allow }, "\(refusal.response.headers)")
+    }
+
+    @Test func queryParametersAreTheRowsAndUnknownRoutesAre404s() throws {
+        #expect(try parse("GET", "/lab/devices/a/log", query: ["tail": "5"]).get() == .log("a", tail: 5))
+        #expect(try parse("GET", "/lab/devices/a/notifications", query: ["after": "2"]).get() == .notifications("a", after: 2))
+        for (path, query) in [("/lab/devices", ["x": "1"]), ("/lab/devices/a/log", ["after": "1"])] {
+            guard case .failure(let refusal) = parse("GET", path, query: query) else { Issue.record("\(path) parsed"); continue }
+            #expect(refusal.status == 400 && refusal.path == query.keys.first, "\(refusal)")
+        }
+        for path in ["/lab", "/lab/", "/lab/devices/a/b/c", "/lab/devices/a/frobnicate", "/lab/devices//log"] {
+            guard case .failure(let refusal) = parse("GET", path) else { Issue.record("\(path) parsed"); continue }
+            #expect(refusal.status == 404, "\(path): \(refusal)")
+        }
+    }
 }
