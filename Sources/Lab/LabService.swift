@@ -65,7 +65,6 @@ public final class LabService: Sendable {
         return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
     }
 
-
     /// Answers a lab request on a thread of its own; `reply` gets the answer there.
     public func handle(_ request: EmulatorRequest, reply: @escaping @Sendable (EmulatorResponse) -> Void) {
         Thread.detachNewThread { [self] in
