@@ -116,7 +116,7 @@ let package = Package(
         .testTarget(name: "AgentDaemonTests", dependencies: ["AgentCurl", "AgentDaemon", "AgentConfigFile", "AgentPosix", "AgentCore", "AgentTestSupport", "AgentWire", "HarnessSupport", "Launcher", "ToolSupport"], swiftSettings: strict),
         .testTarget(name: "EmulatorCoreTests", dependencies: ["EmulatorCore", "AgentCore", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "EmulatorTests", dependencies: ["Emulator", "EmulatorCore", "AgentCore", "AgentPosix", "HarnessSupport", "ToolSupport"], swiftSettings: strict),
-        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "AgentPosix", "HarnessSupport"], swiftSettings: strict),
+        .testTarget(name: "SoakTests", dependencies: ["Soak", "AgentCore", "AgentPosix", "AgentWire", "HarnessSupport"], swiftSettings: strict),
         .testTarget(name: "ToolSupportTests", dependencies: ["ToolSupport", "AgentCore", "AgentPosix", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "LabClockTests", dependencies: ["LabClock", "AgentWire"], swiftSettings: strict),
         .testTarget(name: "SystemdUnitTests", swiftSettings: strict),

@@ -81,7 +81,7 @@ public final class AgentDriver: @unchecked Sendable {
             return false
         }
         inLab = true
-        guard let started = device.pid else {
+        guard let started = device.pid.map({ pid_t($0) }) else {
             violation("ready", "the lab started the agent but names no process (state \(device.state))")
             return false
         }

@@ -4,33 +4,32 @@ import Foundation
 import Glibc
 import ToolSupport
 
-/// A lab device's record as the lab gives it (docs/lab.md M.1, DEVICE), the parts the soak reads.
-public struct LabDeviceRecord: Sendable, Equatable {
-    /// nil once its process has ended.
-    public var pid: Int32?
-    public var socket: String
-    /// `ready`, …, or `exited` once its process ended (then `exit`, and `exitCode` or `exitSignal`).
-    public var state: String
-    /// `exit code 0`, `killed by signal 9`.
-    public var exit: String?
-    public var exitCode: Int?
-    public var exitSignal: Int?
-
-    public init(json: JSONValue) {
-        pid = json["pid"]?.numberValue.map { Int32($0) }
-        socket = json["socket"]?.stringValue ?? ""
-        state = json["state"]?.stringValue ?? ""
-        exit = json["exit"]?.stringValue
-        exitCode = json["exitCode"]?.numberValue.map { Int($0) }
-        exitSignal = json["exitSignal"]?.numberValue.map { Int($0) }
+/// What the soak reads of a lab device's record (DEVICE: AgentWire's `LabDeviceRecord`, the
+/// lab's own value).
+extension LabDeviceRecord {
+    /// `ready`, …, `down`, `starting`, or `exited` once its process ended.
+    public var state: String {
+        switch condition {
+        case .answering(let facts): facts.state ?? ""
+        case .exited: "exited"
+        case .down: "down"
+        case .busy(let phase): phase
+        }
     }
 
     public var exited: Bool { state == "exited" }
 
+    /// Its exit code, when it exited on its own.
+    public var exitCode: Int? {
+        guard case .exited(_, let code, _) = condition else { return nil }
+        return code
+    }
+
     /// How it ended, in the runner's words: `exit code 1`, `killed by signal 11 (SIGSEGV)`.
     public var ended: String {
-        if let exitSignal { return "killed by signal \(exitSignal) (\(signalName(Int32(exitSignal))))" }
-        if let exitCode { return "exit code \(exitCode)" }
+        guard case .exited(let exit, let code, let signal) = condition else { return "?" }
+        if let signal { return "killed by signal \(signal) (\(signalName(Int32(signal))))" }
+        if let code { return "exit code \(code)" }
         return exit ?? "?"
     }
 }
@@ -69,13 +68,13 @@ public struct LabDevices: Sendable {
             "environment": .object(environment.mapValues(JSONValue.string)),
         ])
         let answer = try slow.json("POST", "/lab/devices", json: body)
-        return LabDeviceRecord(json: answer["devices"]?.arrayValue?.first ?? .null)
+        return try record(answer["devices"]?.arrayValue?.first ?? .null, "POST", "/lab/devices")
     }
 
     /// `POST /lab/devices/NAME/restart`: its process (ended already: the runner stopped it)
     /// started again on its state directory, once it is ready.
     public func restart(_ agent: Int) throws(EmulatorCallError) -> LabDeviceRecord {
-        LabDeviceRecord(json: try slow.json("POST", path(agent, "/restart"), json: ["signal": "KILL"]))
+        try record(try slow.json("POST", path(agent, "/restart"), json: ["signal": "KILL"]), "POST", path(agent, "/restart"))
     }
 
     /// `POST /lab/devices/NAME/signal`: `SIGTERM` or `SIGKILL`.
@@ -85,7 +84,15 @@ public struct LabDevices: Sendable {
 
     /// `GET /lab/devices/NAME`.
     public func record(_ agent: Int) throws(EmulatorCallError) -> LabDeviceRecord {
-        LabDeviceRecord(json: try http.json("GET", path(agent)))
+        try record(try http.json("GET", path(agent)), "GET", path(agent))
+    }
+
+    /// A DEVICE read, or the call's error saying what in it was not one.
+    private func record(_ json: JSONValue, _ method: String, _ path: String) throws(EmulatorCallError) -> LabDeviceRecord {
+        do throws(AnswerError) { return try LabDeviceRecord(json: json) } catch {
+            throw EmulatorCallError(method: method, path: path, server: "\(http.host):\(http.port)",
+                                    .answered(status: 200, body: "not a DEVICE (\(error)): \(JSONWriter.string(json).prefix(300))"))
+        }
     }
 
     /// The last `lines` lines of its log (`GET /lab/devices/NAME/log`); none when the lab cannot say.

@@ -1,4 +1,5 @@
 import AgentCore
+import AgentWire
 import Foundation
 import Glibc
 @testable import Soak
@@ -40,8 +41,8 @@ import Testing
         #expect(runner.recorder.state.withLock { $0.violations.count } == 1, "no watchdog violation for the dead PID")
         let died = try #require(runner.exits.unreportedCrash(pid), "the death is a crash")
         // The lab's DEVICE record says how it ended: the crash is one violation, named by it.
-        var record = LabDeviceRecord(json: ["name": "agent-0", "state": "exited", "pid": .null, "exit": "killed by signal 9",
-                                            "exitCode": .null, "exitSignal": 9])
+        var record = try LabDeviceRecord(json: ["name": "agent-0", "socket": "/lab/devices/agent-0/agent.sock", "owned": true,
+                                                "state": "exited", "pid": .null, "exit": "killed by signal 9", "exitCode": .null, "exitSignal": 9])
         let crash = try #require(SoakRunner.crash(agent: 0, pid: pid, at: died, record: record, log: ["the last line"]))
         #expect(crash.invariant == "crash" && crash.agent == 0 && crash.pid == pid && crash.time == died)
         #expect(crash.message == "agent-0 (pid \(pid)) exited on its own: killed by signal 9 (SIGKILL)", "\(crash.message)")
@@ -49,7 +50,7 @@ import Testing
         runner.exits.reported(pid)
         #expect(runner.exits.unreportedCrash(pid) == nil, "reported once")
         // A record that does not say it exited is no crash (yet).
-        record.state = "ready"
+        record.condition = .answering(.init(state: "ready", controlledClock: true))
         #expect(SoakRunner.crash(agent: 0, pid: pid, at: died, record: record, log: []) == nil)
         // An end the runner asked for is no crash either.
         let expected = ExitWatch()
