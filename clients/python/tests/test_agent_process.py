@@ -24,7 +24,7 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 def test_the_package_starts_no_agent_itself() -> None:
     """No module of the package spawns pushwoosh-agentd: the children it starts are an emulator
     (its lab starts the agents) and openssl (a test CA)."""
-    allowed = {"processes.py": "pushwoosh-emulator", "tls.py": "openssl"}
+    allowed = {"emulator_process.py": "pushwoosh-emulator", "tls.py": "openssl"}
     package = os.path.join(SRC, "pushwoosh_agent")
     starters = []
     for name in sorted(os.listdir(package)):
@@ -186,3 +186,16 @@ def test_a_wrapper_outside_pytest_runs_in_a_lab_of_path_s_emulator(pushwoosh_bin
                           env={**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("outside http://127.0.0.1:"), done.stdout
+
+
+def test_no_module_of_the_package_is_over_400_lines() -> None:
+    """As the Swift sources (SourceShapeTests): a module past 400 lines is split by what it does."""
+    package = os.path.join(SRC, "pushwoosh_agent")
+    long = {}
+    for name in sorted(os.listdir(package)):
+        if name.endswith(".py"):
+            with open(os.path.join(package, name), encoding="utf-8") as f:
+                count = sum(1 for _ in f)
+            if count > 400:
+                long[name] = count
+    assert long == {}, long

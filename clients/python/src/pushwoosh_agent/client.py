@@ -11,14 +11,14 @@ consumer never loses one. The socket is found as ``pushwoosh-agentctl`` finds it
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
 from ._framing import camel_case
-from .errors import AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError, RefreshError, \
-    WaitTimeout
+from .errors import AgentError, FallbackError, FallbackWarning, ProtocolError, RefreshError
+from . import _waits
+from ._waits import STATES
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
 from .results import (
@@ -52,8 +52,6 @@ PROPERTY_TYPES: Dict[object, str] = {
 _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
-#: The values of ``status()["state"]`` (docs/socket-api.md B.2), the states :meth:`AgentClient.wait_for_state` waits for.
-STATES = ("notReady", "ready", "stale", "error", "fatal")
 
 
 class AgentClient:
@@ -363,16 +361,7 @@ class AgentClient:
         When none completes within ``timeout`` seconds it raises :class:`WaitTimeout` (an
         :class:`AgentTimeout`) saying what it saw: the last refresh (device time, trigger,
         outcome), the state, and when the next one is due."""
-        timeout = _wait_timeout(timeout)
-        with self.events("refresh") as stream:
-            try:
-                return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
-            except AgentTimeout:
-                pass
-        status = _status_or_none(self)
-        text = f"no refresh completed on pushwoosh-agentd on {self.socket_path} within {timeout:g} s; " \
-            + _describe_refreshes(status, _controlled_clock(self, status))
-        raise WaitTimeout(self.socket_path, "refreshCompleted", timeout, text, cast(Optional[Dict[str, Any]], status))
+        return _waits.wait_for_refresh(self, timeout)
 
     def wait_for_state(self, state: str, timeout: float = 10.0) -> Status:
         """Returns the status once ``status()["state"]`` is ``state`` (at once if it is).
@@ -380,34 +369,7 @@ class AgentClient:
         ``state``: one of :data:`STATES`. When the agent is not in it within ``timeout``
         seconds it raises :class:`WaitTimeout` (an :class:`AgentTimeout`) naming the state it
         is in, the states it went through meanwhile and its last refresh."""
-        if not isinstance(state, str) or not state:
-            raise TypeError(f"state must be a state's name ({', '.join(STATES)}), not {state!r}")
-        timeout = _wait_timeout(timeout)
-        seen: List[Dict[str, Any]] = []
-        with self.events("state") as stream:
-            status = self.status()
-            deadline = time.monotonic() + timeout
-            while status.get("state") != state:
-                left = deadline - time.monotonic()
-                try:
-                    if left <= 0:
-                        raise AgentTimeout(self.socket_path, "stateChanged", timeout)
-                    seen.append(stream.next("stateChanged", left))
-                except AgentTimeout:
-                    status = self.status()
-                    if status.get("state") == state:
-                        return status
-                    changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}"
-                                        for c in seen)
-                    unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
-                    text = f"pushwoosh-agentd on {self.socket_path} did not reach state {state!r}{unknown} within " \
-                        f"{timeout:g} s: it is {status.get('state')!r}" \
-                        + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
-                        + "; " + _describe_refreshes(status, None)
-                    raise WaitTimeout(self.socket_path, "stateChanged", timeout, text,
-                                      cast(Dict[str, Any], status), seen) from None
-                status = self.status()
-            return status
+        return _waits.wait_for_state(self, state, timeout)
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates as a context manager yielding an iterator (see :class:`Subscription`).
@@ -415,59 +377,3 @@ class AgentClient:
         ``timeout`` bounds each ``next()`` (None: wait for the next update as long as it takes).
         """
         return Subscription(self, timeout)
-
-
-def _status_or_none(self: "AgentClient") -> Optional[Status]:
-    try:
-        return self.status()
-    except PushwooshError:
-        return None
-
-def _controlled_clock(self: "AgentClient", status: Optional[Status]) -> Optional[bool]:
-    """Whether the device clock is controlled (None: not known)."""
-    if status is None:
-        return None
-    try:
-        return self.clock().get("controlled") is True
-    except AgentError:  # -32004 with Clock=system; an older agent
-        return False
-    except PushwooshError:
-        return None
-
-
-def _wait_timeout(timeout: Any) -> float:
-    """A wait's timeout, checked: a positive number of seconds."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    return float(timeout)
-
-
-def _describe_refreshes(status: Optional[Mapping[str, Any]], controlled: Optional[bool]) -> str:
-    """The last refresh (device time, trigger, outcome), the state, the next refresh: what a
-    wait that timed out tells."""
-    if status is None:
-        return "the agent's status could not be read"
-    at = status.get("lastRefreshAt")
-    if at is None:
-        text = "no refresh has completed yet"
-    else:
-        error = status.get("lastRefreshError")
-        outcome = "succeeded" if error is None else \
-            f"failed: {error.get('code', '?')} {error.get('message', '')}".rstrip() if isinstance(error, dict) else "failed"
-        trigger = status.get("lastRefreshTrigger")
-        text = f"the last refresh: at {at} (device time)" + (f", trigger {trigger}" if trigger else "") + f", {outcome}"
-        failures = status.get("consecutiveFailures")
-        if isinstance(failures, int) and failures > 1:
-            text += f" ({failures} failures in a row)"
-    text += f"; state {status.get('state')!r}"
-    now = status.get("now")
-    if now is not None:
-        text += f", device time {now}"
-    following = status.get("nextRefreshAt")
-    if following is not None:
-        text += f"; the next refresh is due at {following}"
-        if controlled:
-            text += " (the device clock is controlled: advance_clock moves it)"
-    elif status.get("appState") == "background":
-        text += "; no refresh is due (the app is in the background)"
-    return text

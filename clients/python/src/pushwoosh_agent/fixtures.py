@@ -9,7 +9,9 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from .client import AgentClient
 from .emulator import EmulatorClient
 from .lab import ClockAdvance, LabClient, advance_lab
-from .processes import AgentProcess, EmulatorProcess, tail
+from ._process_support import tail
+from .emulator_process import EmulatorProcess
+from .processes import AgentProcess
 
 __all__ = ["RunningEmulator", "Fleet", "Lab"]
 

@@ -22,13 +22,15 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pytest
 
-from . import processes
+from . import emulator_process
 from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
-from .processes import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, AgentProcess, EmulatorProcess, StartError, \
-    find_binary, session_emulator, short_temp_dir, stop_launcher_labs, tail, unknown_name
+from ._process_support import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, StartError, find_binary, short_temp_dir, tail, \
+    unknown_name
+from .emulator_process import EmulatorProcess, session_emulator, stop_launcher_labs
+from .processes import AgentProcess
 
 #: What the fixture configures unless a marker says otherwise.
 AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
@@ -101,7 +103,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # The session's one lab (its emulator is pushwoosh_emulator's) takes its binaries from --pushwoosh-bin.
     value = config.getoption("--pushwoosh-bin")
-    processes.LAB_BIN_DIR = os.path.abspath(value) if value else None
+    emulator_process.LAB_BIN_DIR = os.path.abspath(value) if value else None
     config.addinivalue_line(
         "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
                    "(refresh_interval='5s', user_id='alice', wait_for_flags=False, strict=True, ...)")

@@ -1,0 +1,177 @@
+"""What the processes of this package share: where the binaries are, the agent's
+configuration written from settings, temporary directories, a log's tail, files of secrets."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .errors import PushwooshError
+
+#: The application definition the emulator fixture loads unless told otherwise:
+#: a copy of the agent's ``config/flags.example.json`` (application ``ABCDE-12345``).
+EXAMPLE_APP_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "example-app.json")
+EXAMPLE_APP_CODE = "ABCDE-12345"
+
+#: Settings of :func:`agent_config` and the ``pushwoosh_agent`` marker: pythonic name ->
+#: (section, key) of the configuration file (docs/configuration.md C.1, F). The keys themselves
+#: (``RefreshInterval=...``) are accepted too.
+_NAMES = {
+    "Agent": "application_code api_token server_url user_id socket socket_mode socket_group control_group max_connections "
+             "request_read_timeout state_directory request_timeout ca_file proxy",
+    "FeatureFlags": "stored_flags_lifetime session_timeout refresh_interval throttle_window disable_throttle",
+    "Device": "initial_app_state notification_authorization permission_prompt_answer clock",
+    "HTTP": "http_listen http_max_connections http_token_file",
+}
+#: Each key is its pythonic name in CamelCase (``server_url`` is ``ServerURL``, ``ca_file`` ``CAFile``),
+#: without the ``http_`` of the ``[HTTP]`` section's.
+AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
+    name: (section, "".join({"url": "URL", "ca": "CA"}.get(part, part.capitalize())
+                            for part in name[len("http_") if section == "HTTP" else 0:].split("_")))
+    for section, names in _NAMES.items() for name in names.split()}
+#: By key alone (``MaxConnections=3``): a key in two sections is the first section's
+#: (``[Agent]``); the other is set by its pythonic name (``http_max_connections``).
+_BY_KEY: Dict[str, Tuple[str, str]] = {}
+for _section, _key in AGENT_SETTINGS.values():
+    _BY_KEY.setdefault(_key, (_section, _key))
+_SECTIONS = ["Agent", "FeatureFlags", "Device", "HTTP"]
+
+
+def unknown_name(what: str, name: object, known: List[str]) -> str:
+    """``unknown WHAT 'x'; did you mean 'y'? (known: …)``: the nearest known names (difflib)."""
+    text = f"unknown {what} {name!r}"
+    nearest = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6) or \
+        difflib.get_close_matches(str(name).lower(), [k.lower() for k in known], n=1, cutoff=0.6)
+    if nearest:
+        suggestion = next((k for k in known if k.lower() == nearest[0].lower()), nearest[0])
+        text += f"; did you mean {suggestion!r}?"
+    pythonic = sorted(k for k in known if not k[:1].isupper())
+    return text + f" (known: {', '.join(pythonic or sorted(known))})"
+
+
+class StartError(PushwooshError):
+    """A binary is missing, or a process did not start (the message has its log's tail)."""
+
+
+#: The binaries the fixtures run: a directory with neither is not a build's bin directory.
+_BINARIES = ("pushwoosh-agentd", "pushwoosh-emulator")
+
+_ABSOLUTE_HINT = ("give the absolute path of the directory that holds pushwoosh-agentd and pushwoosh-emulator: "
+                  "the clone's .build/debug, or what `swift build --show-bin-path` prints when run inside the clone")
+
+
+def find_binary(name: str, bin_dir: Optional[str] = None) -> str:
+    """``bin_dir/name`` when ``bin_dir`` is given, else ``name`` from ``PATH``.
+
+    When it is not there the :class:`StartError` says which directory was looked in (as given
+    and as resolved) and why: it does not exist, it is not a directory, it holds neither
+    binary (not a build's bin directory), or it lacks this one (or it is not executable).
+    """
+    if bin_dir:
+        where = os.path.abspath(bin_dir)
+        relative = "" if os.path.isabs(bin_dir) else f" ({bin_dir!r} is relative: read from {os.getcwd()})"
+        path = os.path.join(where, name)
+        if os.access(path, os.X_OK) and os.path.isfile(path):
+            return path
+        if not os.path.exists(where):
+            why = f"that directory does not exist{relative}; {_ABSOLUTE_HINT}"
+        elif not os.path.isdir(where):
+            why = f"that is not a directory{relative}; {_ABSOLUTE_HINT}"
+        elif not any(os.path.exists(os.path.join(where, b)) for b in _BINARIES):
+            why = f"the directory exists but holds neither {' nor '.join(_BINARIES)} (not a build's bin directory; " \
+                  f"build with `swift build` in the clone, or {_ABSOLUTE_HINT})"
+        elif os.path.exists(path):
+            why = f"{path} is there but is not an executable file"
+        else:
+            why = f"the directory holds {' and '.join(b for b in _BINARIES if os.path.exists(os.path.join(where, b)))} " \
+                  f"but no {name} (an incomplete build? run `swift build` in the clone)"
+        raise StartError(f"{name} not found in {where} (--pushwoosh-bin): {why}")
+    found = shutil.which(name)
+    if found is None:
+        raise StartError(f"{name} is not on PATH: install it or pass --pushwoosh-bin DIR")
+    return found
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{round(value * 1000)}ms"
+    if isinstance(value, float):
+        return str(int(value))
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"a configuration value cannot span lines: {text!r}")
+    return text
+
+
+def config_sections(settings: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
+    """``settings`` (:data:`AGENT_SETTINGS` names or the file's keys) as sections of keys and
+    values as the file has them: booleans ``yes``/``no``, numbers seconds (a fraction becomes
+    milliseconds); ``None`` leaves the key out; an unknown name is a ValueError naming the nearest."""
+    sections: Dict[str, Dict[str, str]] = {}
+    for name, value in settings.items():
+        where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
+        if where is None:
+            raise ValueError(unknown_name("agent setting", name, list(AGENT_SETTINGS) + list(_BY_KEY)))
+        if value is not None:
+            sections.setdefault(where[0], {})[where[1]] = _value(value)
+    return sections
+
+
+def agent_config(settings: Mapping[str, Any], extra: str = "") -> str:
+    """The text of an agent configuration file with ``settings`` (see :func:`config_sections`).
+    ``extra`` is appended as is.
+    """
+    sections = config_sections(settings)
+    lines: List[str] = ["# written by pushwoosh_agent.processes.agent_config"]
+    for section in _SECTIONS:
+        if sections.get(section):
+            lines += ["", f"[{section}]"] + [f"{key}={value}" for key, value in sections[section].items()]
+    text = "\n".join(lines) + "\n"
+    if extra:
+        text += "\n" + extra.rstrip("\n") + "\n"
+    return text
+
+
+def short_temp_dir(prefix: str = "pwa-") -> str:
+    """A new directory whose path leaves room for socket names (sun_path is 108 bytes)."""
+    base = tempfile.gettempdir()
+    if len(base) > 60:
+        base = "/tmp"
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
+def tail(path: str, max_bytes: int = 64 * 1024) -> str:
+    """The end of a log file (at most ``max_bytes``), or a note that there is none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError as error:
+        return f"({path}: {error.strerror})"
+    text = data.decode("utf-8", "replace")
+    if size > max_bytes:
+        text = f"(… the first {size - max_bytes} bytes left out)\n" + text.split("\n", 1)[-1]
+    return text or "(empty)"
+
+
+def _secret(path: str, text: str) -> str:
+    """Writes ``text`` to a new 0600 file (a token is never put on a command line); its path."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return path
+
+
+def _json_file(directory: str, name: str, value: Any) -> str:
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+    return path

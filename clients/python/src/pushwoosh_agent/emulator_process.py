@@ -1,0 +1,197 @@
+"""The real ``pushwoosh-emulator`` for tests, and the lab it serves (``--lab``, docs/lab.md): a
+test's own emulator, or this process's one lab (:func:`session_emulator`)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import time
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .emulator import EmulatorClient
+from .lab import LabClient
+from ._process_support import EXAMPLE_APP_PATH, StartError, _json_file, _secret, find_binary, short_temp_dir, tail
+
+
+class EmulatorProcess:
+    """``pushwoosh-emulator`` on a free loopback port, logging to ``directory/emulator.log``, and
+    the lab it serves (``--lab directory/emulator-lab``; :attr:`lab`).
+
+    ``apps``: a path, an application definition, a list of them, or None for none; by default
+    :data:`EXAMPLE_APP_PATH`. ``state``: a saved lab (``--state``: a path or a document from
+    ``EmulatorClient.state()``). ``admin_token``: lock the admin API and the lab with this token
+    (``--admin-token``, written to a 0600 file); without one, the lab's own (``DIR/token``, read
+    from the file the emulator names). :attr:`client` sends it; :attr:`token_file` is where it is.
+    ``agentd``: the daemon the lab starts (``--agentd``; else the one beside :attr:`binary`).
+    ``die_with_parent``: run under a parent-death signal (``setpriv --pdeathsig TERM``), so the
+    emulator and its devices end with the thread that started it, even after a SIGKILL.
+    After :meth:`stop`, :meth:`start` starts it again on the same port (the network went away
+    and came back), its state afresh from ``apps`` and ``state``.
+    """
+
+    def __init__(self, directory: str, apps: Union[str, Mapping[str, Any], List[Mapping[str, Any]], None] =
+                 EXAMPLE_APP_PATH, binary: Optional[str] = None, require_token: Optional[str] = None,
+                 verbose: bool = True, start_timeout: float = 15.0,
+                 state: Union[str, Mapping[str, Any], None] = None,
+                 tls: Optional[Tuple[str, str]] = None, ca_file: Optional[str] = None,
+                 extra_args: Sequence[str] = (), admin_token: Optional[str] = None,
+                 agentd: Optional[str] = None, die_with_parent: bool = False) -> None:
+        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
+                                        or any(c.isspace() for c in admin_token)):
+            raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
+        self.directory = directory
+        self.admin_token = admin_token
+        #: ``(certificate, key)`` PEM paths: serve HTTPS (``--tls-cert``, ``--tls-key``).
+        self.tls = tls
+        #: The CA that signed ``tls``'s certificate, for this object's own admin client.
+        self.ca_file = ca_file
+        #: Further command-line arguments (``--upstream URL``, ``--record FILE``, ...).
+        self.extra_args = list(extra_args)
+        self.binary = binary or find_binary("pushwoosh-emulator")
+        self.agentd = agentd
+        self.die_with_parent = die_with_parent
+        self.apps = apps
+        self.state = state
+        self.require_token = require_token
+        self.verbose = verbose
+        self.start_timeout = start_timeout
+        self.log_path = os.path.join(directory, "emulator.log")
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        self.port = 0
+        #: The file of the admin and lab token, once started (``DIR/token`` or ``--admin-token``'s):
+        #: what ``pushwoosh-agentctl fleet advance-clock --admin-token`` takes.
+        self.token_file: Optional[str] = None
+        self._client: Optional[EmulatorClient] = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (``https://`` with ``tls``)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def server_url(self) -> str:
+        """The device API URL for the agent's ``ServerURL=``."""
+        return self.base_url + "/json/1.3/"
+
+    @property
+    def client(self) -> EmulatorClient:
+        """An :class:`EmulatorClient` of this emulator."""
+        if self._client is None:
+            self._client = EmulatorClient(self.base_url, ca_file=self.ca_file, admin_token=self.admin_token)
+        return self._client
+
+    @property
+    def lab(self) -> LabClient:
+        """A :class:`~pushwoosh_agent.lab.LabClient` of this emulator's lab: the devices it starts
+        (:class:`AgentProcess` with ``lab=``) and its clock."""
+        return LabClient.of(self.client)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> "EmulatorProcess":
+        """Starts the emulator (on the port it had, if it ran before) and waits until it listens."""
+        if self.running:
+            raise RuntimeError("the emulator is already running")
+        args = [self.binary, "--listen", f"127.0.0.1:{self.port}", "--lab", os.path.join(self.directory, "emulator-lab")]
+        if self.apps is not None:
+            apps = self.apps if isinstance(self.apps, (str, list)) else dict(self.apps)
+            args += ["--apps", apps if isinstance(apps, str) else _json_file(self.directory, "apps.json", apps)]
+        if self.state is not None:
+            state = self.state if isinstance(self.state, str) else _json_file(self.directory, "state.json", dict(self.state))
+            args += ["--state", state]
+        if self.require_token is not None:
+            args += ["--require-token", _secret(os.path.join(self.directory, "require-token"), self.require_token)]
+        if self.admin_token is not None:
+            args += ["--admin-token", _secret(os.path.join(self.directory, "admin-token"), self.admin_token)]
+        args += ["--verbose"] if self.verbose else []
+        args += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]] if self.tls is not None else []
+        args += ["--agentd", self.agentd] if self.agentd is not None else []
+        args += self.extra_args
+        setpriv = shutil.which("setpriv") if self.die_with_parent else None
+        if setpriv is not None:
+            args = [setpriv, "--pdeathsig", "TERM", "--"] + args
+        mark = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                            start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as f:
+                f.seek(mark)
+                for line in f:
+                    if line.startswith(b"lab token: "):  # the lab is always locked (docs/lab.md)
+                        self.token_file = line[len(b"lab token: "):].strip().decode()
+                        if self.admin_token is None:  # kept: a restart passes it as --admin-token
+                            with open(self.token_file, encoding="utf-8") as token:
+                                self.admin_token = token.read().strip()
+                    if line.startswith(b"listening on "):
+                        self.port = int(line.rsplit(b":", 1)[1])
+                        return self
+            if self.process.poll() is not None:
+                raise StartError(f"pushwoosh-emulator exited with status {self.process.returncode} before "
+                                 f"listening:\n{tail(self.log_path)}")
+            time.sleep(0.01)
+        self.stop()
+        raise StartError(f"pushwoosh-emulator did not listen within {self.start_timeout:g} s:\n{tail(self.log_path)}")
+
+    def stop(self) -> Optional[int]:
+        """SIGTERM (SIGKILL after 5 s); the exit status. Its lab's devices end with it. The port is
+        kept for :meth:`start`."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def __enter__(self) -> "EmulatorProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+#: Where this process's lab (:func:`session_emulator`) finds ``pushwoosh-emulator`` when it starts
+#: it: the pytest plugin sets it to ``--pushwoosh-bin``; None: the directory asked for, else ``PATH``.
+LAB_BIN_DIR: Optional[str] = None
+_SESSION: List[EmulatorProcess] = []
+
+
+def session_emulator(bin_dir: Optional[str] = None) -> EmulatorProcess:
+    """This process's one lab: an emulator with the example application, run with ``--lab`` under
+    a parent-death signal, started on first use (and again after a stop) from :data:`LAB_BIN_DIR`,
+    else ``bin_dir``, else ``PATH``. Under pytest it is the session's ``pushwoosh_emulator``; the
+    agents that name no lab live in it, and end with it (:func:`stop_launcher_labs`, the
+    interpreter's exit, or the death of the thread that started it)."""
+    if not _SESSION:
+        directory = LAB_BIN_DIR if LAB_BIN_DIR is not None else bin_dir
+        _SESSION.append(EmulatorProcess(short_temp_dir("pwe-"), binary=find_binary("pushwoosh-emulator", directory),
+                                        die_with_parent=True))
+    if not _SESSION[0].running:
+        _SESSION[0].start()
+    return _SESSION[0]
+
+
+def launcher_lab(bin_dir: Optional[str] = None) -> LabClient:
+    """The lab of :func:`session_emulator`: where an :class:`AgentProcess` without ``lab=`` lives."""
+    return session_emulator(bin_dir).lab
+
+
+def stop_launcher_labs() -> None:
+    """Stops this process's lab (:func:`session_emulator`), and with it the agents it started."""
+    while _SESSION:
+        process = _SESSION.pop()
+        process.stop()
+        shutil.rmtree(process.directory, ignore_errors=True)
+
+
+atexit.register(stop_launcher_labs)
