@@ -23,6 +23,10 @@ final class OpenConnection {
     /// next request waits, the connection suspended and not read, and it counts as waiting
     /// (it may be evicted); nil otherwise.
     var stalledSince: Double?
+    /// At most this many of its bytes are unsent: what the last look at its send queue found,
+    /// plus every answer queued since. While it is under `LoopHTTPServer.maximumUnsentBytes`, a
+    /// request needs no look (no `ioctl` on the way of an answer read as it comes).
+    var unsentAtMost = 0
     /// Its unsent bytes when last looked at, and since when that count has not moved.
     var stalledUnsent = 0
     var stalledUnmovedSince = 0.0
@@ -141,8 +145,9 @@ extension LoopHTTPServer {
     /// drain; it counts as waiting meanwhile, so the budget may evict it. True when suspended
     /// (libmicrohttpd asks again on resumption).
     func stallIfUnread(_ connection: OpaquePointer) -> Bool {
-        guard let entry = open[connection], !entry.closing else { return false }
+        guard let entry = open[connection], !entry.closing, entry.unsentAtMost > Self.maximumUnsentBytes else { return false }
         let unsent = Self.unsentBytes(entry.fd)
+        entry.unsentAtMost = unsent
         guard unsent > Self.maximumUnsentBytes else { return false }
         let now = loop.iterationTime
         entry.awaitingSince = nil
@@ -153,6 +158,14 @@ extension LoopHTTPServer {
         MHD.suspendConnection(connection)
         if stallTimer == nil { armStallTimer() }
         return true
+    }
+
+    /// An answer of `response`'s size queued on `connection`: its bytes count as unsent until a
+    /// look at the send queue says otherwise (headers counted generously: those libmicrohttpd
+    /// adds, the status line, `Date`, `Content-Length`, are under 512 bytes).
+    func queued(_ response: HTTPServerResponse, on connection: OpaquePointer) {
+        guard let entry = open[connection] else { return }
+        entry.unsentAtMost += response.body.count + 512 + response.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
     }
 
     /// Resumes a stalled connection (libmicrohttpd then asks for its request's answer again).

@@ -346,6 +346,7 @@ final class LoopHTTPServer {
 
     private func send(_ response: HTTPServerResponse, on connection: OpaquePointer) -> MHD_Result {
         if let stream = response.stream { return queueStream(stream, response, on: connection) }
+        queued(response, on: connection)
         if let shared = response.shared {
             guard let made = shared.mhdResponse(response) else { return MHD_Result.NO }
             return MHD.queueResponse(connection, UInt32(response.status), made)
