@@ -157,34 +157,7 @@ public final class FileStateStore: StateStore {
         if unlink(temporaryPath) != 0, errno != ENOENT { throw PosixError(errno: errno, call: "unlink", path: temporaryPath) }
         let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw PosixError(errno: errno, call: "open", path: temporaryPath) }
-        var failure: PosixError?
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = PosixError(errno: errno, call: "write", path: temporaryPath)
-                    return
-                }
-                offset += n
-            }
-        }
-        if failure == nil, fchmod(fd, 0o600) != 0 { failure = PosixError(errno: errno, call: "fchmod", path: temporaryPath) }
-        if failure == nil, fsync(fd) != 0 { failure = PosixError(errno: errno, call: "fsync", path: temporaryPath) }
-        if Glibc.close(fd) != 0, failure == nil { failure = PosixError(errno: errno, call: "close", path: temporaryPath) }
-        if failure == nil, rename(temporaryPath, path) != 0 {
-            failure = PosixError(errno: errno, call: "rename", path: path)
-        }
-        if let failure {
-            unlink(temporaryPath)  // never leave a half-written file behind
-            throw failure
-        }
-        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dirFD >= 0 {
-            defer { _ = Glibc.close(dirFD) }
-            if fsync(dirFD) != 0 { throw PosixError(errno: errno, call: "fsync", path: directory) }
-        }
+        try replaceFile(path, from: temporaryPath, fd: fd, with: bytes, mode: 0o600)
     }
 }
 

@@ -14,7 +14,7 @@ extension EmulatorServer {
         guard let daemon = agentd ?? LabService.defaultAgentd(besides: executable) else {
             throw EmulatorServerError(description: "--lab: no pushwoosh-agentd beside \(executable) or on PATH; name it with --agentd PATH")
         }
-        guard FileManager.default.isExecutableFile(atPath: daemon) else {
+        guard LabService.isExecutableFile(daemon) else {
             throw EmulatorServerError(description: "--agentd \(daemon): not an executable file")
         }
         startLab(directory: directory, agentd: daemon)

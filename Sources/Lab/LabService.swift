@@ -51,16 +51,16 @@ public final class LabService: Sendable {
     /// The daemon beside `executable` (the emulator's own binary), else on `PATH`.
     public static func defaultAgentd(besides executable: String) -> String? {
         let beside = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("pushwoosh-agentd").path
-        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        if isExecutableFile(beside) { return beside }
         for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
             let candidate = "\(dir)/pushwoosh-agentd"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            if isExecutableFile(candidate) { return candidate }
         }
         return nil
     }
 
     /// Whether `path` is a regular file (after symbolic links) this user may execute.
-    static func isExecutableFile(_ path: String) -> Bool {
+    public static func isExecutableFile(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
     }

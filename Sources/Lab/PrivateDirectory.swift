@@ -1,3 +1,4 @@
+import AgentPosix
 import Foundation
 import Glibc
 
@@ -51,8 +52,7 @@ public final class PrivateDirectory: Sendable {
 
     /// Why a directory with this `stat` is not the lab user's own, or nil.
     static func foreign(_ info: stat) -> String? {
-        let octal = String(info.st_mode & 0o7777, radix: 8)
-        let mode = "mode " + String(repeating: "0", count: max(0, 4 - octal.count)) + octal
+        let mode = TrustedFileError.modeText(info.st_mode)
         if info.st_uid != geteuid() {
             return "owned by uid \(info.st_uid), not the lab's user (uid \(geteuid())): its owner could swap what the lab runs"
         }

@@ -37,9 +37,9 @@ func parentDirectory(_ path: String) -> String {
 
 /// Writes `text` to `path` through a temporary file renamed over it (a reader sees the old
 /// file or the new one): `PATH.tmp`, or another free name beside it when that one exists
-/// (a file or a symlink someone left there stays as it was), created `O_CREAT|O_EXCL|O_NOFOLLOW`
-/// with `mode`, fsynced, renamed, then the directory fsynced. An error names the path, the
-/// call and errno.
+/// (a file or a symlink someone left there stays as it was), created `O_CREAT|O_EXCL|O_NOFOLLOW`,
+/// then AgentPosix's `replaceFile` (`mode`, fsync, rename, the directory's fsync). An error names
+/// the path, the call and errno.
 func writeFileReplacing(_ path: String, _ text: String, for what: String, mode: mode_t = 0o644) throws(SoakFileError) {
     var temporary = path + ".tmp"
     var fd: Int32 = -1
@@ -50,31 +50,10 @@ func writeFileReplacing(_ path: String, _ text: String, for what: String, mode: 
     }
     // Named by the file asked for; the call was on its temporary neighbour.
     guard fd >= 0 else { throw SoakFileError(what, path: path, call: "open", errno: errno) }
-    var failure: (call: String, errno: Int32)?
-    // The mode as asked, whatever the umask.
-    if fchmod(fd, mode) != 0 { failure = ("fchmod", errno) }
-    let bytes = Array(text.utf8)
-    var offset = 0
-    while failure == nil, offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            failure = ("write", errno)
-        } else {
-            offset += n
-        }
-    }
-    if failure == nil, fsync(fd) != 0 { failure = ("fsync", errno) }
-    close(fd)
-    if failure == nil, rename(temporary, path) != 0 { failure = ("rename", errno) }
-    if let failure {
-        unlink(temporary)
-        // Named by the file asked for; the call was on its temporary neighbour.
-        throw SoakFileError(what, path: path, call: failure.call, errno: failure.errno)
-    }
-    let directory = open(parentDirectory(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    if directory >= 0 {
-        _ = fsync(directory)
-        close(directory)
+    do throws(PosixError) {
+        try replaceFile(path, from: temporary, fd: fd, with: Array(text.utf8), mode: mode)
+    } catch {
+        // Named by the file asked for; the call may have been on its temporary neighbour.
+        throw SoakFileError(what, path: path, call: error.call, errno: error.errno)
     }
 }
