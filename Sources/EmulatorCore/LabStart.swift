@@ -40,35 +40,31 @@ public struct LabStart: Sendable, Equatable {
     }
 
     /// Device `index`'s configuration lines (sections and keys sorted; `{n}` replaced), then
-    /// `extraConfig`.
-    public func configurationText(index: Int) -> String {
-        var text = ""
+    /// `extraConfig`'s, each with where it came from as a request path: `config.SECTION` (its
+    /// header), `config.SECTION.KEY`, `extraConfig`.
+    public func configurationLines(index: Int) -> [(text: String, origin: String)] {
+        var lines: [(text: String, origin: String)] = []
         for section in config.keys.sorted() {
-            text += "[\(section)]\n"
+            lines.append(("[\(section)]", "config.\(section)"))
             for key in config[section]!.keys.sorted() {
-                text += "\(key)=\(config[section]![key]!.replacingOccurrences(of: "{n}", with: String(index)))\n"
+                lines.append(("\(key)=\(config[section]![key]!.replacingOccurrences(of: "{n}", with: String(index)))", "config.\(section).\(key)"))
             }
         }
-        if !extraConfig.isEmpty { text += extraConfig.hasSuffix("\n") ? extraConfig : extraConfig + "\n" }
-        return text
+        let extra = extraConfig.hasSuffix("\n") ? extraConfig.dropLast() : Substring(extraConfig)
+        if !extraConfig.isEmpty { lines += extra.split(separator: "\n", omittingEmptySubsequences: false).map { (String($0), "extraConfig") } }
+        return lines
+    }
+
+    /// The configuration text of those lines.
+    public func configurationText(index: Int) -> String {
+        configurationLines(index: index).map { $0.text + "\n" }.joined()
     }
 
     /// Where line `line` (1-based) of device `index`'s configuration came from, as a request
-    /// path: `config.SECTION` (its header), `config.SECTION.KEY`, `extraConfig`, or `config` for
-    /// the lines the lab adds after them.
+    /// path; `config` for the lines the lab adds after them.
     public func origin(ofLine line: Int, index: Int) -> String {
-        var at = 0
-        for section in config.keys.sorted() {
-            at += 1
-            if at == line { return "config.\(section)" }
-            for key in config[section]!.keys.sorted() {
-                at += 1
-                if at == line { return "config.\(section).\(key)" }
-            }
-        }
-        let extra = extraConfig.isEmpty ? 0 : extraConfig.split(separator: "\n", omittingEmptySubsequences: false).count
-            - (extraConfig.hasSuffix("\n") ? 1 : 0)
-        return line <= at + extra ? "extraConfig" : "config"
+        let lines = configurationLines(index: index)
+        return line >= 1 && line <= lines.count ? lines[line - 1].origin : "config"
     }
 
     /// The longest `directory`: its `agent.sock` must fit a socket address (107 bytes).
