@@ -24,36 +24,10 @@ from .emulator import EmulatorClient, RequestsTimeout
 from .fixtures import Fleet, Lab, RunningEmulator
 from .lab import ClockAdvance, LabAdvance, LabClient, LabClockError, LabSkipped, advance_lab
 from .events import EventStream, Subscription
-from .results import (
-    ClockInfo,
-    Flag,
-    FlagDetails,
-    FlagsUpdate,
-    PrimerResult,
-    PushRegistration,
-    RefreshResult,
-    DeviceClockAdvance,
-    FiredTimer,
-    RefreshCompleted,
-    SDKError,
-    StateChanged,
-    Status,
-    StorageError,
-)
-from .errors import (
-    AgentError,
-    AgentNotRunning,
-    AgentTimeout,
-    EmulatorError,
-    FallbackError,
-    FallbackWarning,
-    MethodNotFound,
-    PermissionDenied,
-    ProtocolError,
-    PushwooshError,
-    RefreshError,
-    WaitTimeout,
-)
+from .results import (ClockInfo, DeviceClockAdvance, FiredTimer, Flag, FlagDetails, FlagsUpdate, PrimerResult,
+                      PushRegistration, RefreshCompleted, RefreshResult, SDKError, StateChanged, Status, StorageError)
+from .errors import (AgentError, AgentNotRunning, AgentTimeout, EmulatorError, FallbackError, FallbackWarning,
+                     MethodNotFound, PermissionDenied, ProtocolError, PushwooshError, RefreshError, WaitTimeout)
 
 #: Every name imported above (the modules themselves aside) is the package's.
 __all__ = ["__version__"] + sorted(name for name, value in list(globals().items()) if not name.startswith("_")

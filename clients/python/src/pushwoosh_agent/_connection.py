@@ -1,7 +1,5 @@
 """One connection to the agent's socket: connect, pipelined calls matched by id, and the one
-subscription mechanism (listeners fed by the reader thread). Imports only
-:mod:`pushwoosh_agent.errors` and :mod:`pushwoosh_agent._framing`.
-"""
+subscription mechanism (listeners fed by the reader thread)."""
 
 from __future__ import annotations
 
@@ -23,21 +21,15 @@ __all__ = ["EVENTS", "Connection", "Listener", "connect"]
 #: The event names ``subscribe`` takes and the notification each brings (docs/socket-api.md B.1).
 EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshCompleted", "state": "stateChanged"}
 
-
-#: The waits between connects that meet a full backlog: from 1 ms, doubling, at most 25 ms
-#: (each with a little jitter, so that clients who met the same full backlog do not return together).
+#: The waits between connects that meet a full backlog: from 1 ms, doubling, at most 25 ms, with jitter.
 CONNECT_RETRY_FIRST = 0.001
 CONNECT_RETRY_MAX = 0.025
 
 
 def connect(path: str, timeout: Optional[float]) -> _socket.socket:
-    """A connected socket to ``path``; :class:`AgentNotRunning` or :class:`PermissionDenied` when
-    that fails. ``timeout`` bounds the connect and, after it, every send.
-
-    A connect that meets a full backlog (``EAGAIN``: the agent is busy, or another user floods
-    its socket) is tried again after a short wait, until ``timeout`` (None: as long as it
-    takes): the agent is running, only its queue of pending connections is full. Nobody
-    listening (no socket, connection refused) fails at once."""
+    """A connected socket to ``path`` (:class:`AgentNotRunning` or :class:`PermissionDenied`);
+    ``timeout`` bounds the connect and every send. A full backlog (``EAGAIN``: a busy or flooded
+    agent) is tried again until ``timeout``; nobody listening fails at once."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = CONNECT_RETRY_FIRST
     attempts = 0
@@ -65,8 +57,7 @@ def connect(path: str, timeout: Optional[float]) -> _socket.socket:
 
 
 def _connect_once(path: str, timeout: Optional[float]) -> _socket.socket:
-    """One connect; ``BlockingIOError`` when the backlog is full (EAGAIN), the other failures
-    as :func:`connect` raises them."""
+    """One connect; ``BlockingIOError`` when the backlog is full, other failures as :func:`connect`'s."""
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
@@ -98,12 +89,8 @@ _CLOSED = object()
 
 
 class Listener:
-    """The notifications of some events on one connection, in arrival order.
-
-    The reader thread puts each into this listener's own unbounded queue, so none is lost while
-    the consumer is busy. After the last one comes the end: closed (:meth:`take` returns None)
-    or the connection's loss (:meth:`take` raises it).
-    """
+    """The notifications of some events on one connection, in arrival order, in an unbounded queue
+    of its own (none lost while the consumer is busy); then the end: closed, or the loss."""
 
     def __init__(self, events: Iterable[str]) -> None:
         self.events: FrozenSet[str] = frozenset(events)
@@ -113,9 +100,8 @@ class Listener:
         self._lock = threading.Lock()
 
     def take(self, timeout: Optional[float]) -> Optional[Tuple[str, Any]]:
-        """The next notification (method, params); None once closed. Raises ``queue.Empty`` when
-        none comes within ``timeout`` seconds (None: as long as it takes), and the connection's
-        loss once that is all that is left."""
+        """The next notification (method, params); None once closed; ``queue.Empty`` after
+        ``timeout`` seconds; the connection's loss once that is all that is left."""
         item = self._queue.get(timeout=timeout)
         if isinstance(item, tuple):
             return item
@@ -156,13 +142,9 @@ class Listener:
 
 
 class Connection:
-    """One socket, its reader thread, the calls waiting on it and its listeners.
-
-    Calls from any thread are pipelined, each with its own JSON-RPC id; the reader thread hands
-    each answer to its caller and each notification to the listeners that want it. The agent is
-    subscribed to the events of every open listener (``subscribe`` replaces the set, so it is
-    sent again when a listener brings a new one) and unsubscribed when the last one closes.
-    """
+    """One socket, its reader thread (answers to their callers by id, notifications to the
+    listeners that want them), the calls waiting and the listeners. The agent is subscribed to
+    every open listener's events (sent again when one brings new ones), unsubscribed after the last."""
 
     def __init__(self, path: str, timeout: Optional[float]) -> None:
         self.path = path
@@ -176,9 +158,8 @@ class Connection:
         self._listeners: List[Listener] = []
         self._subscribed: FrozenSet[str] = frozenset()
         self.closed_reason: Optional[str] = None
-        # An error answer with id null that no call claimed: the agent refusing the connection
-        # (-32000 too many connections) before any request was sent. Calls made on the
-        # connection afterwards get it, not a bare "closed".
+        # An unclaimed error answer with id null: the agent refused the connection (-32000) before
+        # any request; later calls get it, not a bare "closed".
         self._refusal: Optional[Dict[str, Any]] = None
         self._reader = threading.Thread(target=self._read_loop, name=f"pushwoosh-agent reader ({path})",
                                         daemon=True)
@@ -214,14 +195,13 @@ class Connection:
             with self._send_lock:
                 self._sock.sendall(line)
         except BlockingIOError:
-            # SO_SNDTIMEO expired: the agent stopped reading. Part of the line may be out, so
-            # the connection cannot carry another request; the next call connects again.
+            # SO_SNDTIMEO expired (the agent stopped reading): part of the line may be out, so the
+            # next call connects again.
             self.fail(f"a send to the agent timed out ({method})")
             raise AgentTimeout(self.path, method, self.timeout or 0.0) from None
         except OSError as error:
-            # The agent may have answered and closed before the line was written (a refused
-            # connection's -32000 with its reason): the reader delivers that answer to this call;
-            # the failed send is the reason only when none came.
+            # A refused connection's -32000 may have come before the write failed: the reader gives
+            # it to this call; the failed send is the reason only when none came.
             reason = f"lost the connection: {error.strerror or error}"
             if self._reader is not threading.current_thread():
                 self._reader.join(1.0)
@@ -244,8 +224,7 @@ class Connection:
     # -- listeners --
 
     def listen(self, listener: Listener, timeout: Optional[float]) -> None:
-        """Adds ``listener``; subscribes the agent to its events first if they are new. Every
-        notification that comes after this returns reaches it."""
+        """Adds ``listener`` (subscribing the agent to its events first if new): it hears all that comes after."""
         with self._subscribe_lock:
             with self._lock:
                 if self.closed_reason is not None:
@@ -347,8 +326,7 @@ class Connection:
                 ident = int(ident)
             with self._lock:
                 if ident is None and len(self._pending) == 1:
-                    # The agent could not read a request (it answers those with id null):
-                    # with one call in flight it can only be that one.
+                    # An unreadable request is answered with id null: with one call in flight, that one.
                     ident = next(iter(self._pending))
                 elif ident is None and not self._pending and "error" in message:
                     self._refusal = message

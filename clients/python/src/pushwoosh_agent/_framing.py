@@ -1,10 +1,5 @@
-"""The socket's framing (docs/socket-api.md B): one JSON-RPC message per line, both ways.
-
-One limit for every line, read or written: :data:`MAX_LINE`, the agent's (1 MiB, not counting
-the newline). The agent refuses a longer request and never sends a longer answer (it answers
--32600 naming the limit instead), so :class:`LineReader` holds every line it reads to it and
-:func:`encode_request` every request. Imports only :mod:`pushwoosh_agent.errors`.
-"""
+"""The socket's framing (docs/socket-api.md B): one JSON-RPC message per line, both ways, each line
+held to the agent's limit, :data:`MAX_LINE`."""
 
 from __future__ import annotations
 
@@ -13,12 +8,10 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from .errors import ProtocolError
 
-__all__ = ["MAX_LINE", "MAX_REQUEST_LINE", "LineTooLong", "LineReader", "encode_request", "decode_line"]
+__all__ = ["MAX_LINE", "LineTooLong", "LineReader", "encode_request", "decode_line"]
 
-#: The longest line, without its newline, either side sends: the agent's line limit.
+#: The longest line, without its newline, either side sends (the agent answers -32600 past it).
 MAX_LINE = 1 << 20
-#: The same limit, under the name the client had for requests.
-MAX_REQUEST_LINE = MAX_LINE
 
 
 class LineTooLong(ProtocolError):
@@ -30,11 +23,8 @@ class LineTooLong(ProtocolError):
 
 
 class LineReader:
-    """Splits the bytes read from the socket into lines (without ``\\n`` and a trailing ``\\r``).
-
-    :meth:`feed` raises :class:`LineTooLong` once a line, complete or not, is longer than
-    ``limit`` (:data:`MAX_LINE` unless given).
-    """
+    """Splits the bytes read into lines (without ``\\n`` and a trailing ``\\r``); :meth:`feed` raises
+    :class:`LineTooLong` once a line, complete or not, is longer than ``limit``."""
 
     def __init__(self, limit: Optional[int] = None) -> None:
         self.limit = MAX_LINE if limit is None else limit
@@ -61,8 +51,7 @@ class LineReader:
 
 
 def decode_line(line: bytes) -> List[Dict[str, Any]]:
-    """The JSON-RPC messages of one line (a batch gives several); none for a blank line or one
-    that is not JSON (nothing could be routed to it)."""
+    """The JSON-RPC messages of one line (a batch gives several); none when it is blank or not JSON."""
     if not line.strip():
         return []
     try:
@@ -73,8 +62,7 @@ def decode_line(line: bytes) -> List[Dict[str, Any]]:
 
 
 def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> bytes:
-    """The line of request ``call_id``; ``TypeError``/``ValueError`` when it cannot be sent (not
-    JSON, a lone surrogate, longer than :data:`MAX_LINE`)."""
+    """The line of request ``call_id``; ``TypeError``/``ValueError`` when it cannot be sent."""
     if not isinstance(method, str) or not method:
         raise TypeError(f"method must be a non-empty string, not {method!r}")
     request = {"jsonrpc": "2.0", "id": call_id, "method": method, "params": dict(params)}
@@ -95,7 +83,6 @@ def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> byte
 
 
 def camel_case(name: str) -> str:
-    """A pythonic keyword as the agent's and the emulator's JSON spell it: ``accept_button_color``
-    is ``acceptButtonColor``, ``image_url`` is ``imageURL``; a name without ``_`` is kept."""
+    """A keyword as the JSON spells it: ``accept_button`` is ``acceptButton``, ``image_url`` ``imageURL``."""
     head, *rest = name.split("_")
     return head + "".join("URL" if part == "url" else part[:1].upper() + part[1:] for part in rest)

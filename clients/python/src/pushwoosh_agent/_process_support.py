@@ -1,5 +1,5 @@
-"""What the processes of this package share: where the binaries are, the agent's
-configuration written from settings, temporary directories, a log's tail, files of secrets."""
+"""What the processes share: the binaries, the agent's configuration from settings, temporary
+directories, a log's tail, files of secrets."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .errors import PushwooshError
 
-#: The application definition the emulator fixture loads unless told otherwise:
-#: a copy of the agent's ``config/flags.example.json`` (application ``ABCDE-12345``).
+#: The emulator fixture's application unless told otherwise: the agent's ``config/flags.example.json``.
 EXAMPLE_APP_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "example-app.json")
 EXAMPLE_APP_CODE = "ABCDE-12345"
 
-#: Settings of :func:`agent_config` and the ``pushwoosh_agent`` marker: pythonic name ->
-#: (section, key) of the configuration file (docs/configuration.md C.1, F). The keys themselves
-#: (``RefreshInterval=...``) are accepted too.
+#: Settings of :func:`agent_config` and the marker: pythonic name -> (section, key) of the file
+#: (docs/configuration.md C.1, F); the keys themselves are accepted too.
 _NAMES = {
     "Agent": "application_code api_token server_url user_id socket socket_mode socket_group control_group max_connections "
              "request_read_timeout state_directory request_timeout ca_file proxy",
@@ -27,14 +25,12 @@ _NAMES = {
     "Device": "initial_app_state notification_authorization permission_prompt_answer clock",
     "HTTP": "http_listen http_max_connections http_token_file",
 }
-#: Each key is its pythonic name in CamelCase (``server_url`` is ``ServerURL``, ``ca_file`` ``CAFile``),
-#: without the ``http_`` of the ``[HTTP]`` section's.
+#: Each key is its name in CamelCase (``server_url`` ``ServerURL``), without ``[HTTP]``'s ``http_``.
 AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     name: (section, "".join({"url": "URL", "ca": "CA"}.get(part, part.capitalize())
                             for part in name[len("http_") if section == "HTTP" else 0:].split("_")))
     for section, names in _NAMES.items() for name in names.split()}
-#: By key alone (``MaxConnections=3``): a key in two sections is the first section's
-#: (``[Agent]``); the other is set by its pythonic name (``http_max_connections``).
+#: By key alone: a key in two sections is the first's (``MaxConnections`` is ``[Agent]``'s).
 _BY_KEY: Dict[str, Tuple[str, str]] = {}
 for _section, _key in AGENT_SETTINGS.values():
     _BY_KEY.setdefault(_key, (_section, _key))
@@ -42,7 +38,7 @@ _SECTIONS = ["Agent", "FeatureFlags", "Device", "HTTP"]
 
 
 def unknown_name(what: str, name: object, known: List[str]) -> str:
-    """``unknown WHAT 'x'; did you mean 'y'? (known: …)``: the nearest known names (difflib)."""
+    """``unknown WHAT 'x'; did you mean 'y'? (known: …)``."""
     text = f"unknown {what} {name!r}"
     nearest = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6) or \
         difflib.get_close_matches(str(name).lower(), [k.lower() for k in known], n=1, cutoff=0.6)
@@ -65,12 +61,8 @@ _ABSOLUTE_HINT = ("give the absolute path of the directory that holds pushwoosh-
 
 
 def find_binary(name: str, bin_dir: Optional[str] = None) -> str:
-    """``bin_dir/name`` when ``bin_dir`` is given, else ``name`` from ``PATH``.
-
-    When it is not there the :class:`StartError` says which directory was looked in (as given
-    and as resolved) and why: it does not exist, it is not a directory, it holds neither
-    binary (not a build's bin directory), or it lacks this one (or it is not executable).
-    """
+    """``bin_dir/name`` when ``bin_dir`` is given, else ``name`` from ``PATH``; else a
+    :class:`StartError` saying where it looked and what is wrong with that directory."""
     if bin_dir:
         where = os.path.abspath(bin_dir)
         relative = "" if os.path.isabs(bin_dir) else f" ({bin_dir!r} is relative: read from {os.getcwd()})"
@@ -110,9 +102,8 @@ def _value(value: Any) -> str:
 
 
 def config_sections(settings: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
-    """``settings`` (:data:`AGENT_SETTINGS` names or the file's keys) as sections of keys and
-    values as the file has them: booleans ``yes``/``no``, numbers seconds (a fraction becomes
-    milliseconds); ``None`` leaves the key out; an unknown name is a ValueError naming the nearest."""
+    """``settings`` as sections of keys and values as the file has them (``yes``/``no``, seconds, a
+    fraction in ms; ``None`` left out); an unknown name is a ValueError naming the nearest."""
     sections: Dict[str, Dict[str, str]] = {}
     for name, value in settings.items():
         where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
@@ -124,9 +115,7 @@ def config_sections(settings: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
 
 
 def agent_config(settings: Mapping[str, Any], extra: str = "") -> str:
-    """The text of an agent configuration file with ``settings`` (see :func:`config_sections`).
-    ``extra`` is appended as is.
-    """
+    """The text of an agent configuration file with ``settings`` (:func:`config_sections`) and ``extra``."""
     sections = config_sections(settings)
     lines: List[str] = ["# written by pushwoosh_agent.processes.agent_config"]
     for section in _SECTIONS:
@@ -163,7 +152,7 @@ def tail(path: str, max_bytes: int = 64 * 1024) -> str:
 
 
 def _secret(path: str, text: str) -> str:
-    """Writes ``text`` to a new 0600 file (a token is never put on a command line); its path."""
+    """Writes ``text`` to a 0600 file (a token never goes on a command line); its path."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text + "\n")

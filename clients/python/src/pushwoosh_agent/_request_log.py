@@ -1,5 +1,4 @@
-"""The emulator's request log as the client reads it: its filters (``since``, ``hwid``, …), one
-record in a line, and the timeout of a wait for requests."""
+"""The emulator's request log as the client reads it: filters, a record in a line, a wait's timeout."""
 
 from __future__ import annotations
 
@@ -9,16 +8,13 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from .errors import EmulatorError
 
-
 #: When a request counts from: Unix seconds, an aware datetime, or the emulator's own text.
 Since = Union[None, float, int, str, _dt.datetime]
 
 
 class RequestsTimeout(EmulatorError, TimeoutError):
-    """``wait_for_requests`` timed out (the emulator's 408): fewer than ``expected``
-    matching requests arrived; ``requests`` holds those that did, ``seen`` the requests the
-    emulator recorded in all (the message names the last of them: method, HWID, User ID,
-    status, fault and time), so a wait that missed says what came instead."""
+    """``wait_for_requests`` timed out (408) with fewer than ``expected`` matching ``requests``;
+    ``seen``: every request recorded, the last of them named in the message."""
 
     def __init__(self, method: str, url: str, message: str, requests: List[Dict[str, Any]], expected: int,
                  body: Any = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
@@ -62,14 +58,5 @@ def _since(since: Since) -> Optional[str]:
 
 
 def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: Optional[str]) -> Dict[str, str]:
-    query: Dict[str, str] = {}
-    if method:
-        query["method"] = method
-    text = _since(since)
-    if text is not None:
-        query["since"] = text
-    if hwid is not None:
-        query["hwid"] = hwid
-    if user_id is not None:
-        query["userId"] = user_id
-    return query
+    given = {"method": method or None, "since": _since(since), "hwid": hwid, "userId": user_id}
+    return {name: value for name, value in given.items() if value is not None}

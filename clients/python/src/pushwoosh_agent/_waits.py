@@ -1,5 +1,4 @@
-"""What the waits of :class:`~pushwoosh_agent.AgentClient` do (``wait_for_refresh``,
-``wait_for_state``), and what one that timed out tells: the last refresh, the state, the next."""
+"""``AgentClient.wait_for_refresh`` and ``wait_for_state``, and what one that timed out tells."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ class _Agent(Protocol):
     def events(self, *names: str) -> EventStream: ...
     def status(self) -> Status: ...
     def clock(self) -> ClockInfo: ...
+
 
 #: The values of ``status()["state"]`` (docs/socket-api.md B.2), the states :meth:`AgentClient.wait_for_state` waits for.
 STATES = ("notReady", "ready", "stale", "error", "fatal")
@@ -94,8 +94,7 @@ def _wait_timeout(timeout: Any) -> float:
 
 
 def _describe_refreshes(status: Optional[Mapping[str, Any]], controlled: Optional[bool]) -> str:
-    """The last refresh (device time, trigger, outcome), the state, the next refresh: what a
-    wait that timed out tells."""
+    """The last refresh (device time, trigger, outcome), the state, the next refresh."""
     if status is None:
         return "the agent's status could not be read"
     at = status.get("lastRefreshAt")

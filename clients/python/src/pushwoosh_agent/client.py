@@ -1,12 +1,6 @@
-"""A thread-safe client of pushwoosh-agentd's socket API (docs/socket-api.md B).
-
-One :class:`AgentClient` holds one connection (:mod:`pushwoosh_agent._connection`). Calls
-from any number of threads are pipelined on it, each with its own JSON-RPC id; a reader thread
-matches the answers to the callers by id and hands notifications to the open subscriptions
-and event streams (:mod:`pushwoosh_agent.events`), each with an unbounded queue so that a slow
-consumer never loses one. The socket is found as ``pushwoosh-agentctl`` finds it
-(:mod:`pushwoosh_agent.paths`); the results are typed in :mod:`pushwoosh_agent.results`.
-"""
+"""A thread-safe client of pushwoosh-agentd's socket API (docs/socket-api.md B): one connection
+(:mod:`pushwoosh_agent._connection`) whose calls, from any thread, are pipelined by JSON-RPC id,
+its notifications handed to the open subscriptions and event streams (:mod:`pushwoosh_agent.events`)."""
 
 from __future__ import annotations
 
@@ -21,28 +15,15 @@ from . import _waits
 from ._waits import STATES
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
-from .results import (
-    ClockInfo,
-    DeviceClockAdvance,
-    Flag,
-    FlagDetails,
-    PrimerResult,
-    PushRegistration,
-    RefreshCompleted,
-    RefreshResult,
-    Status,
-    flag_details,
-    parse_time,
-)
+from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration, RefreshCompleted,
+                      RefreshResult, Status, flag_details, parse_time)
 
 __all__ = ["AgentClient", "PROPERTY_TYPES", "STATES"]
 
 _UNSET: Any = object()
 
-#: The property types a user may type, each with the socket API's name: one vocabulary
-#: (``string``, ``number``, ``bool``, ``jsonObject``, ``jsonArray``) as pushwoosh-agentctl's
-#: ``property --type`` and the socket take it; ``json`` and ``json-object`` are accepted for
-#: ``jsonObject``, ``json-array`` for ``jsonArray``; Python's types stand for their kind.
+#: The property types a user may give, each with the socket's name (``pushwoosh-agentctl property
+#: --type``'s vocabulary, with ``json``, ``json-object`` and ``json-array``, and Python's types).
 PROPERTY_TYPES: Dict[object, str] = {
     "string": "string", "number": "number", "bool": "bool",
     "jsonObject": "jsonObject", "json": "jsonObject", "json-object": "jsonObject",
@@ -53,34 +34,16 @@ _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), 
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
 
-
 class AgentClient:
-    """A client of pushwoosh-agentd (docs/socket-api.md B, G).
+    """A client of pushwoosh-agentd (docs/socket-api.md B, G; the package's README has the reference).
 
-    ``socket``: the socket path; ``instance``: instance NAME of
-    ``pushwoosh-agent@NAME`` instead; neither: as ``pushwoosh-agentctl``
-    (``$PUSHWOOSH_AGENT_SOCKET``, ``$RUNTIME_DIRECTORY/agent.sock``,
-    ``/run/pushwoosh-agent/agent.sock``). ``timeout``: seconds each call
-    (and the connect) may take; ``None`` waits as long as it takes.
-
-    It connects at once (raising :class:`AgentNotRunning` when nobody
-    listens) and keeps one connection, shared by every thread that uses the
-    client. When the agent goes away, pending calls fail at once with
-    :class:`AgentNotRunning`; the next call connects again (an agent that was
-    restarted is picked up; open subscriptions are ended).
-
-    A read answered with the caller's default (:meth:`is_enabled`, :meth:`property`, of any
-    type) is never silent: it emits :class:`FallbackWarning` naming the error code, the key
-    and the property; with ``strict=True`` it raises :class:`FallbackError` instead.
-    :meth:`details` and :meth:`property_details` report the same as data, and neither warn
-    nor raise.
-
-    Errors: :class:`AgentNotRunning`, :class:`AgentTimeout` (a
-    ``TimeoutError``), :class:`PermissionDenied` (-32001, naming the method),
-    :class:`MethodNotFound` (-32601), :class:`AgentError` (any other error
-    answer, with ``code``, ``message`` and ``data``), :class:`RefreshError`
-    from :meth:`refresh`, :class:`FallbackError` (strict); ``TypeError``/``ValueError``
-    for arguments that cannot be sent.
+    ``socket``: the socket path; ``instance``: instance NAME of ``pushwoosh-agent@NAME``;
+    neither: as ``pushwoosh-agentctl`` finds it. ``timeout``: seconds the connect and each call
+    may take (None: no limit). It connects at once (:class:`AgentNotRunning` when nobody listens);
+    when the agent goes away pending calls fail at once, and the next call connects again.
+    A read answered with the caller's default warns (:class:`FallbackWarning`), or with
+    ``strict=True`` raises :class:`FallbackError`; :meth:`details` and :meth:`property_details`
+    report it as data. The errors are in :mod:`pushwoosh_agent.errors`.
     """
 
     def __init__(self, socket: Optional[str] = None, instance: Optional[str] = None,
@@ -92,9 +55,7 @@ class AgentClient:
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be True or False, not {strict!r}")
         self.timeout = timeout
-        #: Whether a read answered with the caller's default raises :class:`FallbackError`
-        #: (else it warns with :class:`FallbackWarning`).
-        self.strict = strict
+        self.strict = strict  #: whether a read answered with the default raises (else warns)
         self._lock = threading.Lock()
         self._conn: Optional[Connection] = None
         self._closed = False
@@ -138,16 +99,12 @@ class AgentClient:
 
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
              timeout: Optional[float] = _UNSET) -> Any:
-        """Calls socket method ``method`` with ``params``; returns its ``result``.
-
-        ``timeout`` overrides the client's for this call.
-        """
+        """Calls socket method ``method`` with ``params``; its ``result`` (``timeout``: this call's)."""
         return self._connection().call(method, params or {}, self.timeout if timeout is _UNSET else timeout)
 
     def _result(self, method: str, params: Mapping[str, Any], *keys: str,
                 timeout: Optional[float] = _UNSET, on: Optional[Connection] = None) -> Dict[str, Any]:
-        """``method``'s result, checked to be an object with ``keys``; on connection ``on`` when
-        given (one that must not be replaced by a new one), else the client's."""
+        """``method``'s result, checked to be an object with ``keys``; on connection ``on`` if given."""
         conn = on if on is not None else self._connection()
         result = conn.call(method, params, self.timeout if timeout is _UNSET else timeout)
         if not isinstance(result, dict) or any(k not in result for k in keys):
@@ -179,36 +136,24 @@ class AgentClient:
         return bool(details.value)
 
     def details(self, key: str, default: bool = False) -> FlagDetails:
-        """:meth:`is_enabled` with its provenance: value, ``reason``, ``error_code``,
-        ``error_message``, ``source``, ``age_seconds`` (see :class:`FlagDetails`). Reports a
-        fallback as data: never warns, never raises :class:`FallbackError`."""
+        """:meth:`is_enabled` with its provenance (:class:`FlagDetails`); a fallback as data, never a warning."""
         if not isinstance(default, bool):
             raise TypeError(f"default must be a bool, not {default!r}")
         result = self._result("isEnabled", {"key": key, "default": default}, "enabled")
         return flag_details(result, key, result["enabled"] is True, None)
 
     def property(self, key: str, name: str, type: Any, default: Any = None) -> Any:
-        """Property ``name`` of flag ``key``, read as ``type``.
-
-        ``type``: ``"string"``, ``"number"``, ``"bool"``, ``"jsonObject"`` (also
-        ``"json"``, ``"json-object"``), ``"jsonArray"`` (also ``"json-array"``), or
-        ``str``, ``float``, ``bool``, ``dict``, ``list``.
-        Returns the value, else ``default``; for scalar types a missing default
-        is ``""``, ``0`` or ``False`` (as ``pushwoosh-agentctl``), for the JSON
-        types the result is None when absent. A default returned comes with a
-        :class:`FallbackWarning` (:class:`FallbackError` when strict) that tells a
-        missing property from one of another type.
-        """
+        """Property ``name`` of flag ``key`` read as ``type`` (:data:`PROPERTY_TYPES`), else
+        ``default`` (for a scalar type ``""``, ``0`` or ``False`` when not given, as
+        ``pushwoosh-agentctl``; None for the JSON types), with a :class:`FallbackWarning`
+        (:class:`FallbackError` when strict) that tells a missing property from a mistyped one."""
         details = self.property_details(key, name, type, default)
         if details.fallback:
             self._fallback(f"property({key!r}, {name!r}, {self._type_name(type)!r})", details)
         return details.value
 
     def property_details(self, key: str, name: str, type: Any, default: Any = None) -> FlagDetails:
-        """:meth:`property` with its provenance, as :meth:`details` for a flag: a
-        :class:`FlagDetails` with ``value``, ``property``, ``reason``, ``error_code``,
-        ``error_message``, ``source`` and ``age_seconds``. Never warns, never raises
-        :class:`FallbackError`."""
+        """:meth:`property` with its provenance (:class:`FlagDetails`), as :meth:`details`."""
         wire = self._type_name(type)
         params: Dict[str, Any] = {"key": key, "property": name, "type": wire}
         if default is not None:
@@ -227,8 +172,7 @@ class AgentClient:
             raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
 
     def _fallback(self, call: str, details: FlagDetails) -> None:
-        """A read answered with the caller's default: warns (stack level: the caller of the
-        read), or raises :class:`FallbackError` when strict."""
+        """Warns (at the read's caller) that a read returned the default, or raises when strict."""
         code = details.error_code or "ERROR"
         message = details.error_message or "the agent answered with the caller's default"
         text = f"{call}: {code}: {message}; returned the default {details.value!r}"
@@ -237,16 +181,10 @@ class AgentClient:
         warnings.warn(FallbackWarning(text, code, details.key, details.property, details.value, message), stacklevel=3)
 
     def refresh(self, *, timeout: Optional[float] = _UNSET) -> RefreshResult:
-        """Fetches the flags now and waits for the outcome (RF-5).
-
-        Returns a :class:`RefreshResult`: whether the request was ``sent`` or answered
-        from the stored flags inside the throttle window (``throttled_until``, RF-6),
-        and the keys it ``changed``. Raises :class:`RefreshError` (``code``, ``domain``,
-        ``message``) when the refresh failed.
-        """
-        # The updates the agent sends before its answer are this refresh's changes (or
-        # those of a refresh in flight that this one joined).
-        # On the subscription's connection: on a new one its updates would not be heard.
+        """Fetches the flags now and waits for the outcome (RF-5): a :class:`RefreshResult`, or
+        :class:`RefreshError` when it failed."""
+        # The updates the agent sends before its answer are this refresh's changes (or those of
+        # the refresh in flight it joined), heard on the subscription's own connection.
         with self.subscribe() as updates:
             result = self._result("refresh", {}, "error", "sent", timeout=timeout, on=updates._conn)
             heard = updates.drain()
@@ -299,12 +237,8 @@ class AgentClient:
         self._result("setNotificationAuthorization", {"status": status})
 
     def present_push_primer(self, **params: Any) -> PrimerResult:
-        """Presents the push primer (PR-1 to PR-5) and simulates the user's ``answer``.
-
-        Parameters by their socket names (``title``, ``message``,
-        ``acceptButton``, ``declineButton``, ``answer``, ``style``, …) or
-        their snake_case spellings (``accept_button``, ``image_url``, …).
-        """
+        """Presents the push primer (PR-1 to PR-5) and simulates the user's ``answer``; parameters
+        by their socket names (``acceptButton``) or in snake_case (``accept_button``, ``image_url``)."""
         wire = {camel_case(name): value for name, value in params.items()}
         result = self._result("presentPushPrimer", wire, "outcome")
         presentation = result.get("presentation")
@@ -316,10 +250,7 @@ class AgentClient:
         return cast(Status, self._result("status", {}, "state"))
 
     def metrics(self) -> str:
-        """The Prometheus text exposition (docs/http.md F.2, socket method ``metrics``).
-
-        An agent without that method raises :class:`MethodNotFound`.
-        """
+        """The Prometheus text exposition (docs/http.md F.2)."""
         text = self._result("metrics", {}, "text")["text"]
         if not isinstance(text, str):
             raise ProtocolError(f"metrics: unexpected text {text!r}")
@@ -328,21 +259,13 @@ class AgentClient:
     # -- the device clock and events (docs/device-clock.md H) --
 
     def clock(self) -> ClockInfo:
-        """The device's time: ``now`` (ISO 8601), ``offsetSeconds``, ``controlled``,
-        ``nextTimerAt``, ``requestsInFlight`` (a :class:`ClockInfo`, a dict).
-
-        An agent with ``Clock=system`` raises :class:`AgentError` with code -32004.
-        """
+        """The device's time (a :class:`ClockInfo`); with ``Clock=system`` an :class:`AgentError` -32004."""
         return cast(ClockInfo, self._result("clock", {}, "now"))
 
     def advance_clock(self, seconds: Optional[float] = None, to: Optional[str] = None, *,
                       timeout: Optional[float] = _UNSET) -> DeviceClockAdvance:
-        """Moves the controlled device clock forward by ``seconds`` or to ``to`` (ISO 8601).
-
-        Answered once the device is quiet again: every timer due meanwhile ran at its
-        own device time. The result (a :class:`DeviceClockAdvance`, a dict) has ``now``,
-        ``offsetSeconds``, ``fired`` (``at``, ``event``, ``trigger``) and ``requests``.
-        """
+        """Moves the controlled device clock forward by ``seconds`` or to ``to`` (ISO 8601), every
+        timer due meanwhile run at its own device time (a :class:`DeviceClockAdvance`)."""
         if (seconds is None) == (to is None):
             raise ValueError("advance_clock takes seconds or to, not both and not neither")
         params: Dict[str, Any] = {"seconds": seconds} if seconds is not None else {"to": to}
@@ -354,26 +277,15 @@ class AgentClient:
         return EventStream(self, names or ("flags",), self.timeout)
 
     def wait_for_refresh(self, timeout: float = 10.0) -> RefreshCompleted:
-        """Waits for the next refresh to complete, changed or not; its ``trigger``,
-        ``error``, ``sent`` and ``at``. To catch a refresh that something you do
-        starts, open :meth:`events` first.
-
-        When none completes within ``timeout`` seconds it raises :class:`WaitTimeout` (an
-        :class:`AgentTimeout`) saying what it saw: the last refresh (device time, trigger,
-        outcome), the state, and when the next one is due."""
+        """The next completed refresh (open :meth:`events` first to catch one you cause); a
+        :class:`WaitTimeout` naming the last refresh, the state and the next due, if none comes."""
         return _waits.wait_for_refresh(self, timeout)
 
     def wait_for_state(self, state: str, timeout: float = 10.0) -> Status:
-        """Returns the status once ``status()["state"]`` is ``state`` (at once if it is).
-
-        ``state``: one of :data:`STATES`. When the agent is not in it within ``timeout``
-        seconds it raises :class:`WaitTimeout` (an :class:`AgentTimeout`) naming the state it
-        is in, the states it went through meanwhile and its last refresh."""
+        """The status once its state is ``state`` (one of :data:`STATES`); a :class:`WaitTimeout`
+        naming the state it is in, the changes seen and the last refresh, if not in time."""
         return _waits.wait_for_state(self, state, timeout)
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
-        """Flag updates as a context manager yielding an iterator (see :class:`Subscription`).
-
-        ``timeout`` bounds each ``next()`` (None: wait for the next update as long as it takes).
-        """
+        """Flag updates, a context manager and iterator (:class:`Subscription`); ``timeout`` bounds each ``next()``."""
         return Subscription(self, timeout)

@@ -1,6 +1,4 @@
-"""A client of the Pushwoosh emulator's admin API (docs/emulator.md D.2 and D.3), on urllib only, and its
-request log as the client reads it: the filters, a recorded request in a line, and the timeout of
-a wait that names what came instead."""
+"""A client of the Pushwoosh emulator's admin API (docs/emulator.md D.2 and D.3), on urllib only."""
 
 from __future__ import annotations
 
@@ -28,11 +26,8 @@ FAULT_FIELDS: Dict[str, str] = {**{k: camel_case(k) for k in _FAULT_KINDS}, **{c
 _MASK64 = (1 << 64) - 1
 
 
-
 class _Default:
-    """add_fault's ``times`` when not given."""
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # add_fault's ``times`` when not given
         return "1 (every call in the window with for_seconds)"
 
 
@@ -46,17 +41,11 @@ def _segment(text: str) -> str:
 
 
 class EmulatorClient:
-    """The admin API of a running ``pushwoosh-emulator`` at ``base_url``.
-
-    ``base_url`` is the emulator's root, e.g. ``http://127.0.0.1:8080`` (its
-    device API URL ``…/json/1.3/`` is accepted too). ``timeout``: seconds per
-    HTTP request. Every method returns the emulator's JSON answer (for the
-    list calls, the list); an error answer raises :class:`EmulatorError`
-    carrying the emulator's message (a 400 says what is wrong and where).
-    ``admin_token``: the token of an emulator started with ``--admin-token FILE``,
-    sent as ``Authorization: Bearer TOKEN`` with every call (without it such an
-    emulator answers 401).
-    """
+    """The admin API of a running ``pushwoosh-emulator`` at ``base_url`` (its root, e.g.
+    ``http://127.0.0.1:8080``, or its ``…/json/1.3/``). ``timeout``: seconds per HTTP request;
+    ``ca_file``: an ``https://`` emulator's CA; ``admin_token``: its token (``--admin-token``, or
+    a lab's ``DIR/token``), sent as ``Authorization: Bearer``. Each method returns the JSON answer
+    (a list call, the list); an error answer raises :class:`EmulatorError` naming what and where."""
 
     def __init__(self, base_url: str, timeout: float = 10.0, ca_file: Optional[str] = None,
                  admin_token: Optional[str] = None) -> None:
@@ -68,7 +57,6 @@ class EmulatorClient:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = url
         self.timeout = timeout
-        #: An ``https://`` emulator's CA (``ca_file``) trusted besides the system's.
         self.ssl_context: Optional[ssl.SSLContext] = None
         if ca_file is not None:
             self.ssl_context = ssl.create_default_context()
@@ -125,7 +113,6 @@ class EmulatorClient:
             raise EmulatorError(method, url, 200, f"the answer is not JSON: {text[:200]!r}") from None
 
     def _object(self, method: str, path: str, body: Any = None) -> Dict[str, Any]:
-        """An answer that is one JSON object."""
         result: Dict[str, Any] = self._request(method, path, body)
         return result
 
@@ -185,12 +172,9 @@ class EmulatorClient:
 
     @staticmethod
     def rollout_bucket(flag: str, user: str) -> int:
-        """The user's rollout bucket (0-99) for ``flag``, as the emulator computes it: a rule with
-        ``rolloutPercent: P`` matches when the bucket is below P. ``user`` is the request's
-        User ID (the HWID until a User ID is set). The bucket is
-        ``fmix64(FNV-1a-64(UTF-8 of flag, a 0x00 byte, UTF-8 of user)) mod 100`` (FNV-1a-64 with
-        offset basis 0xcbf29ce484222325 and prime 0x100000001b3, then MurmurHash3's 64-bit
-        finalizer), all modulo 2**64."""
+        """The rollout bucket (0-99) of ``user`` (the User ID, else the HWID) for ``flag``, as the
+        emulator computes it (``rolloutPercent: P`` matches below P): MurmurHash3's fmix64 of
+        FNV-1a-64 over ``flag``, a 0x00 byte and ``user`` (UTF-8), mod 100."""
         if not isinstance(flag, str) or not isinstance(user, str):
             raise TypeError(f"rollout_bucket: flag and user must be strings, not {flag!r} and {user!r}")
         h = 0xCBF29CE484222325
@@ -204,10 +188,8 @@ class EmulatorClient:
         return h % 100
 
     def set_rollout(self, code: str, flag: str, rule: str, percent: float) -> Dict[str, Any]:
-        """Sets rule ``rule`` of flag ``flag`` (application ``code``) to match ``percent`` % of users
-        (``when.rolloutPercent``), leaving the rest of the flag as it is; returns the stored flag.
-        An unknown flag or rule, or a percent outside 0-100, raises ``ValueError`` naming it and
-        changes nothing."""
+        """Sets rule ``rule`` of flag ``flag`` to match ``percent`` % of users, the rest as it is;
+        the stored flag. An unknown flag or rule, or a percent outside 0-100, is a ``ValueError``."""
         if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 <= percent <= 100:
             raise ValueError(f"set_rollout: percent must be a number from 0 to 100, not {percent!r}")
         flags = self.get_app(code).get("flags", [])
@@ -230,20 +212,11 @@ class EmulatorClient:
     def add_fault(self, method: str, times: Union[int, None, _Default] = _DEFAULT, *, hwid: Optional[str] = None,
                   user_id: Optional[str] = None, for_seconds: Optional[float] = None,
                   probability: Optional[float] = None, seed: Optional[int] = None, **fault: Any) -> Dict[str, Any]:
-        """Calls of device API ``method`` fail as described; returns the armed fault
-        (with ``id``, ``remaining`` and ``until``). A method the device API does not have
-        (a typo such as ``getFeatureFlag``) raises :class:`EmulatorError` (400, ``path``
-        ``method``) naming the known ones, instead of arming a fault that never fires.
-
-        Scope (docs/emulator.md D.3): ``hwid`` / ``user_id`` (only that device's or user's
-        calls), ``for_seconds`` (active that long from now in emulator time; with
-        ``times`` whichever ends first). ``times`` defaults to 1, or with
-        ``for_seconds`` to every matching call in the window. ``probability`` (0-1) with ``seed`` (the same seed gives
-        the same hits and misses). Kinds (D.2, D.3), as keywords: ``http`` (status),
-        ``retry_after`` (with ``http``), ``status_code`` (envelope code with HTTP 200),
-        ``body`` (``"garbage"``), ``drop``, ``delay_ms``, ``partial``,
-        ``truncate_after_bytes``, ``stall_after_headers``, ``reset`` (``True``).
-        """
+        """Calls of device API ``method`` fail as the keywords say (docs/emulator.md D.2, D.3: ``http``,
+        ``retry_after``, ``status_code``, ``body``, ``drop``, ``delay_ms``, ``partial``,
+        ``truncate_after_bytes``, ``stall_after_headers``, ``reset``); the armed fault. Scope:
+        ``hwid`` / ``user_id``, ``for_seconds`` (a window in emulator time), ``times`` (1, or every
+        call in the window), ``probability`` with ``seed``. An unknown method is a 400 naming it."""
         body: Dict[str, Any] = {"method": method}
         if isinstance(times, _Default):
             if for_seconds is None:
@@ -266,8 +239,7 @@ class EmulatorClient:
         return armed
 
     def faults(self) -> List[Dict[str, Any]]:
-        """The faults still armed (``GET /admin/faults``), in arming order, each with
-        ``remaining`` (firings left, None: unlimited) and ``until`` (end of its window, or None)."""
+        """The faults still armed, in order, with ``remaining`` and ``until`` (None: unlimited)."""
         return self._list("/admin/faults", "faults")
 
     def clear_faults(self) -> None:
@@ -278,13 +250,8 @@ class EmulatorClient:
 
     def requests(self, method: Optional[str] = None, since: Since = None, hwid: Optional[str] = None,
                  user_id: Optional[str] = None) -> List[Dict[str, Any]]:
-        """The recorded device API calls (oldest first): ``time``, ``unixTime``, ``method``,
-        ``headers``, ``body``, ``status``, ``fault``, ``hwid``, ``userId``.
-
-        ``method`` selects one device API method; ``since`` (Unix seconds, an aware
-        ``datetime`` or an ISO 8601 string, in emulator time) the calls received at or
-        after it; ``hwid`` / ``user_id`` one device's or user's calls.
-        """
+        """The recorded device API calls, oldest first, of ``method``, ``since`` (Unix seconds, an aware
+        datetime or ISO 8601, emulator time), ``hwid`` / ``user_id`` when given."""
         return self._list("/admin/requests", "requests", query=_filters(method, since, hwid, user_id))
 
     def count_requests(self, method: Optional[str] = None, *, since: Since = None, hwid: Optional[str] = None,
@@ -296,9 +263,8 @@ class EmulatorClient:
     def wait_for_requests(self, method: Optional[str] = None, *, hwid: Optional[str] = None,
                           user_id: Optional[str] = None, since: Since = None, count: int = 1,
                           timeout: float = 10.0) -> List[Dict[str, Any]]:
-        """Waits (a long poll, no sleeping) until ``count`` matching calls are recorded; returns
-        them. Raises :class:`RequestsTimeout` (a ``TimeoutError``) carrying what arrived when
-        ``timeout`` seconds (at most 300) pass first."""
+        """Waits (a long poll) for ``count`` matching calls; them. :class:`RequestsTimeout` (a
+        ``TimeoutError``) naming what came instead after ``timeout`` seconds (at most 300)."""
         if not isinstance(count, int) or isinstance(count, bool):
             raise TypeError(f"count must be an int, not {count!r}")
         if count < 1:
@@ -375,10 +341,6 @@ class EmulatorClient:
         return self._object("GET", "/admin/state")
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
-        """Replaces the state with a document from :meth:`state` (faults and requests are cleared).
-
-        The document needs every section (``version``, ``clockOffsetSeconds``, ``apps``,
-        ``devices``): a missing one raises :class:`EmulatorError` with ``path`` naming it,
-        rather than emptying it.
-        """
+        """Replaces the state with a document from :meth:`state` (faults and requests cleared); a
+        missing section is a 400 naming it."""
         return self._object("PUT", "/admin/state", dict(document))

@@ -1,5 +1,4 @@
-"""The real ``pushwoosh-emulator`` for tests, and the lab it serves (``--lab``, docs/lab.md): a
-test's own emulator, or this process's one lab (:func:`session_emulator`)."""
+"""The real ``pushwoosh-emulator`` for tests, and the lab it serves (``--lab``, docs/lab.md)."""
 
 from __future__ import annotations
 
@@ -17,19 +16,11 @@ from ._process_support import EXAMPLE_APP_PATH, StartError, _json_file, _secret,
 
 class EmulatorProcess:
     """``pushwoosh-emulator`` on a free loopback port, logging to ``directory/emulator.log``, and
-    the lab it serves (``--lab directory/emulator-lab``; :attr:`lab`).
-
-    ``apps``: a path, an application definition, a list of them, or None for none; by default
-    :data:`EXAMPLE_APP_PATH`. ``state``: a saved lab (``--state``: a path or a document from
-    ``EmulatorClient.state()``). ``admin_token``: lock the admin API and the lab with this token
-    (``--admin-token``, written to a 0600 file); without one, the lab's own (``DIR/token``, read
-    from the file the emulator names). :attr:`client` sends it; :attr:`token_file` is where it is.
-    ``agentd``: the daemon the lab starts (``--agentd``; else the one beside :attr:`binary`).
-    ``die_with_parent``: run under a parent-death signal (``setpriv --pdeathsig TERM``), so the
-    emulator and its devices end with the thread that started it, even after a SIGKILL.
-    After :meth:`stop`, :meth:`start` starts it again on the same port (the network went away
-    and came back), its state afresh from ``apps`` and ``state``.
-    """
+    its lab (``--lab directory/emulator-lab``; :attr:`lab`). ``apps``: a path, a definition, a list,
+    or None; ``state``: a saved lab (a path or ``EmulatorClient.state()``); ``admin_token``: the
+    token (else the lab's own, read from ``DIR/token``; :attr:`token_file`); ``agentd``: the
+    daemon the lab starts; ``die_with_parent``: ends with the thread that started it
+    (``setpriv --pdeathsig``). After :meth:`stop`, :meth:`start` uses the same port again."""
 
     def __init__(self, directory: str, apps: Union[str, Mapping[str, Any], List[Mapping[str, Any]], None] =
                  EXAMPLE_APP_PATH, binary: Optional[str] = None, require_token: Optional[str] = None,
@@ -43,11 +34,8 @@ class EmulatorProcess:
             raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
         self.directory = directory
         self.admin_token = admin_token
-        #: ``(certificate, key)`` PEM paths: serve HTTPS (``--tls-cert``, ``--tls-key``).
-        self.tls = tls
-        #: The CA that signed ``tls``'s certificate, for this object's own admin client.
-        self.ca_file = ca_file
-        #: Further command-line arguments (``--upstream URL``, ``--record FILE``, ...).
+        self.tls = tls  #: ``(certificate, key)`` PEM paths: serve HTTPS
+        self.ca_file = ca_file  #: the CA that signed ``tls``'s certificate
         self.extra_args = list(extra_args)
         self.binary = binary or find_binary("pushwoosh-emulator")
         self.agentd = agentd
@@ -60,8 +48,7 @@ class EmulatorProcess:
         self.log_path = os.path.join(directory, "emulator.log")
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.port = 0
-        #: The file of the admin and lab token, once started (``DIR/token`` or ``--admin-token``'s):
-        #: what ``pushwoosh-agentctl fleet advance-clock --admin-token`` takes.
+        #: The token's file once started (``agentctl fleet advance-clock --admin-token`` takes it).
         self.token_file: Optional[str] = None
         self._client: Optional[EmulatorClient] = None
 
@@ -84,8 +71,7 @@ class EmulatorProcess:
 
     @property
     def lab(self) -> LabClient:
-        """A :class:`~pushwoosh_agent.lab.LabClient` of this emulator's lab: the devices it starts
-        (:class:`AgentProcess` with ``lab=``) and its clock."""
+        """A :class:`~pushwoosh_agent.lab.LabClient` of this emulator's lab."""
         return LabClient.of(self.client)
 
     @property
@@ -139,8 +125,7 @@ class EmulatorProcess:
         raise StartError(f"pushwoosh-emulator did not listen within {self.start_timeout:g} s:\n{tail(self.log_path)}")
 
     def stop(self) -> Optional[int]:
-        """SIGTERM (SIGKILL after 5 s); the exit status. Its lab's devices end with it. The port is
-        kept for :meth:`start`."""
+        """SIGTERM (SIGKILL after 5 s), its lab's devices with it; the exit status."""
         process = self.process
         if process is None:
             return None
@@ -160,18 +145,15 @@ class EmulatorProcess:
         self.stop()
 
 
-#: Where this process's lab (:func:`session_emulator`) finds ``pushwoosh-emulator`` when it starts
-#: it: the pytest plugin sets it to ``--pushwoosh-bin``; None: the directory asked for, else ``PATH``.
+#: Where :func:`session_emulator` finds ``pushwoosh-emulator`` (the plugin's ``--pushwoosh-bin``).
 LAB_BIN_DIR: Optional[str] = None
 _SESSION: List[EmulatorProcess] = []
 
 
 def session_emulator(bin_dir: Optional[str] = None) -> EmulatorProcess:
-    """This process's one lab: an emulator with the example application, run with ``--lab`` under
-    a parent-death signal, started on first use (and again after a stop) from :data:`LAB_BIN_DIR`,
-    else ``bin_dir``, else ``PATH``. Under pytest it is the session's ``pushwoosh_emulator``; the
-    agents that name no lab live in it, and end with it (:func:`stop_launcher_labs`, the
-    interpreter's exit, or the death of the thread that started it)."""
+    """This process's one lab (under pytest the session's ``pushwoosh_emulator``), with the example
+    application, started on first use from :data:`LAB_BIN_DIR`, else ``bin_dir``, else ``PATH``;
+    agents that name no lab live in it and end with it."""
     if not _SESSION:
         directory = LAB_BIN_DIR if LAB_BIN_DIR is not None else bin_dir
         _SESSION.append(EmulatorProcess(short_temp_dir("pwe-"), binary=find_binary("pushwoosh-emulator", directory),

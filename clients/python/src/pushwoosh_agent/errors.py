@@ -15,19 +15,14 @@ Every exception raised on purpose by this package derives from
     ├── RefreshError         refresh() completed with an SDK error
     └── EmulatorError        the emulator's admin API answered an error
 
-Arguments that cannot be sent at all (not JSON-serialisable, a lone
-surrogate, a request over the agent's 1 MiB line limit) raise ``TypeError``
-or ``ValueError`` before anything is sent.
-
-A read answered with the caller's default is never silent: it warns with
-:class:`FallbackWarning` (a ``UserWarning``), or, from a client made with
-``strict=True``, raises :class:`FallbackError`.
+Arguments that cannot be sent (not JSON, a lone surrogate, over the agent's 1 MiB line) raise
+``TypeError`` or ``ValueError``. A read answered with the caller's default warns with
+:class:`FallbackWarning` (a ``UserWarning``), or from a ``strict=True`` client raises :class:`FallbackError`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
-
 
 #: JSON-RPC error codes of the agent (docs/socket-api.md B, B.3).
 PERMISSION_DENIED = -32001
@@ -40,12 +35,8 @@ class PushwooshError(Exception):
 
 
 class AgentNotRunning(PushwooshError):
-    """No agent answers on ``socket_path``.
-
-    Raised when connecting fails (no socket, connection refused) and when the
-    agent closes the connection or dies while calls are pending: every pending
-    call fails at once with this exception.
-    """
+    """No agent answers on ``socket_path``: the connect failed, or the agent went away (every
+    pending call fails at once with this)."""
 
     def __init__(self, socket_path: str, reason: str) -> None:
         self.socket_path = socket_path
@@ -54,11 +45,8 @@ class AgentNotRunning(PushwooshError):
 
 
 class AgentTimeout(PushwooshError, TimeoutError):
-    """The agent did not answer ``method`` within ``timeout`` seconds.
-
-    Also a :class:`TimeoutError`. The connection stays usable: a late answer
-    is dropped.
-    """
+    """No answer to ``method`` within ``timeout`` seconds (a ``TimeoutError``); the connection stays
+    usable, a late answer is dropped."""
 
     def __init__(self, socket_path: str, method: str, timeout: float) -> None:
         self.socket_path = socket_path
@@ -71,13 +59,9 @@ class AgentTimeout(PushwooshError, TimeoutError):
 
 
 class WaitTimeout(AgentTimeout):
-    """A wait (``wait_for_state``, ``wait_for_refresh``) ended before what it waited for came.
-
-    The message says what it waited for and what it saw last: the state the agent is in, the
-    last refresh (device time, trigger, outcome), the states and refreshes seen meanwhile.
-    ``last_status`` is the agent's ``status()`` read when the wait ended (None when it could not
-    be read), ``seen`` the notifications' params that came meanwhile, oldest first.
-    """
+    """A wait ended before what it waited for came; the message says what it saw last.
+    ``last_status``: ``status()`` at the end (None if unreadable); ``seen``: the notifications'
+    params that came meanwhile, oldest first."""
 
     def __init__(self, socket_path: str, method: str, timeout: float, message: str,
                  last_status: Optional[Dict[str, Any]] = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
@@ -88,11 +72,9 @@ class WaitTimeout(AgentTimeout):
 
 
 class _Fallback(Exception):
-    """What a read answered with the caller's default says: ``code`` (``FLAG_NOT_FOUND``,
-    ``TYPE_MISMATCH``, ``PROVIDER_NOT_READY``), ``key`` the flag, ``property`` the property
-    (None for a flag read), ``value`` the default returned and ``message`` the agent's words
-    (``no property "x"`` and ``"x" is a string, not a number`` tell a missing property from one
-    of another type). The text names them all and the call."""
+    """A read answered with the caller's default: ``code`` (``FLAG_NOT_FOUND``, ``TYPE_MISMATCH``,
+    ``PROVIDER_NOT_READY``), ``key``, ``property`` (None for a flag), ``value`` (the default
+    returned) and ``message`` (the agent's words). The text names them all and the call."""
 
     def __init__(self, text: str, code: str, key: str, property: Optional[str] = None,
                  value: Any = None, message: str = "") -> None:
@@ -105,15 +87,11 @@ class _Fallback(Exception):
 
 
 class FallbackWarning(_Fallback, UserWarning):
-    """A read returned the caller's default (``reason`` ``ERROR``, docs/socket-api.md B.1): what
-    every read of a client that is not strict emits; the fields are :class:`_Fallback`'s."""
+    """A read returned the caller's default (``reason`` ``ERROR``): what a client not strict emits."""
 
 
 class FallbackError(_Fallback, PushwooshError):
-    """What a client made with ``strict=True`` (or the plugin's ``strict`` marker option, or
-    ``--pushwoosh-strict``) raises instead of :class:`FallbackWarning`: the read answered with
-    the caller's default. ``code``, ``key``, ``property``, ``value`` and ``message`` as the
-    warning has them."""
+    """:class:`FallbackWarning`, raised by a client made with ``strict=True`` (or ``--pushwoosh-strict``)."""
 
 
 class ProtocolError(PushwooshError):
@@ -135,11 +113,8 @@ class AgentError(PushwooshError):
 
 
 class PermissionDenied(AgentError):
-    """Error -32001 (docs/socket-api.md B.3): ``method`` needs root, the agent's user or ControlGroup.
-
-    Also raised with code -32001 and ``method`` None when the socket itself
-    refuses the connection (EACCES: the caller is not in the socket's group).
-    """
+    """-32001 (docs/socket-api.md B.3): ``method`` needs root, the agent's user or ControlGroup; with
+    ``method`` None, the socket refused the connection (not in its group)."""
 
 
 class MethodNotFound(AgentError):
@@ -147,12 +122,8 @@ class MethodNotFound(AgentError):
 
 
 class RefreshError(PushwooshError):
-    """``refresh()`` completed with an error (RF-7).
-
-    ``code`` is the SDK's: the HTTP status, ``0`` when no HTTP response arrived
-    or no request was sent, ``200`` when the answer could not be used.
-    ``domain`` is ``PWFeatureFlagsErrorDomain``.
-    """
+    """``refresh()`` completed with an error (RF-7): ``code`` the HTTP status, ``0`` without a
+    response, ``200`` when the answer was unusable; ``domain`` ``PWFeatureFlagsErrorDomain``."""
 
     def __init__(self, code: int, domain: str, message: str) -> None:
         self.code = code
@@ -162,11 +133,8 @@ class RefreshError(PushwooshError):
 
 
 class EmulatorError(PushwooshError):
-    """The emulator's admin API answered ``status`` (400: the definition is wrong).
-
-    ``message`` is the emulator's own (``"error"`` in its answer), ``path``
-    where in the JSON it found the problem (or None), ``body`` the whole answer.
-    """
+    """The emulator answered ``status`` (0: unreachable): ``message`` its ``error``, ``path`` the
+    field at fault (or None), ``body`` the whole answer."""
 
     def __init__(self, method: str, url: str, status: int, message: str,
                  path: Optional[str] = None, body: Any = None) -> None:

@@ -1,15 +1,10 @@
-"""Waiting on what the agent says happened (docs/socket-api.md B.1, docs/device-clock.md H.1).
-
-Both views here stand on the one subscription mechanism of the connection (a listener with its
-own queue, fed by the connection's reader thread): :class:`Subscription` (flag updates, from
-:meth:`AgentClient.subscribe`) and :class:`EventStream` (any events, from
-:meth:`AgentClient.events`). A test waits on these, never in a sleep loop::
+"""Waiting on what the agent says happened (docs/socket-api.md B.1, docs/device-clock.md H.1):
+:class:`Subscription` (flag updates) and :class:`EventStream` (any events), both listeners of the
+connection with queues of their own. A test waits on these, never in a sleep loop::
 
     with agent.events("refresh") as events:
         agent.advance_clock(3600)                       # the hourly refresh runs meanwhile
         done = events.next("refreshCompleted", timeout=5)
-
-:meth:`AgentClient.wait_for_refresh` and :meth:`AgentClient.wait_for_state` are built on it.
 """
 
 from __future__ import annotations
@@ -32,9 +27,8 @@ _T = TypeVar("_T")
 
 def _take_first(listener: Listener, timeout: Optional[float], socket_path: str, what: str,
                 pick: Callable[[Tuple[str, Any]], Optional[_T]], closed: Callable[[], BaseException]) -> _T:
-    """The first queued notification that ``pick`` accepts, waiting at most ``timeout`` in all;
-    ``closed()`` is raised when the listener ends. On timeout a :class:`WaitTimeout` (an
-    ``AgentTimeout``) names ``what`` and the notifications that came instead."""
+    """The first notification ``pick`` accepts within ``timeout`` (``closed()`` raised at the end); a
+    :class:`WaitTimeout` naming ``what`` and the notifications that came instead."""
     deadline = None if timeout is None else time.monotonic() + timeout
     skipped: List[Tuple[str, Any]] = []
     while True:
@@ -70,23 +64,14 @@ class ConnectionSource(Protocol):
 
 
 class Subscription:
-    """Flag updates, from :meth:`AgentClient.subscribe`, as a context manager and iterator.
-
-    ::
+    """Flag updates (:meth:`AgentClient.subscribe`), in order, none lost; subscribed by ``with``::
 
         with client.subscribe() as updates:
-            client.refresh()
             for update in updates:        # blocks until an update arrives
                 print(update.reason, update.changed)
 
-    The reader thread puts every update into this subscription's own unbounded
-    queue, so none is lost while the consumer is busy; they come out in the
-    order the agent sent them. Iteration ends when the subscription is closed
-    (leaving the ``with`` block, or :meth:`close` from another thread) and
-    raises :class:`AgentNotRunning` when the connection is lost. With
-    ``timeout`` set, ``next()`` raises :class:`AgentTimeout` after that many
-    seconds without an update; :meth:`get` takes a timeout per call.
-    """
+    Iteration ends when it is closed and raises :class:`AgentNotRunning` when the connection is
+    lost; ``timeout`` bounds each ``next()`` (:class:`AgentTimeout`), :meth:`get` takes its own."""
 
     def __init__(self, client: ConnectionSource, timeout: Optional[float] = None) -> None:
         self._client = client
@@ -128,8 +113,7 @@ class Subscription:
         return self._take(self.timeout)
 
     def get(self, timeout: Optional[float] = None) -> FlagsUpdate:
-        """The next update; raises :class:`AgentTimeout` when none arrives within ``timeout``
-        seconds (None: wait as long as it takes), ``StopIteration`` once closed."""
+        """The next update (:class:`AgentTimeout` after ``timeout`` seconds; ``StopIteration`` once closed)."""
         return self._take(timeout)
 
     @property
@@ -148,12 +132,8 @@ class Subscription:
 
 
 class EventStream:
-    """Notifications of ``events`` (``flags``, ``refresh``, ``state``) in arrival order.
-
-    ``socket_path``: a socket path (a connection of the stream's own), or an :class:`AgentClient`
-    (its connection, as :meth:`AgentClient.events` does). Subscribed when constructed (so nothing
-    that happens after the constructor returns is missed); a context manager that closes it.
-    """
+    """Notifications of ``events`` (``flags``, ``refresh``, ``state``) in arrival order, subscribed
+    when constructed, on a connection of its own (``socket_path``) or an :class:`AgentClient`'s."""
 
     def __init__(self, socket_path: Union[str, ConnectionSource], events: Iterable[str],
                  timeout: Optional[float] = 30.0) -> None:

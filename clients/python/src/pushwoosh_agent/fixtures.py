@@ -17,20 +17,16 @@ __all__ = ["RunningEmulator", "Fleet", "Lab"]
 
 
 class RunningEmulator(EmulatorClient):
-    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator.
-    ``lab`` is where the fixtures start the test's agents: this emulator's own lab, or (for an
-    emulator marked ``stoppable=True``, only the agents' server) the session's."""
+    """The ``pushwoosh_emulator`` fixture: an :class:`EmulatorClient` of a running emulator, and the
+    ``lab`` the test's agents live in (its own, or for ``stoppable=True`` the session's)."""
 
     def __init__(self, process: EmulatorProcess, lab: Optional[LabClient] = None) -> None:
         super().__init__(process.base_url, ca_file=process.ca_file, admin_token=process.admin_token)
         self.process = process
         self.lab = lab or process.lab
-        #: With ``tls=True``: the test CA's PEM file (the agent fixture's ``CAFile=``), else None.
-        self.ca_file = process.ca_file
+        self.ca_file = process.ca_file  #: with ``tls=True`` the test CA (the agents' ``CAFile=``)
         self.log_path = process.log_path
-        #: The file of its admin (and lab) token.
-        self.token_file = process.token_file
-        #: The example application's code.
+        self.token_file = process.token_file  #: the file of its admin (and lab) token
         self.app_code = "ABCDE-12345"
 
     def log(self) -> str:
@@ -38,9 +34,8 @@ class RunningEmulator(EmulatorClient):
         return tail(self.log_path, 1 << 30)
 
     def stop(self) -> Optional[int]:
-        """Stops the emulator (SIGTERM): its port refuses connections until :meth:`start`. The
-        agents in its lab would end with it: then it refuses (RuntimeError), and a test that takes
-        the server away asks for ``@pytest.mark.pushwoosh_emulator(stoppable=True)``."""
+        """Stops the emulator until :meth:`start`; a RuntimeError when agents live in its lab (a test
+        that takes the server away asks for ``@pytest.mark.pushwoosh_emulator(stoppable=True)``)."""
         if self.running and self.lab.emulator.base_url == self.base_url:
             living = [d["name"] for d in self.lab.devices() if d.get("owned") and d.get("state") != "exited"]
             if living:
@@ -50,7 +45,7 @@ class RunningEmulator(EmulatorClient):
         return self.process.stop()
 
     def start(self) -> "RunningEmulator":
-        """Starts the emulator again on the same port (its state afresh from the apps file)."""
+        """Starts the emulator again on the same port, its state afresh."""
         self.process.start()
         return self
 
@@ -60,8 +55,7 @@ class RunningEmulator(EmulatorClient):
 
 
 class Fleet(List[AgentProcess]):
-    """The agents of ``pushwoosh_fleet``, in order (agent ``i`` has User ID ``user_ids[i]``),
-    against ``emulator``."""
+    """The agents of ``pushwoosh_fleet`` in order, agent ``i`` with User ID ``user_ids[i]``."""
 
     def __init__(self, agents: List[AgentProcess], user_ids: List[str],
                  emulator: Optional[EmulatorClient] = None) -> None:
@@ -70,10 +64,7 @@ class Fleet(List[AgentProcess]):
         self.emulator = emulator
 
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None) -> ClockAdvance:
-        """Moves the lab the agents live in and every running agent's device clock together, timer
-        to timer (:func:`pushwoosh_agent.lab.advance_lab`): ``seconds`` forward, or ``until``
-        ``"nextRefresh"``, ``"nextTimer"`` or an ISO 8601 time; the agents need
-        ``clock="controlled"``. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``."""
+        """Moves the lab and the running agents' clocks together (:func:`~pushwoosh_agent.lab.advance_lab`)."""
         lab: Optional[Union[LabClient, EmulatorClient]] = self[0].lab if self else self.emulator
         if lab is None:
             raise ValueError("advance_clock: this fleet has no agent and no emulator")
@@ -107,11 +98,7 @@ class Lab:
 
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
                       devices: Optional[Sequence[AgentProcess]] = None) -> ClockAdvance:
-        """Moves the lab the agents live in (its emulator's clock) and the agents' device clocks
-        together, all or none: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (each agent's
-        next periodic refresh, whatever its phase in the hour), ``"nextTimer"`` or an ISO 8601
-        time; ``devices``: some of :attr:`agents` (default all that run). Returns ``{"now",
-        "fired": {HWID: [...]}, "requests"}``; :class:`~pushwoosh_agent.LabClockError` when one
-        cannot move (a system clock), nothing moved (see :mod:`pushwoosh_agent.lab`)."""
+        """Moves the lab and the clocks of ``devices`` (default: every agent that runs) together, all or
+        none (:func:`~pushwoosh_agent.lab.advance_lab`)."""
         chosen = self._started if devices is None else list(devices)
         return advance_lab(self.emulator.lab, [agent for agent in chosen if agent.running], seconds, until=until)

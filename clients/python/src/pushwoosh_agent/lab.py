@@ -1,8 +1,5 @@
-"""The lab: ``pushwoosh-emulator --lab DIR`` as one HTTP API (docs/lab.md M).
-
-The lab is the emulator, the devices and their clocks. It starts devices, attaches running
-ones, relays their calls, and moves every clock together, timer to timer (the lab clock,
-docs/device-clock.md J): one implementation, in the lab; this module is a thin client of it.
+"""A client of the lab, ``pushwoosh-emulator --lab DIR`` (docs/lab.md M): the emulator, the devices
+and their clocks, moved together timer to timer (docs/device-clock.md J) by the lab itself.
 
 >>> lab = LabClient("http://127.0.0.1:8080")
 >>> lab.start(count=3, name="qa", config={"Agent": {"UserId": "user-{n}"}})
@@ -24,11 +21,9 @@ from .errors import EmulatorError, ProtocolError, PushwooshError
 from .results import FiredTimer
 
 
-
 class ClockAdvance(TypedDict):
-    """What :meth:`Fleet.advance_clock` and ``pushwoosh_lab.advance_clock`` return: the lab's time
-    at the end (ISO 8601), the timers that fired on each device (by HWID, in order), and how
-    many requests the devices sent meanwhile."""
+    """:func:`advance_lab`'s answer: the lab's time at the end, the timers fired on each device (by
+    HWID, in order), the requests sent meanwhile."""
 
     now: str
     fired: Dict[str, List[FiredTimer]]
@@ -43,8 +38,7 @@ class LabSkipped(TypedDict):
 
 
 class LabAdvance(TypedDict):
-    """``POST /lab/advance``'s answer: the lab's time, the steps taken, the timers that fired on
-    each device (by name), the requests sent, and every device that could not be moved."""
+    """``POST /lab/advance``'s answer: as :class:`ClockAdvance` by device name, with ``steps`` and ``skipped``."""
 
     now: str
     steps: int
@@ -54,8 +48,7 @@ class LabAdvance(TypedDict):
 
 
 class LabClockError(PushwooshError):
-    """Some devices could not follow the lab clock, or are not the lab's (each named, with the
-    reason): nothing moved, since the lab moves all or none. ``result`` is what was done (None)."""
+    """Some devices are not the lab's or cannot follow its clock (each named): nothing moved."""
 
     def __init__(self, message: str, result: Optional[ClockAdvance] = None) -> None:
         super().__init__(message)
@@ -63,8 +56,7 @@ class LabClockError(PushwooshError):
 
 
 def parse_time(text: str) -> float:
-    """Unix seconds of an ISO 8601 UTC time as the agent and the lab write it
-    (:func:`pushwoosh_agent.results.parse_time`; :class:`ProtocolError` when it is not one)."""
+    """Unix seconds of an ISO 8601 time as the lab writes it (else :class:`ProtocolError`)."""
     moment = results.parse_time(text, "a lab time")
     if moment is None:
         raise ProtocolError("a lab time: expected an ISO 8601 time, not None")
@@ -78,18 +70,15 @@ def _positive_seconds(seconds: object) -> float:
 
 
 class LabClient:
-    """The lab's API at ``url`` (``http://HOST:PORT`` of ``pushwoosh-emulator --lab DIR``).
-    The lab is always locked: ``token`` is its token (``--admin-token``'s), or ``token_file`` the
-    file it is in (``DIR/token``, which ``--lab DIR`` writes when no ``--admin-token`` is given;
-    the emulator prints ``lab token: FILE``). Errors are :class:`EmulatorError` with the
-    lab's status, message and the field at fault (``.path``)."""
+    """The lab at ``url`` (``http://HOST:PORT``). It is always locked: ``token``, or ``token_file``
+    (``DIR/token`` unless ``--admin-token``; the emulator prints ``lab token: FILE``). Errors are
+    :class:`EmulatorError` with the status, message and the field at fault (``.path``)."""
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = 300.0,
                  ca_file: Optional[str] = None, *, token_file: Optional[str] = None) -> None:
         if token is None and token_file is not None:
             with open(token_file, encoding="utf-8") as f:
                 token = f.read().strip()
-        #: The emulator behind the lab (its admin API: flags, faults, requests).
         self.emulator = EmulatorClient(url, timeout=timeout, ca_file=ca_file, admin_token=token)
 
     @classmethod
@@ -108,7 +97,7 @@ class LabClient:
     # -- devices --
 
     def devices(self) -> List[Dict[str, Any]]:
-        """Every device of the lab, each with its times in its own time (docs/lab.md M.1)."""
+        """Every device of the lab, with its times in its own time (docs/lab.md M.1)."""
         return list(self._call("GET", "/devices")["devices"])
 
     def device(self, name: str) -> Dict[str, Any]:
@@ -118,11 +107,9 @@ class LabClient:
               config: Optional[Mapping[str, Mapping[str, Any]]] = None, *, directory: Optional[str] = None,
               environment: Optional[Mapping[str, str]] = None, agentd: Optional[str] = None,
               extra_config: str = "") -> List[Dict[str, Any]]:
-        """Starts ``count`` devices named ``NAME-0``... (one named ``name`` without ``count``),
-        ready when this returns; ``config``: sections and keys, ``{n}`` the device's index.
-        For one device: ``directory`` (the test's own, kept as found: a second start there
-        continues on its state), ``environment`` (variables added), ``agentd`` (the daemon to run),
-        ``extra_config`` (text appended to its configuration file)."""
+        """Starts ``count`` devices ``NAME-0``... (without ``count`` one, ``name``), ready on return;
+        ``config``: sections of keys (``{n}`` the index). One device may have its ``directory``
+        (its state kept), ``environment``, ``agentd`` and ``extra_config`` (appended lines)."""
         given = {"name": name, "clock": clock, "count": count, "extraConfig": extra_config or None,
                  "config": None if config is None else {section: dict(keys) for section, keys in config.items()},
                  "directory": None if directory is None else os.path.abspath(directory),
@@ -136,8 +123,7 @@ class LabClient:
         return dict(self._call("POST", f"/devices/{name}/signal", {"signal": signal}))
 
     def notifications(self, name: str, after: int = 0) -> Dict[str, Any]:
-        """What an owned device told its ``NOTIFY_SOCKET`` from the ``after``-th on:
-        ``{"notifications": [...], "next": N, "dropped": n}``."""
+        """What an owned device told its ``NOTIFY_SOCKET`` from the ``after``-th on (``next``, ``dropped``)."""
         return dict(self._call("GET", f"/devices/{name}/notifications", query={"after": str(after)}))
 
     def attach(self, socket: str, name: str) -> Dict[str, Any]:
@@ -171,10 +157,9 @@ class LabClient:
 
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
                       devices: Optional[Sequence[str]] = None, strict: bool = False) -> LabAdvance:
-        """Moves the lab: ``seconds`` forward, or ``until`` ``"nextRefresh"`` (every device's next
-        periodic refresh), ``"nextTimer"`` or an ISO 8601 lab time; ``devices``: names (default
-        all). A device that could not be moved is in ``skipped``, with the reason; with ``strict``
-        the lab moves all or none (a 409 naming them in ``body["skipped"]``, nothing moved)."""
+        """Moves the lab ``seconds``, or ``until`` ``"nextRefresh"``, ``"nextTimer"`` or an ISO 8601
+        time; ``devices``: names (default all). One that cannot move is in ``skipped``; with
+        ``strict``, all or none (a 409 naming them in ``body["skipped"]``)."""
         if (seconds is None) == (until is None):
             raise ValueError("advance_clock: give seconds or until, not both or neither")
         body: Dict[str, Any] = {"seconds": _positive_seconds(seconds)} if seconds is not None else {"until": until}
@@ -192,13 +177,9 @@ class _OnSocket(Protocol):
 
 def advance_lab(lab: Union[LabClient, EmulatorClient], agents: Sequence[_OnSocket], seconds: Optional[float] = None,
                 *, until: Optional[str] = None, timeout: float = 300.0) -> ClockAdvance:
-    """Moves ``lab`` (a :class:`LabClient`, or the emulator serving it) and ``agents`` (its devices:
-    :class:`~pushwoosh_agent.processes.AgentProcess` or :class:`~pushwoosh_agent.AgentClient`,
-    found by socket) together, all or none (``POST /lab/advance`` with ``strict``): ``seconds``
-    forward, or ``until`` ``"nextRefresh"`` (every agent's next periodic refresh), ``"nextTimer"``
-    or an ISO 8601 lab time. Returns ``{"now", "fired": {HWID: [...]}, "requests"}``. Raises
-    :class:`LabClockError` naming every agent that is not the lab's or cannot move (a system
-    clock, not answering, ...); nothing has moved then."""
+    """Moves ``lab`` (or the emulator serving it) and ``agents`` (its devices, found by socket)
+    together, all or none, as :meth:`LabClient.advance_clock`; by HWID. :class:`LabClockError`
+    names every agent not the lab's or unable to move; nothing has moved then."""
     if (seconds is None) == (until is None):
         raise ValueError("advance_clock: give seconds or until, not both or neither")
     lab = lab if isinstance(lab, LabClient) else LabClient.of(lab, timeout=timeout)

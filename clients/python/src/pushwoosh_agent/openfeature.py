@@ -1,8 +1,5 @@
-"""OpenFeature's Python OFREP provider over the agent's HTTP interface on a Unix socket.
-
-The provider (``openfeature-provider-ofrep``) speaks HTTP through ``requests``, which has
-no Unix-socket transport of its own. :class:`UnixAdapter`, mounted on the provider's own
-session, gives it one; the provider's code is unchanged::
+"""OpenFeature's Python OFREP provider (``openfeature-provider-ofrep``, on ``requests``) over the
+agent's HTTP interface on a Unix socket: :class:`UnixAdapter`, mounted on its session::
 
     from openfeature.contrib.provider.ofrep import OFREPProvider
     from pushwoosh_agent.openfeature import UNIX_BASE_URL, UnixAdapter
@@ -10,8 +7,7 @@ session, gives it one; the provider's code is unchanged::
     provider = OFREPProvider(UNIX_BASE_URL)
     provider.session.mount(UNIX_BASE_URL, UnixAdapter("/run/pushwoosh-agent/http.sock"))
 
-``requests`` and ``urllib3`` are not dependencies of this package (it uses the standard
-library only): they come with the OFREP provider, and are imported when this module is.
+``requests`` and ``urllib3`` come with the provider (this package needs only the standard library).
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ from requests.adapters import HTTPAdapter  # type: ignore[import-untyped, import
 
 __all__ = ["UNIX_BASE_URL", "UnixAdapter", "UnixConnection", "UnixConnectionPool"]
 
-#: A base URL for the provider whose host is never resolved: the adapter mounted on it
-#: sends every request to the socket.
+#: A base URL whose host is never resolved: the adapter mounted on it sends everything to the socket.
 UNIX_BASE_URL = "http://ofrep-over-unix.invalid"
 
 

@@ -1,11 +1,9 @@
-"""Where the agent's socket is, found as ``pushwoosh-agentctl`` finds it (docs/socket-api.md B,
-docs/fleet.md E). Imports nothing from the package."""
+"""Where the agent's socket is, found as ``pushwoosh-agentctl`` finds it (docs/socket-api.md B, docs/fleet.md E)."""
 
 from __future__ import annotations
 
 import os
 from typing import List, Mapping, Optional
-
 
 #: The socket when neither ``$PUSHWOOSH_AGENT_SOCKET`` nor ``$RUNTIME_DIRECTORY`` is set.
 DEFAULT_SOCKET_PATH = "/run/pushwoosh-agent/agent.sock"
@@ -16,13 +14,9 @@ _MAX_SOCKET_PATH = 107
 
 
 def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
-    """The socket ``pushwoosh-agentctl`` uses without ``--socket``.
-
-    ``$PUSHWOOSH_AGENT_SOCKET`` when set, else ``$RUNTIME_DIRECTORY/agent.sock``
-    (the first directory when systemd lists several), else
-    ``/run/pushwoosh-agent/agent.sock`` (the socket unit's), else
-    ``/run/pushwoosh-agentd/agent.sock`` when only that exists (the service binding its own).
-    """
+    """The socket ``pushwoosh-agentctl`` uses without ``--socket``: ``$PUSHWOOSH_AGENT_SOCKET``, else
+    ``$RUNTIME_DIRECTORY/agent.sock`` (the first directory), else the socket unit's, else
+    ``/run/pushwoosh-agentd/agent.sock`` when only that exists."""
     env = os.environ if environ is None else environ
     explicit = env.get("PUSHWOOSH_AGENT_SOCKET", "")
     if explicit:
@@ -34,19 +28,15 @@ def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
 
 
 def instance_socket_path(name: str) -> str:
-    """The socket of instance NAME (``pushwoosh-agent@NAME``, docs/fleet.md E), as
-    ``pushwoosh-agentctl --instance NAME`` finds it: ``/run/pushwoosh-agent/NAME.sock``
-    (``pushwoosh-agent@NAME.socket``), else ``/run/pushwoosh-agentd@NAME/agent.sock`` when
-    only that exists (the instance's service binding its own socket).
-    """
+    """The socket of ``pushwoosh-agent@NAME`` as ``pushwoosh-agentctl --instance NAME`` finds it:
+    ``/run/pushwoosh-agent/NAME.sock``, else ``/run/pushwoosh-agentd@NAME/agent.sock`` when only that exists."""
     if not is_instance_name(name):
         raise ValueError(f"not an instance name: {name!r} (letters, digits, '-', '_', '.'; 1-64; not starting with '.')")
     return _first_existing([f"{INSTANCE_RUNTIME_ROOT}/{name}.sock", f"/run/pushwoosh-agentd@{name}/agent.sock"])
 
 
 def is_instance_name(name: str) -> bool:
-    """The names ``pushwoosh-agentd --instance`` and ``pushwoosh-agentctl --instance`` accept:
-    ``[A-Za-z0-9_.-]``, 1 to 64 characters, not starting with ``.`` (docs/fleet.md E)."""
+    """Whether ``--instance`` takes ``name``: ``[A-Za-z0-9_.-]``, 1 to 64, not starting with ``.``."""
     return (0 < len(name) <= 64 and not name.startswith(".")
             and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name))
 

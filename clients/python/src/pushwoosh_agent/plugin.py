@@ -1,16 +1,8 @@
-"""The pytest plugin (entry point ``pytest11``): the real emulator and agents as fixtures
-(``pushwoosh_emulator``, ``pushwoosh_agent``, ``pushwoosh_agent_process``,
-``pushwoosh_restart_agent``, ``pushwoosh_fleet``, ``pushwoosh_lab``, ``pushwoosh_http_url``),
-configured by the markers ``pushwoosh_agent(**settings)`` and ``pushwoosh_emulator(apps=...,
-require_token=..., tls=..., admin_token=..., shared=..., stoppable=...)``; each fixture's own
-documentation says what it is, and the package's README has the whole reference.
-
-The session runs one emulator, and it is the lab the agents live in (each agent a device it
-starts and owns). A test that stops and starts its emulator (the network going away) is marked
-``stoppable=True``: its emulator is then its own and only the agents' server, the agents living
-in the session's lab. Binaries come from ``--pushwoosh-bin DIR`` (or ``$PUSHWOOSH_BIN``), else
-``PATH``; ``--pushwoosh-strict`` makes every fixture's client strict (a marker's ``strict=False``
-still wins). When a test fails, the agents' and the emulator's logs are added to its report.
+"""The pytest plugin (entry point ``pytest11``): the real emulator and agents as fixtures, configured
+by the markers ``pushwoosh_agent(**settings)`` and ``pushwoosh_emulator(...)`` (the package's README
+has the reference). The session runs one emulator, the lab its agents live in; a test that stops its
+emulator marks it ``stoppable=True`` (its own, only the agents' server). A failed test's report gets
+the agents' and the emulator's logs.
 """
 
 from __future__ import annotations
@@ -34,8 +26,6 @@ from .processes import AgentProcess
 
 #: What the fixture configures unless a marker says otherwise.
 AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
-
-
 #: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
 AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
 #: The pushwoosh_emulator marker's options.
@@ -43,8 +33,7 @@ EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shar
 
 
 def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:
-    """A typo in a marker or fixture option ends the test with a clean failure that names
-    the nearest known name, not a traceback from deep inside the fixture."""
+    """A typo in an option fails the test cleanly, naming the nearest known name."""
     for name in given:
         if name not in known:
             pytest.fail(f"{where}: " + unknown_name("option", name, known), pytrace=False)
@@ -66,7 +55,7 @@ def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
 
 
 def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str) -> bool:
-    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``: checked to be a bool."""
+    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``."""
     value = options.pop("strict", None)
     if value is None:
         return bool(request.config.getoption("--pushwoosh-strict"))
@@ -78,8 +67,7 @@ def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str)
 def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     marked = _marker_kwargs(request, "pushwoosh_agent")
     marked.update(extra or {})
-    # With the device clock controlled (docs/device-clock.md H) a test runs the SDK's real timings
-    # (the throttle included): it moves the clock instead of shortening them.
+    # A controlled clock (docs/device-clock.md H) runs the SDK's real timings: the test moves the clock.
     options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
     options.update(marked)
     if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
@@ -104,16 +92,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # The session's one lab (its emulator is pushwoosh_emulator's) takes its binaries from --pushwoosh-bin.
     value = config.getoption("--pushwoosh-bin")
     emulator_process.LAB_BIN_DIR = os.path.abspath(value) if value else None
-    config.addinivalue_line(
-        "markers", "pushwoosh_agent(**settings): configuration of the pushwoosh_agent fixture's agent "
-                   "(refresh_interval='5s', user_id='alice', wait_for_flags=False, strict=True, ...)")
-    config.addinivalue_line(
-        "markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None, shared=True): "
-                   "applications the pushwoosh_emulator fixture loads (a definition, a list, a path, or None); "
-                   "tls=True: HTTPS with a CA made for the test, trusted by the agent fixtures; admin_token: lock "
-                   "the admin API; shared=False: an emulator of the test's own instead of the session's (reset "
-                   "before each test); stoppable=True: one of the test's own to stop and start, the agents "
-                   "living in the session's lab")
+    config.addinivalue_line("markers", "pushwoosh_agent(**settings): the pushwoosh_agent fixture's agent "
+                                       "(refresh_interval='5s', user_id='alice', wait_for_flags=False, ...)")
+    config.addinivalue_line("markers", "pushwoosh_emulator(apps=..., require_token=None, tls=False, admin_token=None, "
+                                       "shared=True, stoppable=False): the pushwoosh_emulator fixture's emulator")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -171,11 +153,10 @@ def _pushwoosh_started() -> List[AgentProcess]:
 @pytest.fixture
 def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
                        pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
-    """An :class:`EmulatorClient` (:class:`RunningEmulator`) of a running ``pushwoosh-emulator``
-    with the example application ``ABCDE-12345``: the session's, reset (``POST /admin/reset``)
-    before each test that uses it; a test whose marker names other ``apps``, a
-    ``require_token``, ``tls=True`` (HTTPS with a CA made for the test, trusted by the agent
-    fixtures), an ``admin_token``, ``shared=False`` or ``stoppable=True`` gets one of its own."""
+    """A :class:`RunningEmulator` with the example application ``ABCDE-12345``: the session's, reset
+    before each test; one of the test's own when its marker names other ``apps``, a
+    ``require_token``, ``tls=True`` (a CA made for the test), an ``admin_token``, ``shared=False``
+    or ``stoppable=True``."""
     options = _marker_kwargs(request, "pushwoosh_emulator")
     apps = options.get("apps", EXAMPLE_APP_PATH)
     stoppable = bool(options.get("stoppable"))
@@ -221,10 +202,8 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
 def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, started: List[List[AgentProcess]],
                   where: str, places: List[Tuple[str, Dict[str, Any]]], settings: Optional[Dict[str, Any]] = None,
                   wait_for_flags: Optional[bool] = None) -> List[AgentProcess]:
-    """An agent in each ``(directory, own settings)`` of ``places``, in the lab of ``emulator`` and
-    talking to it, with the ``pushwoosh_agent`` marker's options and ``settings`` (as ``where``
-    takes them); each put in every list of ``started`` (to be stopped with the test) before it
-    starts, so that a failed start is stopped too."""
+    """An agent in each ``(directory, own settings)`` of ``places``, in ``emulator``'s lab, with the
+    marker's options and ``settings``; each in every list of ``started`` before it starts."""
     options = _agent_options(request, settings)
     if emulator.ca_file is not None:
         options.setdefault("ca_file", emulator.ca_file)
@@ -268,20 +247,16 @@ def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_emulator: 
 
 @pytest.fixture
 def pushwoosh_agent(pushwoosh_agent_process: AgentProcess) -> AgentClient:
-    """An :class:`AgentClient` of a ``pushwoosh-agentd`` that talks to ``pushwoosh_emulator``, in
-    its own temporary directory: ready (``READY=1``) and, unless ``wait_for_flags=False``, done
-    with its first flags request. The ``pushwoosh_agent`` marker takes every setting of
-    :data:`~pushwoosh_agent.processes.AGENT_SETTINGS` (or the file's own key names), ``extra_config``,
-    ``client_timeout``, ``wait_for_flags``, ``http`` and ``strict``; ``DisableThrottle=yes`` and
-    ``RequestTimeout=5s`` unless it says otherwise or says ``clock="controlled"`` (the SDK's real
-    timings, moved with ``advance_clock``)."""
+    """An :class:`AgentClient` of a ready ``pushwoosh-agentd`` talking to ``pushwoosh_emulator``, done
+    with its first flags request unless ``wait_for_flags=False``. The marker takes the settings
+    (:data:`~pushwoosh_agent.processes.AGENT_SETTINGS`) and :data:`AGENT_FIXTURE_OPTIONS`;
+    :data:`AGENT_FIXTURE_DEFAULTS` apply unless it says ``clock="controlled"``."""
     return pushwoosh_agent_process.client
 
 
 @pytest.fixture
 def pushwoosh_restart_agent(pushwoosh_agent_process: AgentProcess) -> Callable[..., AgentClient]:
-    """``restart(kill=True)``: kills the agent (SIGKILL; ``kill=False``: SIGTERM), starts it on the
-    same state directory and socket, waits for ``READY=1``; returns the client."""
+    """``restart(kill=True)``: :meth:`AgentProcess.restart`."""
     return pushwoosh_agent_process.restart
 
 
@@ -297,9 +272,8 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 @pytest.fixture
 def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
                     _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
-    """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: ``n``
-    agents against the test's emulator, agent ``i`` with User ID ``user_ids.format(i=i)``, as a
-    :class:`Fleet`; the settings as the ``pushwoosh_agent`` marker's. All stop with the test."""
+    """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: a :class:`Fleet`
+    of ``n`` agents, ``i`` with User ID ``user_ids.format(i=i)``, settings as the marker's."""
     started: List[AgentProcess] = []
 
     def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
@@ -324,9 +298,7 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningE
 
 @pytest.fixture
 def pushwoosh_lab(pushwoosh_emulator: RunningEmulator, _pushwoosh_started: List[AgentProcess]) -> Lab:
-    """A :class:`Lab`: ``.emulator``, ``.agents`` (every agent the test started) and
-    ``advance_clock(seconds=None, *, until=None, devices=None)``, which moves the lab the agents
-    live in and their clocks together, all or none (``clock="controlled"``)."""
+    """A :class:`Lab`: the emulator, every agent the test started, and their clocks moved together."""
     return Lab(pushwoosh_emulator, _pushwoosh_started)
 
 

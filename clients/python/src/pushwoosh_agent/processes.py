@@ -1,9 +1,5 @@
-"""The real ``pushwoosh-emulator`` and ``pushwoosh-agentd`` for tests, with or without pytest.
-
-:class:`EmulatorProcess` runs an emulator, which is also a lab (``--lab``, docs/lab.md M).
-:class:`AgentProcess` is a device that a lab starts and owns: this package launches no agent of
-its own. An agent given no ``lab=`` lives in this process's one lab (:func:`launcher_lab`; under
-pytest, the session's emulator)::
+"""The real ``pushwoosh-emulator`` (:class:`EmulatorProcess`, also a lab) and ``pushwoosh-agentd``
+(:class:`AgentProcess`, a device a lab starts and owns: by default this process's one lab)::
 
     with EmulatorProcess(directory) as emulator, AgentProcess(directory, lab=emulator.lab) as agent:
         print(agent.client.is_enabled("new_checkout", False))
@@ -30,19 +26,13 @@ __all__ = ["AGENT_SETTINGS", "EXAMPLE_APP_CODE", "EXAMPLE_APP_PATH", "AgentProce
 
 
 class AgentProcess:
-    """A ``pushwoosh-agentd`` device that ``lab`` starts and owns (docs/lab.md M.1), living in
-    ``directory``: its configuration file (``agent.conf``), socket, state directory and log
-    (``agent.log``). ``lab``: a :class:`~pushwoosh_agent.lab.LabClient` (``EmulatorProcess.lab``);
-    by default this process's lab (:func:`launcher_lab`). The lab runs the agent under a
-    parent-death signal, keeps what it tells its ``NOTIFY_SOCKET`` and stops it when the lab ends.
-
-    ``settings`` as :func:`agent_config`; ``server_url`` (or the setting) points the agent at a
-    server (else the lab's own emulator); ``Socket`` and ``StateDirectory`` are the lab's (in
-    ``directory``). ``clock`` is ``system`` unless set. ``binary``: the program the lab runs as the
-    daemon (the real ``pushwoosh-agentd``, or a wrapper that execs it under faketime, valgrind or
-    strace; else the lab's). :meth:`start` returns once the agent sent ``READY=1``
-    (``ready_timeout``: how long it waits for the lab's answer, beyond the lab's own 15 s).
-    """
+    """A ``pushwoosh-agentd`` device that ``lab`` (a :class:`~pushwoosh_agent.lab.LabClient`, by
+    default :func:`launcher_lab`) starts and owns (docs/lab.md M.1) in ``directory``: ``agent.conf``,
+    ``agent.sock``, ``state/`` and ``agent.log``. ``settings`` as :func:`agent_config` (the socket
+    and state are the lab's; ``clock`` ``system`` unless set); ``server_url`` else the lab's
+    emulator. ``binary``: the daemon the lab runs (a wrapper that execs it under faketime,
+    valgrind or strace too). :meth:`start` returns after ``READY=1`` (``ready_timeout``: beyond
+    the lab's own 15 s)."""
 
     _names = itertools.count()
 
@@ -71,14 +61,11 @@ class AgentProcess:
         self.settings = merged
         self.extra_config = extra_config
         self.client_timeout = client_timeout
-        #: Whether :attr:`client` raises FallbackError on a read answered with the caller's default.
         self.strict = strict
         self.ready_timeout = ready_timeout
         self.environment = dict(environment or {})
-        #: The lab that starts it. A wrapper ``binary`` is only the device's daemon: the lab is
-        #: this process's (its emulator from beside a ``binary`` that has one, else PATH's).
+        # A wrapper ``binary`` is only the daemon: the lab's emulator is from beside a build's binary, else PATH.
         self.lab = lab if lab is not None else launcher_lab(_build_dir(binary))
-        #: The device's name in the lab.
         self.name = name or _device_name(self.directory, next(self._names))
         self._client: Optional[AgentClient] = None
         #: How each run ended, as subprocess gives it: the exit code, or minus the signal.
@@ -89,8 +76,7 @@ class AgentProcess:
 
     @property
     def notifications(self) -> List[str]:
-        """Every datagram the agent sent to its ``NOTIFY_SOCKET`` (READY=1, STATUS=…, STOPPING=1),
-        oldest first, as the lab kept them (across restarts)."""
+        """Every datagram the agent sent to its ``NOTIFY_SOCKET``, oldest first, across restarts."""
         if not self._in_lab:  # stopped: what the lab handed over when it let the device go
             return list(self._last_notifications)
         return [str(n) for n in self.lab.notifications(self.name)["notifications"]]
@@ -105,8 +91,8 @@ class AgentProcess:
             time.sleep(0.02)
 
     def write_config(self) -> None:
-        """Writes the configuration file from :attr:`settings` (:func:`agent_config`), on the server
-        and with the socket, state and clock the lab gave it (for a reload: then :meth:`signal` ``SIGHUP``)."""
+        """Writes ``agent.conf`` from :attr:`settings` on the lab's server, socket, state and clock
+        (for a reload: then :meth:`signal` ``SIGHUP``)."""
         config, clock = _lab_config(self.settings)
         with open(self.config_path, encoding="utf-8") as f:  # the lab's own emulator, as it wrote it
             started = [line[len("ServerURL="):].strip() for line in f if line.startswith("ServerURL=")]
@@ -132,8 +118,7 @@ class AgentProcess:
         return self
 
     def _lab_call(self, call: Any, *args: Any) -> Optional[Dict[str, Any]]:
-        """``call(self.name, *args)`` on the lab; None (and out of the lab) once the device or the
-        lab is gone."""
+        """``call(self.name, *args)`` on the lab; None once the device or the lab is gone."""
         if not self._in_lab:
             return None
         try:
@@ -154,9 +139,8 @@ class AgentProcess:
         return device is not None and device.get("state") != "exited" and device.get("pid") is not None
 
     def http_address(self) -> Optional[str]:
-        """The address the agent's HTTP interface (``[HTTP] Listen=``) is bound to, e.g.
-        ``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``, or a socket path; None when it has none
-        (``status``'s ``httpAddress``, as the lab reads it: bound before ``READY=1``)."""
+        """The address the HTTP interface is bound to (``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``,
+        or a socket path), as the lab read it; None without one."""
         device = self._look()
         return None if device is None or device.get("http") is None else str(device["http"])
 
@@ -173,7 +157,7 @@ class AgentProcess:
 
     @property
     def client(self) -> AgentClient:
-        """The :class:`AgentClient` of this agent (created on first use, reconnects after restarts)."""
+        """This agent's :class:`AgentClient` (reconnects after restarts)."""
         if self._client is None:
             self._client = AgentClient(socket=self.socket_path, timeout=self.client_timeout, strict=self.strict)
         return self._client
@@ -202,8 +186,7 @@ class AgentProcess:
         return self.stop()  # the lab reaps it: killed by signal 9
 
     def restart(self, kill: bool = True) -> AgentClient:
-        """Kills the agent (``kill``: SIGKILL, else SIGTERM) and starts it again on the same
-        state directory and socket; returns :attr:`client`, which reconnects on its next call."""
+        """Kills the agent (``kill``: SIGKILL, else SIGTERM) and starts it again on its state; :attr:`client`."""
         if kill:
             self.kill()
         else:
@@ -241,8 +224,7 @@ def _device_name(directory: str, index: int) -> str:
 
 
 def _lab_config(settings: Mapping[str, Any]) -> Tuple[Dict[str, Dict[str, str]], str]:
-    """``settings`` as the lab's ``config`` sections (:func:`config_sections`), and the clock
-    (``[Device] Clock=`` is the lab's ``clock``, ``system`` unless set)."""
+    """``settings`` as the lab's ``config`` sections, and the lab's ``clock`` (``system`` unless set)."""
     config = config_sections(settings)
     clock = config.get("Device", {}).pop("Clock", "system")
     if "Device" in config and not config["Device"]:

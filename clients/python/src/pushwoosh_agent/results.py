@@ -1,10 +1,6 @@
-"""What the agent answers, as types (docs/socket-api.md B, docs/device-clock.md H).
-
-The flag results are frozen dataclasses. The answers a caller reads by key (``status()["state"]``,
-``clock()["offsetSeconds"]``, ``advance_clock(...)["fired"]``, the events' params) are
-``TypedDict`` s: plain dicts at run time, typed for a type checker. Imports only
-:mod:`pushwoosh_agent.errors`.
-"""
+"""What the agent answers, as types (docs/socket-api.md B, docs/device-clock.md H): the flag
+results as frozen dataclasses; the answers read by key (``status()["state"]``, the events'
+params) as ``TypedDict`` s, plain dicts at run time. Imports only :mod:`pushwoosh_agent.errors`."""
 
 from __future__ import annotations
 
@@ -14,7 +10,6 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, TypedDict, Mapping
 
 from .errors import ProtocolError
-
 
 
 @dataclass(frozen=True)
@@ -35,17 +30,11 @@ class Flag:
 
 @dataclass(frozen=True)
 class FlagDetails:
-    """An evaluation with its provenance (docs/socket-api.md B.1), as :meth:`AgentClient.details`
-    (a flag: ``value`` is a bool) and :meth:`AgentClient.property_details` (a property:
-    ``property`` names it, ``value`` is of its type) return it.
-
-    ``reason`` is ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was
-    returned); with ``ERROR``, ``error_code`` tells ``FLAG_NOT_FOUND`` (flags are loaded but the
-    key is absent) from ``PROVIDER_NOT_READY`` (no valid flags yet, expired or discarded) and
-    ``TYPE_MISMATCH`` (a property that is missing or of another type), and ``error_message``
-    says it in words (``flag "k" has no property "p"``, ``property "p" of flag "k" is a string,
-    not a number``).
-    """
+    """An evaluation with its provenance (docs/socket-api.md B.1): :meth:`AgentClient.details` (a
+    flag's bool) or :meth:`AgentClient.property_details` (``property``'s value). ``reason`` is
+    ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was returned); then
+    ``error_code`` is ``FLAG_NOT_FOUND``, ``PROVIDER_NOT_READY`` (no valid flags) or
+    ``TYPE_MISMATCH`` (a property missing or of another type), ``error_message`` its words."""
 
     key: str
     value: Any
@@ -88,14 +77,9 @@ class FlagsUpdate:
 
 @dataclass(frozen=True)
 class RefreshResult:
-    """What :meth:`AgentClient.refresh` did (a failed refresh raises :class:`RefreshError`).
-
-    ``sent`` is False when no request went to the server: the refresh was answered from
-    the stored flags inside the throttle window (RF-6), and ``throttled_until`` is
-    when that window ends, in device time (an aware UTC datetime; None when sent).
-    ``changed`` lists the keys whose flag the refresh changed (empty when none did, and
-    always when it was not sent).
-    """
+    """What :meth:`AgentClient.refresh` did (a failed one raises :class:`RefreshError`): ``sent``
+    False when answered from the stored flags inside the throttle window (RF-6), which ends at
+    ``throttled_until`` (device time, aware UTC); ``changed``: the keys whose flag it changed."""
 
     sent: bool
     throttled_until: Optional[datetime] = None
@@ -133,10 +117,7 @@ class PrimerResult:
     presentation: Optional[Dict[str, Any]]
 
 
-
-# ---------------------------------------------------------------------------------------------
-# Answers read by key: TypedDicts (dicts at run time). The client checks the keys it needs of
-# each (``state``; ``now``; ``now`` and ``fired``); the rest are typed as the agent sends them.
+# Answers read by key (dicts at run time): the client checks the keys each needs (the *Required bases).
 
 
 class SDKError(TypedDict):

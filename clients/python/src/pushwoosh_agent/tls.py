@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Sequence, Tuple
+from typing import NamedTuple, Sequence
 
 __all__ = ["TestCA", "Issued"]
 
 
-class Issued(Tuple[str, str]):
+class Issued(NamedTuple):
     """``(certificate, key)``: paths of a PEM certificate and its private key."""
 
-    @property
-    def certificate(self) -> str:
-        return self[0]
-
-    @property
-    def key(self) -> str:
-        return self[1]
+    certificate: str
+    key: str
 
 
 def _openssl(*args: str) -> None:
@@ -62,4 +57,4 @@ class TestCA:
                  "-keyout", key, "-out", csr, "-subj", f"/CN={hosts[0] if hosts else name}")
         _openssl("x509", "-req", "-in", csr, "-CA", self.ca_file, "-CAkey", self.ca_key, "-CAcreateserial",
                  "-out", cert, "-days", "-1" if expired else "1", "-extfile", ext)
-        return Issued((cert, key))
+        return Issued(cert, key)
