@@ -146,7 +146,7 @@ def pushwoosh_tmp_dir() -> Iterator[str]:
 
 @pytest.fixture
 def _pushwoosh_started() -> List[AgentProcess]:
-    """Every agent the test started (pushwoosh_agent_process, pushwoosh_fleet), for pushwoosh_lab."""
+    """Every agent the test started, for pushwoosh_lab."""
     return []
 
 
@@ -170,8 +170,7 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
         else:
             tls: Optional[Tuple[str, str]] = None
             ca_file: Optional[str] = None
-            if options.get("tls"):
-                # A CA made for this test signs the emulator's certificate; the agent fixture trusts it (CAFile=).
+            if options.get("tls"):  # a CA made for the test signs it; the agent fixture trusts it (CAFile=)
                 ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
                 tls, ca_file = ca.issue("emulator"), ca.ca_file
             process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=find_binary("pushwoosh-emulator", pushwoosh_bin),
@@ -281,10 +280,10 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningE
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
         _check_names("pushwoosh_fleet(...)", settings, _agent_names())
         users = [user_ids.format(i=i) for i in range(len(started), len(started) + n)]
-        places: List[Tuple[str, Dict[str, Any]]] = []
-        for i, user in enumerate(users, len(started)):
-            places.append((os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}"), {"user_id": user}))
-            os.makedirs(places[-1][0], exist_ok=True)
+        places = [(os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}"), {"user_id": user})
+                  for i, user in enumerate(users, len(started))]
+        for directory, _ in places:
+            os.makedirs(directory, exist_ok=True)
         agents = _start_agents(request, pushwoosh_emulator, [started, _pushwoosh_started], "pushwoosh_fleet(...)",
                                places, settings, wait_for_flags)
         return Fleet(agents, users, pushwoosh_emulator)

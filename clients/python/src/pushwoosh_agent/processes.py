@@ -191,8 +191,7 @@ class AgentProcess:
             self.kill()
         else:
             self.stop()
-        self.start()
-        return self.client
+        return self.start().client
 
     def log(self) -> str:
         """The agent's log so far (its standard error)."""
