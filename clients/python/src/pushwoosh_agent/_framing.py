@@ -67,18 +67,13 @@ def encode_request(call_id: int, method: str, params: Mapping[str, Any]) -> byte
         raise TypeError(f"method must be a non-empty string, not {method!r}")
     request = {"jsonrpc": "2.0", "id": call_id, "method": method, "params": dict(params)}
     try:
-        text = json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except TypeError as error:
-        raise TypeError(f"{method}: the parameters are not JSON: {error}") from None
-    except ValueError as error:
-        raise ValueError(f"{method}: the parameters are not JSON: {error}") from None
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError as error:
+        data = json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError as error:  # a ValueError too: caught first
         raise ValueError(f"{method}: a parameter is not valid Unicode (lone surrogate): {error}") from None
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{method}: the parameters are not JSON: {error}") from None
     if len(data) > MAX_LINE:
-        raise ValueError(f"{method}: the request is {len(data)} bytes; the agent takes at most "
-                         f"{MAX_LINE}")
+        raise ValueError(f"{method}: the request is {len(data)} bytes; the agent takes at most {MAX_LINE}")
     return data + b"\n"
 
 
