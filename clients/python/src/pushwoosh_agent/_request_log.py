@@ -33,27 +33,23 @@ _SEEN_NAMED = 8
 
 def describe_request(record: Mapping[str, Any]) -> str:
     """One recorded request in a line: ``getFeatureFlags hwid=H user=U -> 503 (fault) at T``."""
-    text = f"{record.get('method', '?')} hwid={record.get('hwid') or '-'}"
-    if record.get("userId") is not None:
-        text += f" user={record.get('userId')}"
+    user, fault = record.get("userId"), record.get("fault")
+    text = f"{record.get('method', '?')} hwid={record.get('hwid') or '-'}" + ("" if user is None else f" user={user}")
     text += f" -> {record.get('status', '?')}"
-    fault = record.get("fault")
     if fault:
-        text += f" (fault {json.dumps(fault, sort_keys=True) if not isinstance(fault, str) else fault})"
+        text += f" (fault {fault if isinstance(fault, str) else json.dumps(fault, sort_keys=True)})"
     return text + f" at {record.get('time', '?')}"
 
 
 def _since(since: Since) -> Optional[str]:
-    if since is None:
-        return None
+    if since is None or isinstance(since, str):
+        return since
     if isinstance(since, _dt.datetime):
         if since.tzinfo is None:
             raise ValueError("since: give an aware datetime (e.g. with tzinfo=timezone.utc)")
         return repr(since.timestamp())
     if isinstance(since, (int, float)) and not isinstance(since, bool):
         return repr(float(since))
-    if isinstance(since, str):
-        return since
     raise TypeError(f"since: expected Unix seconds, a datetime or a string, not {since!r}")
 
 
