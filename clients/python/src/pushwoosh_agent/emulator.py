@@ -12,7 +12,6 @@ import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Union, cast
 
 from ._framing import camel_case
-from ._request_log import RequestsTimeout, Since, _SEEN_NAMED, _filters, describe_request
 from .errors import EmulatorError
 
 __all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
@@ -22,8 +21,10 @@ _FAULT_KINDS = ["http", "retry_after", "status_code", "body", "drop", "delay_ms"
                 "stall_after_headers", "reset"]
 #: add_fault's keywords and the fault fields they become (the protocol's names are accepted too).
 FAULT_FIELDS: Dict[str, str] = {name: camel_case(k) for k in _FAULT_KINDS for name in (k, camel_case(k))}
-
-_MASK64 = (1 << 64) - 1
+#: When a request counts from (emulator time): Unix seconds, an aware datetime, or ISO 8601 text.
+Since = Union[None, float, int, str, _dt.datetime]
+#: How many of the recorded requests a timed-out wait names.
+_SEEN_NAMED = 8
 
 
 class _Default:
@@ -32,6 +33,48 @@ class _Default:
 
 
 _DEFAULT = _Default()
+
+
+class RequestsTimeout(EmulatorError, TimeoutError):
+    """``wait_for_requests`` timed out (408) with fewer than ``expected`` matching ``requests``;
+    ``seen``: every request recorded, the last of them named in the message."""
+
+    def __init__(self, method: str, url: str, message: str, requests: List[Dict[str, Any]], expected: int,
+                 body: Any = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
+        super().__init__(method, url, 408, message, None, body)
+        self.requests = requests
+        self.expected = expected
+        self.seen: List[Dict[str, Any]] = list(seen or [])
+
+    def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
+        return str(self.args[0]) if self.args else ""
+
+
+def describe_request(record: Mapping[str, Any]) -> str:
+    """One recorded request in a line: ``getFeatureFlags hwid=H user=U -> 503 (fault) at T``."""
+    user, fault = record.get("userId"), record.get("fault")
+    text = f"{record.get('method', '?')} hwid={record.get('hwid') or '-'}" + ("" if user is None else f" user={user}")
+    text += f" -> {record.get('status', '?')}"
+    if fault:
+        text += f" (fault {fault if isinstance(fault, str) else json.dumps(fault, sort_keys=True)})"
+    return text + f" at {record.get('time', '?')}"
+
+
+def _since(since: Since) -> Optional[str]:
+    if since is None or isinstance(since, str):
+        return since
+    if isinstance(since, _dt.datetime):
+        if since.tzinfo is None:
+            raise ValueError("since: give an aware datetime (e.g. with tzinfo=timezone.utc)")
+        return repr(since.timestamp())
+    if isinstance(since, (int, float)) and not isinstance(since, bool):
+        return repr(float(since))
+    raise TypeError(f"since: expected Unix seconds, a datetime or a string, not {since!r}")
+
+
+def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: Optional[str]) -> Dict[str, str]:
+    given = {"method": method or None, "since": _since(since), "hwid": hwid, "userId": user_id}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _segment(text: str) -> str:
@@ -162,11 +205,12 @@ class EmulatorClient:
         (``rolloutPercent: P`` matches below P): MurmurHash3's fmix64 of FNV-1a-64, mod 100."""
         if not isinstance(flag, str) or not isinstance(user, str):
             raise TypeError(f"rollout_bucket: flag and user must be strings, not {flag!r} and {user!r}")
+        mask = (1 << 64) - 1
         h = 0xCBF29CE484222325
         for byte in flag.encode("utf-8") + b"\x00" + user.encode("utf-8"):
-            h = ((h ^ byte) * 0x100000001B3) & _MASK64
+            h = ((h ^ byte) * 0x100000001B3) & mask
         for multiplier in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
-            h = ((h ^ (h >> 33)) * multiplier) & _MASK64
+            h = ((h ^ (h >> 33)) * multiplier) & mask
         h ^= h >> 33
         return h % 100
 
@@ -219,8 +263,7 @@ class EmulatorClient:
 
     def requests(self, method: Optional[str] = None, since: Since = None, hwid: Optional[str] = None,
                  user_id: Optional[str] = None) -> List[Dict[str, Any]]:
-        """The recorded device API calls, oldest first, of ``method``, ``since`` (Unix seconds, an aware
-        datetime or ISO 8601, emulator time), ``hwid`` / ``user_id`` when given."""
+        """The recorded device API calls that match the filters given (``since``: :data:`Since`), oldest first."""
         return self._list("/admin/requests", "requests", query=_filters(method, since, hwid, user_id))
 
     def count_requests(self, method: Optional[str] = None, *, since: Since = None, hwid: Optional[str] = None,
@@ -303,6 +346,5 @@ class EmulatorClient:
         return self._object("GET", "/admin/state")
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
-        """Replaces the state with a document from :meth:`state` (faults and requests cleared); a
-        missing section is a 400 naming it."""
+        """Replaces the state with a :meth:`state` document (faults, requests cleared; a missing section is a 400)."""
         return self._object("PUT", "/admin/state", dict(document))
