@@ -9,10 +9,9 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union, cast
 
 from ._framing import camel_case
-from ._request_log import RequestsTimeout, Since, _SEEN_NAMED, _filters, describe_request
 from .errors import EmulatorError
 
 __all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
@@ -21,9 +20,11 @@ __all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
 _FAULT_KINDS = ["http", "retry_after", "status_code", "body", "drop", "delay_ms", "partial", "truncate_after_bytes",
                 "stall_after_headers", "reset"]
 #: add_fault's keywords and the fault fields they become (the protocol's names are accepted too).
-FAULT_FIELDS: Dict[str, str] = {**{k: camel_case(k) for k in _FAULT_KINDS}, **{camel_case(k): camel_case(k) for k in _FAULT_KINDS}}
-
-_MASK64 = (1 << 64) - 1
+FAULT_FIELDS: Dict[str, str] = {name: camel_case(k) for k in _FAULT_KINDS for name in (k, camel_case(k))}
+#: When a request counts from (emulator time): Unix seconds, an aware datetime, or ISO 8601 text.
+Since = Union[None, float, int, str, _dt.datetime]
+#: How many of the recorded requests a timed-out wait names.
+_SEEN_NAMED = 8
 
 
 class _Default:
@@ -34,6 +35,48 @@ class _Default:
 _DEFAULT = _Default()
 
 
+class RequestsTimeout(EmulatorError, TimeoutError):
+    """``wait_for_requests`` timed out (408) with fewer than ``expected`` matching ``requests``;
+    ``seen``: every request recorded, the last of them named in the message."""
+
+    def __init__(self, method: str, url: str, message: str, requests: List[Dict[str, Any]], expected: int,
+                 body: Any = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
+        super().__init__(method, url, 408, message, None, body)
+        self.requests = requests
+        self.expected = expected
+        self.seen: List[Dict[str, Any]] = list(seen or [])
+
+    def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
+        return str(self.args[0]) if self.args else ""
+
+
+def describe_request(record: Mapping[str, Any]) -> str:
+    """One recorded request in a line: ``getFeatureFlags hwid=H user=U -> 503 (fault) at T``."""
+    user, fault = record.get("userId"), record.get("fault")
+    text = f"{record.get('method', '?')} hwid={record.get('hwid') or '-'}" + ("" if user is None else f" user={user}")
+    text += f" -> {record.get('status', '?')}"
+    if fault:
+        text += f" (fault {fault if isinstance(fault, str) else json.dumps(fault, sort_keys=True)})"
+    return text + f" at {record.get('time', '?')}"
+
+
+def _since(since: Since) -> Optional[str]:
+    if since is None or isinstance(since, str):
+        return since
+    if isinstance(since, _dt.datetime):
+        if since.tzinfo is None:
+            raise ValueError("since: give an aware datetime (e.g. with tzinfo=timezone.utc)")
+        return repr(since.timestamp())
+    if isinstance(since, (int, float)) and not isinstance(since, bool):
+        return repr(float(since))
+    raise TypeError(f"since: expected Unix seconds, a datetime or a string, not {since!r}")
+
+
+def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: Optional[str]) -> Dict[str, str]:
+    given = {"method": method or None, "since": _since(since), "hwid": hwid, "userId": user_id}
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def _segment(text: str) -> str:
     if not isinstance(text, str) or not text:
         raise ValueError(f"expected a non-empty string, not {text!r}")
@@ -41,17 +84,13 @@ def _segment(text: str) -> str:
 
 
 class EmulatorClient:
-    """The admin API of a running ``pushwoosh-emulator`` at ``base_url`` (its root, e.g.
-    ``http://127.0.0.1:8080``, or its ``…/json/1.3/``). ``timeout``: seconds per HTTP request;
-    ``ca_file``: an ``https://`` emulator's CA; ``admin_token``: its token (``--admin-token``, or
-    a lab's ``DIR/token``), sent as ``Authorization: Bearer``. Each method returns the JSON answer
-    (a list call, the list); an error answer raises :class:`EmulatorError` naming what and where."""
+    """The admin API of a running ``pushwoosh-emulator`` at ``base_url`` (its root or ``…/json/1.3/``): ``timeout``
+    seconds per HTTP request, ``ca_file`` an ``https://`` emulator's CA, ``admin_token`` (``--admin-token``, a lab's
+    ``DIR/token``) sent as ``Authorization: Bearer``. An error answer raises :class:`EmulatorError`."""
 
     def __init__(self, base_url: str, timeout: float = 10.0, ca_file: Optional[str] = None,
                  admin_token: Optional[str] = None) -> None:
-        url = base_url.strip().rstrip("/")
-        if url.endswith("/json/1.3"):
-            url = url[: -len("/json/1.3")]
+        url = base_url.strip().rstrip("/").removesuffix("/json/1.3")
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -76,9 +115,7 @@ class EmulatorClient:
 
     def _request(self, method: str, path: str, body: Any = None,
                  query: Optional[Mapping[str, str]] = None, timeout: Optional[float] = None) -> Any:
-        url = self.base_url + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
+        url = self.base_url + path + ("?" + urllib.parse.urlencode(query) if query else "")
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         request = urllib.request.Request(url, data=data, method=method)
         if data is not None:
@@ -92,18 +129,14 @@ class EmulatorClient:
         except urllib.error.HTTPError as error:
             raw = error.read()
             error.close()
-            answer: Any
             try:
-                answer = json.loads(raw) if raw else None
+                answer: Any = json.loads(raw) if raw else None
             except ValueError:
                 answer = raw.decode("utf-8", "replace")
-            message = answer.get("error") if isinstance(answer, dict) else None
-            where = answer.get("path") if isinstance(answer, dict) else None
-            if error.code == 408 and isinstance(answer, dict) and isinstance(answer.get("requests"), list):
-                raise RequestsTimeout(method, url, str(message or "timed out"), answer["requests"],
-                                      int(query.get("count", "1") if query else 1), answer) from None
-            raise EmulatorError(method, url, error.code, str(message or answer or error.reason),
-                                str(where) if where is not None else None, answer) from None
+            fields = answer if isinstance(answer, dict) else {}
+            where = fields.get("path")
+            raise EmulatorError(method, url, error.code, str(fields.get("error") or answer or error.reason),
+                                None if where is None else str(where), answer) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise EmulatorError(method, url, 0, f"cannot reach the emulator: {reason}") from None
@@ -113,15 +146,13 @@ class EmulatorClient:
             raise EmulatorError(method, url, 200, f"the answer is not JSON: {text[:200]!r}") from None
 
     def _object(self, method: str, path: str, body: Any = None) -> Dict[str, Any]:
-        result: Dict[str, Any] = self._request(method, path, body)
-        return result
+        return cast(Dict[str, Any], self._request(method, path, body))
 
-    def _list(self, path: str, field: str, query: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
+    def _list(self, path: str, field: str, query: Optional[Mapping[str, str]] = None,
+              timeout: Optional[float] = None) -> List[Dict[str, Any]]:
         """The list ``field`` of ``GET path``'s answer."""
-        result = self._request("GET", path, query=query)
+        result = self._request("GET", path, query=query, timeout=timeout)
         return list(result.get(field, [])) if isinstance(result, dict) else []
-
-    # -- applications and flags --
 
     def put_app(self, definition: Mapping[str, Any]) -> Dict[str, Any]:
         """Loads or replaces an application (docs/emulator.md D.1); its ``code`` names it."""
@@ -168,22 +199,18 @@ class EmulatorClient:
         """Undoes :meth:`archive`."""
         return self._switch(code, key, "unarchive")
 
-    # -- rollouts --
-
     @staticmethod
     def rollout_bucket(flag: str, user: str) -> int:
-        """The rollout bucket (0-99) of ``user`` (the User ID, else the HWID) for ``flag``, as the
-        emulator computes it (``rolloutPercent: P`` matches below P): MurmurHash3's fmix64 of
-        FNV-1a-64 over ``flag``, a 0x00 byte and ``user`` (UTF-8), mod 100."""
+        """The emulator's rollout bucket (0-99) of ``user`` (the User ID, else the HWID) for ``flag``
+        (``rolloutPercent: P`` matches below P): MurmurHash3's fmix64 of FNV-1a-64, mod 100."""
         if not isinstance(flag, str) or not isinstance(user, str):
             raise TypeError(f"rollout_bucket: flag and user must be strings, not {flag!r} and {user!r}")
+        mask = (1 << 64) - 1
         h = 0xCBF29CE484222325
         for byte in flag.encode("utf-8") + b"\x00" + user.encode("utf-8"):
-            h = ((h ^ byte) * 0x100000001B3) & _MASK64
-        h ^= h >> 33
-        h = (h * 0xFF51AFD7ED558CCD) & _MASK64
-        h ^= h >> 33
-        h = (h * 0xC4CEB9FE1A85EC53) & _MASK64
+            h = ((h ^ byte) * 0x100000001B3) & mask
+        for multiplier in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+            h = ((h ^ (h >> 33)) * multiplier) & mask
         h ^= h >> 33
         return h % 100
 
@@ -192,51 +219,39 @@ class EmulatorClient:
         the stored flag. An unknown flag or rule, or a percent outside 0-100, is a ``ValueError``."""
         if isinstance(percent, bool) or not isinstance(percent, (int, float)) or not 0 <= percent <= 100:
             raise ValueError(f"set_rollout: percent must be a number from 0 to 100, not {percent!r}")
-        flags = self.get_app(code).get("flags", [])
-        found = next((f for f in flags if isinstance(f, dict) and f.get("key") == flag), None)
-        if found is None:
-            known = ", ".join(str(f.get("key")) for f in flags if isinstance(f, dict))
-            raise ValueError(f"set_rollout: application {code} has no flag {flag!r} (flags: {known})")
-        definition = copy.deepcopy(found)
-        rules = definition.get("rules", [])
-        target = next((r for r in rules if isinstance(r, dict) and r.get("id") == rule), None)
-        if target is None:
-            known = ", ".join(str(r.get("id")) for r in rules if isinstance(r, dict))
-            raise ValueError(f"set_rollout: flag {flag!r} has no rule {rule!r} (rules: {known or 'none'})")
-        when = target.setdefault("when", {})
-        when["rolloutPercent"] = percent
+        # The emulator refuses a flag key or a rule id given twice: each names one.
+        flags = {f.get("key"): f for f in self.get_app(code).get("flags", []) if isinstance(f, dict)}
+        if flag not in flags:
+            raise ValueError(f"set_rollout: application {code} has no flag {flag!r} "
+                             f"(flags: {', '.join(map(str, flags))})")
+        definition = copy.deepcopy(flags[flag])
+        rules = {r.get("id"): r for r in definition.get("rules", []) if isinstance(r, dict)}
+        if rule not in rules:
+            raise ValueError(f"set_rollout: flag {flag!r} has no rule {rule!r} "
+                             f"(rules: {', '.join(map(str, rules)) or 'none'})")
+        rules[rule].setdefault("when", {})["rolloutPercent"] = percent
         return self.put_flag(code, definition)
-
-    # -- faults --
 
     def add_fault(self, method: str, times: Union[int, None, _Default] = _DEFAULT, *, hwid: Optional[str] = None,
                   user_id: Optional[str] = None, for_seconds: Optional[float] = None,
                   probability: Optional[float] = None, seed: Optional[int] = None, **fault: Any) -> Dict[str, Any]:
-        """Calls of device API ``method`` fail as the keywords say (docs/emulator.md D.2, D.3: ``http``,
-        ``retry_after``, ``status_code``, ``body``, ``drop``, ``delay_ms``, ``partial``,
-        ``truncate_after_bytes``, ``stall_after_headers``, ``reset``); the armed fault. Scope:
-        ``hwid`` / ``user_id``, ``for_seconds`` (a window in emulator time), ``times`` (1, or every
-        call in the window), ``probability`` with ``seed``. An unknown method is a 400 naming it."""
-        body: Dict[str, Any] = {"method": method}
-        if isinstance(times, _Default):
-            if for_seconds is None:
-                body["times"] = 1
-        elif times is not None:
-            body["times"] = times
-        elif for_seconds is None:
+        """Calls of device API ``method`` fail as the ``fault`` keywords say (:data:`FAULT_FIELDS`, docs/emulator.md
+        D.2, D.3); the armed fault. Scope: ``hwid`` / ``user_id``, ``for_seconds`` (a window of emulator time),
+        ``times`` (1, or every call in the window), ``probability`` with ``seed``. An unknown method is a 400."""
+        if times is None and for_seconds is None:
             raise ValueError("add_fault: times=None needs for_seconds (a window instead of a count)")
-        for name, value in (("hwid", hwid), ("userId", user_id), ("forSeconds", for_seconds),
-                            ("probability", probability), ("seed", seed)):
-            if value is not None:
-                body[name] = value
-        for name, value in fault.items():
-            if name not in FAULT_FIELDS:
-                raise TypeError(f"add_fault: unknown fault field {name!r} (known: hwid, user_id, for_seconds, "
-                                f"probability, seed, {', '.join(_FAULT_KINDS)})")
-            body[FAULT_FIELDS[name]] = value
-        result: Dict[str, Any] = self._request("POST", "/admin/faults", body)
-        armed: Dict[str, Any] = result.get("armed", result) if isinstance(result, dict) else {}
-        return armed
+        unknown = [name for name in fault if name not in FAULT_FIELDS]
+        if unknown:
+            raise TypeError(f"add_fault: unknown fault field {unknown[0]!r} (known: hwid, user_id, for_seconds, "
+                            f"probability, seed, {', '.join(_FAULT_KINDS)})")
+        if isinstance(times, _Default):
+            times = 1 if for_seconds is None else None
+        scope = {"method": method, "times": times, "hwid": hwid, "userId": user_id, "forSeconds": for_seconds,
+                 "probability": probability, "seed": seed}
+        body = {**{name: value for name, value in scope.items() if value is not None},
+                **{FAULT_FIELDS[name]: value for name, value in fault.items()}}
+        result = self._request("POST", "/admin/faults", body)
+        return cast(Dict[str, Any], result.get("armed", result)) if isinstance(result, dict) else {}
 
     def faults(self) -> List[Dict[str, Any]]:
         """The faults still armed, in order, with ``remaining`` and ``until`` (None: unlimited)."""
@@ -246,19 +261,15 @@ class EmulatorClient:
         """Disarms every fault."""
         self._request("DELETE", "/admin/faults")
 
-    # -- what the devices did --
-
     def requests(self, method: Optional[str] = None, since: Since = None, hwid: Optional[str] = None,
                  user_id: Optional[str] = None) -> List[Dict[str, Any]]:
-        """The recorded device API calls, oldest first, of ``method``, ``since`` (Unix seconds, an aware
-        datetime or ISO 8601, emulator time), ``hwid`` / ``user_id`` when given."""
+        """The recorded device API calls that match the filters given (``since``: :data:`Since`), oldest first."""
         return self._list("/admin/requests", "requests", query=_filters(method, since, hwid, user_id))
 
     def count_requests(self, method: Optional[str] = None, *, since: Since = None, hwid: Optional[str] = None,
                        user_id: Optional[str] = None) -> int:
         """How many recorded calls match (``GET /admin/requests/count``)."""
-        result = self._request("GET", "/admin/requests/count", query=_filters(method, since, hwid, user_id))
-        return int(result["count"])
+        return int(self._request("GET", "/admin/requests/count", query=_filters(method, since, hwid, user_id))["count"])
 
     def wait_for_requests(self, method: Optional[str] = None, *, hwid: Optional[str] = None,
                           user_id: Optional[str] = None, since: Since = None, count: int = 1,
@@ -272,37 +283,33 @@ class EmulatorClient:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         filters = _filters(method, since, hwid, user_id)
-        query = dict(filters)
-        query["count"] = str(count)
-        query["timeout"] = repr(float(timeout))
+        query = {**filters, "count": str(count), "timeout": repr(float(timeout))}
         try:
-            result = self._request("GET", "/admin/requests/wait", query=query, timeout=float(timeout) + self.timeout)
-        except RequestsTimeout as timed_out:
-            raise self._missed(timed_out, filters, count, float(timeout)) from None
-        recorded: List[Dict[str, Any]] = result.get("requests", []) if isinstance(result, dict) else []
-        return recorded
+            return self._list("/admin/requests/wait", "requests", query, timeout=float(timeout) + self.timeout)
+        except EmulatorError as error:
+            arrived = error.body.get("requests") if error.status == 408 and isinstance(error.body, dict) else None
+            if not isinstance(arrived, list):
+                raise
+            raise self._missed(error, arrived, filters, count, float(timeout)) from None
 
-    def _missed(self, timed_out: RequestsTimeout, filters: Mapping[str, str], count: int,
-                timeout: float) -> RequestsTimeout:
-        """The timeout of a wait, saying what it waited for and what the emulator recorded."""
+    def _missed(self, timed_out: EmulatorError, arrived: List[Dict[str, Any]], filters: Mapping[str, str],
+                count: int, timeout: float) -> RequestsTimeout:
+        """A wait's 408 as a :class:`RequestsTimeout` naming what it waited for and what the emulator recorded."""
         wanted = ", ".join(f"{k}={v}" for k, v in filters.items()) or "any request"
-        text = f"wait_for_requests({wanted}): {len(timed_out.requests)} of {count} matching request" \
-            f"{'' if count == 1 else 's'} arrived within {timeout:g} s"
+        text = f"wait_for_requests({wanted}): {len(arrived)} of {count} matching request{'s' if count > 1 else ''}" \
+            f" arrived within {timeout:g} s"
         seen: List[Dict[str, Any]] = []
         try:
             seen = self.requests(since=filters.get("since"))
         except EmulatorError as error:
             text += f"; the recorded requests could not be read ({error.message})"
         else:
-            scope = f" since {filters['since']}" if "since" in filters else ""
-            if not seen:
-                text += f"; the emulator recorded no request{scope}"
-            else:
-                named = seen[-_SEEN_NAMED:]
-                text += f"; the emulator recorded {len(seen)} request{'' if len(seen) == 1 else 's'}{scope}" \
-                    + (f" (the last {len(named)})" if len(seen) > len(named) else "") + ": " \
-                    + "; ".join(describe_request(r) for r in named)
-        missed = RequestsTimeout(timed_out.method, timed_out.url, text, timed_out.requests, count, timed_out.body, seen)
+            named = seen[-_SEEN_NAMED:]
+            text += f"; the emulator recorded {len(seen) or 'no'} request{'s' if len(seen) > 1 else ''}" \
+                + (f" since {filters['since']}" if "since" in filters else "") \
+                + (f" (the last {len(named)})" if len(seen) > len(named) else "") \
+                + (": " + "; ".join(map(describe_request, named)) if named else "")
+        missed = RequestsTimeout(timed_out.method, timed_out.url, text, arrived, count, timed_out.body, seen)
         missed.args = (f"{text} ({timed_out.method} {timed_out.url.split('?')[0]}: HTTP 408)",)
         return missed
 
@@ -313,8 +320,6 @@ class EmulatorClient:
     def devices(self) -> List[Dict[str, Any]]:
         """What the emulator knows per HWID: User ID, push token, events posted."""
         return self._list("/admin/devices", "devices")
-
-    # -- the lab (docs/emulator.md D.3) --
 
     def clock(self) -> Dict[str, Any]:
         """The emulator's time: ``now`` (ISO 8601), ``unixTime``, ``offsetSeconds`` (ahead of the host)."""
@@ -341,6 +346,5 @@ class EmulatorClient:
         return self._object("GET", "/admin/state")
 
     def load_state(self, document: Mapping[str, Any]) -> Dict[str, Any]:
-        """Replaces the state with a document from :meth:`state` (faults and requests cleared); a
-        missing section is a 400 naming it."""
+        """Replaces the state with a :meth:`state` document (faults, requests cleared; a missing section is a 400)."""
         return self._object("PUT", "/admin/state", dict(document))

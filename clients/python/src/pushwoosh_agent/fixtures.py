@@ -1,6 +1,5 @@
-"""The pytest fixtures' types, importable without pytest: :class:`RunningEmulator`
-(``pushwoosh_emulator``), :class:`Fleet` (what ``pushwoosh_fleet(n)`` returns) and
-:class:`Lab` (``pushwoosh_lab``)."""
+"""The pytest fixtures' types, importable without pytest: :class:`RunningEmulator` (``pushwoosh_emulator``),
+:class:`Fleet` (what ``pushwoosh_fleet(n)`` returns) and :class:`Lab` (``pushwoosh_lab``)."""
 
 from __future__ import annotations
 

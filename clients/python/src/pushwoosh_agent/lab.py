@@ -1,12 +1,10 @@
 """A client of the lab, ``pushwoosh-emulator --lab DIR`` (docs/lab.md M): the emulator, the devices
 and their clocks, moved together timer to timer (docs/device-clock.md J) by the lab itself.
 
->>> lab = LabClient("http://127.0.0.1:8080")
+>>> lab = LabClient("http://127.0.0.1:8080", token_file="DIR/token")
 >>> lab.start(count=3, name="qa", config={"Agent": {"UserId": "user-{n}"}})
 >>> lab.advance_clock(until="nextRefresh")          # each device's next periodic refresh
 >>> lab.call("qa-0", "isEnabled", {"key": "new_checkout"})
-
-:func:`advance_lab` moves a lab and some of its devices (the agents a test started in it).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Typed
 from .emulator import EmulatorClient
 from . import results
 from .errors import EmulatorError, ProtocolError, PushwooshError
-from .results import FiredTimer
 
 
 class ClockAdvance(TypedDict):
@@ -26,7 +23,7 @@ class ClockAdvance(TypedDict):
     HWID, in order), the requests sent meanwhile."""
 
     now: str
-    fired: Dict[str, List[FiredTimer]]
+    fired: Dict[str, List[results.FiredTimer]]
     requests: int
 
 
@@ -37,13 +34,10 @@ class LabSkipped(TypedDict):
     reason: str
 
 
-class LabAdvance(TypedDict):
-    """``POST /lab/advance``'s answer: as :class:`ClockAdvance` by device name, with ``steps`` and ``skipped``."""
+class LabAdvance(ClockAdvance):
+    """``POST /lab/advance``'s answer: a :class:`ClockAdvance` by device name, with ``steps`` and ``skipped``."""
 
-    now: str
     steps: int
-    fired: Dict[str, List[FiredTimer]]
-    requests: int
     skipped: List[LabSkipped]
 
 
@@ -63,16 +57,20 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
-def _positive_seconds(seconds: object) -> float:
+def _step(seconds: object, until: Optional[str]) -> Dict[str, Any]:
+    """``{"seconds": S}`` (a positive number) or ``{"until": U}``: exactly one of them given."""
+    if (seconds is None) == (until is None):
+        raise ValueError("advance_clock: give seconds or until, not both or neither")
+    if seconds is None:
+        return {"until": until}
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"advance_clock: seconds must be a positive number, not {seconds!r}")
-    return float(seconds)
+    return {"seconds": float(seconds)}
 
 
 class LabClient:
-    """The lab at ``url`` (``http://HOST:PORT``). It is always locked: ``token``, or ``token_file``
-    (``DIR/token`` unless ``--admin-token``; the emulator prints ``lab token: FILE``). Errors are
-    :class:`EmulatorError` with the status, message and the field at fault (``.path``)."""
+    """The lab at ``url`` (``http://HOST:PORT``), always locked: ``token``, or ``token_file`` (``DIR/token`` unless
+    ``--admin-token``; the emulator prints ``lab token: FILE``). Errors are :class:`EmulatorError` (``.path``)."""
 
     def __init__(self, url: str, token: Optional[str] = None, timeout: float = 300.0,
                  ca_file: Optional[str] = None, *, token_file: Optional[str] = None) -> None:
@@ -93,8 +91,6 @@ class LabClient:
 
     def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, str]] = None) -> Any:
         return self.emulator._request(method, "/lab" + path, body, query)
-
-    # -- devices --
 
     def devices(self) -> List[Dict[str, Any]]:
         """Every device of the lab, with its times in its own time (docs/lab.md M.1)."""
@@ -153,21 +149,14 @@ class LabClient:
         """Stops the owned devices, lets the attached ones go, resets the emulator."""
         return dict(self._call("POST", "/reset"))
 
-    # -- the clock --
-
     def advance_clock(self, seconds: Optional[float] = None, *, until: Optional[str] = None,
                       devices: Optional[Sequence[str]] = None, strict: bool = False) -> LabAdvance:
         """Moves the lab ``seconds``, or ``until`` ``"nextRefresh"``, ``"nextTimer"`` or an ISO 8601
         time; ``devices``: names (default all). One that cannot move is in ``skipped``; with
         ``strict``, all or none (a 409 naming them in ``body["skipped"]``)."""
-        if (seconds is None) == (until is None):
-            raise ValueError("advance_clock: give seconds or until, not both or neither")
-        body: Dict[str, Any] = {"seconds": _positive_seconds(seconds)} if seconds is not None else {"until": until}
-        if devices is not None:
-            body["devices"] = list(devices)
-        if strict:
-            body["strict"] = True
-        answer: LabAdvance = self._call("POST", "/advance", body)
+        given = {**_step(seconds, until), "devices": None if devices is None else list(devices),
+                 "strict": True if strict else None}
+        answer: LabAdvance = self._call("POST", "/advance", {k: v for k, v in given.items() if v is not None})
         return answer
 
 
@@ -180,8 +169,7 @@ def advance_lab(lab: Union[LabClient, EmulatorClient], agents: Sequence[_OnSocke
     """Moves ``lab`` (or the emulator serving it) and ``agents`` (its devices, found by socket)
     together, all or none, as :meth:`LabClient.advance_clock`; by HWID. :class:`LabClockError`
     names every agent not the lab's or unable to move; nothing has moved then."""
-    if (seconds is None) == (until is None):
-        raise ValueError("advance_clock: give seconds or until, not both or neither")
+    step = _step(seconds, until)
     lab = lab if isinstance(lab, LabClient) else LabClient.of(lab, timeout=timeout)
     devices = {str(d["socket"]): d for d in lab.devices()}
     strangers = [agent.socket_path for agent in agents if os.path.abspath(agent.socket_path) not in devices]
@@ -192,8 +180,7 @@ def advance_lab(lab: Union[LabClient, EmulatorClient], agents: Sequence[_OnSocke
     if not chosen:
         if until is not None:
             raise ValueError(f"advance_clock: until={until!r} needs devices to move")
-        moved = lab.emulator.advance_clock(_positive_seconds(seconds))
-        return {"now": str(moved["now"]), "fired": {}, "requests": 0}
+        return {"now": str(lab.emulator.advance_clock(step["seconds"])["now"]), "fired": {}, "requests": 0}
     try:
         done = lab.advance_clock(seconds, until=until, devices=[str(d["name"]) for d in chosen], strict=True)
     except EmulatorError as error:
