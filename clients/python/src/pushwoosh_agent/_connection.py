@@ -3,6 +3,7 @@ subscription mechanism (listeners fed by the reader thread)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import queue
@@ -32,27 +33,21 @@ def connect(path: str, timeout: Optional[float]) -> _socket.socket:
     agent) is tried again until ``timeout``; nobody listening fails at once."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = CONNECT_RETRY_FIRST
-    attempts = 0
-    while True:
-        attempts += 1
+    for attempts in itertools.count(1):
         try:
-            sock = _connect_once(path, timeout if deadline is None else max(0.001, deadline - time.monotonic()))
+            sock = _connect_once(path, None if deadline is None else max(0.001, deadline - time.monotonic()))
+            break
         except BlockingIOError:
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 raise AgentNotRunning(path, f"its backlog of pending connections stayed full for {timeout:g} s "
                                             f"({attempts} attempts; the agent is busy, or flooded)") from None
             wait = delay * (0.5 + random.random())
-            time.sleep(wait if deadline is None else min(wait, max(0.0, deadline - now)))
+            time.sleep(wait if deadline is None else min(wait, deadline - now))
             delay = min(CONNECT_RETRY_MAX, delay * 2)
-            continue
-        break
     sock.settimeout(None)
-    if timeout is not None and timeout > 0:
-        # Bounds a send to an agent that stopped reading; the reader's recv stays blocking.
-        seconds = int(timeout)
-        tv = struct.pack("ll", seconds, int((timeout - seconds) * 1_000_000))
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, tv)
+    if timeout is not None and timeout > 0:  # bounds a send to an agent that stopped reading
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, struct.pack("ll", int(timeout), int(timeout % 1 * 1e6)))
     return sock
 
 
@@ -76,10 +71,9 @@ def _connect_once(path: str, timeout: Optional[float]) -> _socket.socket:
 
 
 class _Call:
-    __slots__ = ("method", "event", "answer")
+    __slots__ = ("event", "answer")
 
-    def __init__(self, method: str) -> None:
-        self.method = method
+    def __init__(self) -> None:
         self.event = threading.Event()
         self.answer: Union[Dict[str, Any], BaseException, None] = None
 
@@ -113,15 +107,11 @@ class Listener:
     def drain(self) -> List[Tuple[str, Any]]:
         """The notifications already received, without waiting."""
         items: List[Tuple[str, Any]] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return items
-            if not isinstance(item, tuple):
-                self._queue.put(item)  # keep the end for the next take
-                return items
-            items.append(item)
+        with contextlib.suppress(queue.Empty):
+            while isinstance(item := self._queue.get_nowait(), tuple):
+                items.append(item)
+            self._queue.put(item)  # keep the end for the next take
+        return items
 
     @property
     def backlog(self) -> int:
@@ -135,10 +125,9 @@ class Listener:
 
     def end(self, marker: object = _CLOSED) -> None:
         with self._lock:
-            if self._ended:
-                return
-            self._ended = True
-            self._queue.put(marker)
+            if not self._ended:
+                self._ended = True
+                self._queue.put(marker)
 
 
 class Connection:
@@ -175,20 +164,27 @@ class Connection:
         """Calls ``method``; its ``result``, or the error answer as an :class:`AgentError`."""
         call_id = next(self._ids)
         call = self._start(call_id, method, encode_request(call_id, method, params))
-        answer = self._wait(call_id, call, timeout)
+        if not call.event.wait(timeout):
+            with self._lock:
+                still_pending = self._pending.pop(call_id, None) is not None
+            if still_pending:
+                raise AgentTimeout(self.path, method, timeout if timeout is not None else 0.0)
+            call.event.wait()  # answered (or failed) at this very moment
+        answer = call.answer
+        if isinstance(answer, BaseException):
+            raise answer
+        assert answer is not None
         if "error" in answer:
             raise agent_error(method, answer["error"])
         return answer.get("result")
 
     def _start(self, call_id: int, method: str, line: bytes) -> _Call:
         """Registers the call, then sends its line (so the answer cannot come first)."""
-        call = _Call(method)
+        call = _Call()
         with self._lock:
             if self.closed_reason is not None:
                 if self._refusal is not None:
-                    call.answer = self._refusal
-                    call.event.set()
-                    return call
+                    raise agent_error(method, self._refusal["error"])
                 raise AgentNotRunning(self.path, self.closed_reason)
             self._pending[call_id] = call
         try:
@@ -207,19 +203,6 @@ class Connection:
                 self._reader.join(1.0)
             self.fail(reason)
         return call
-
-    def _wait(self, call_id: int, call: _Call, timeout: Optional[float]) -> Dict[str, Any]:
-        if not call.event.wait(timeout):
-            with self._lock:
-                still_pending = self._pending.pop(call_id, None) is not None
-            if still_pending:
-                raise AgentTimeout(self.path, call.method, timeout if timeout is not None else 0.0)
-            call.event.wait()  # answered (or failed) at this very moment
-        answer = call.answer
-        if isinstance(answer, BaseException):
-            raise answer
-        assert answer is not None
-        return answer
 
     # -- listeners --
 
@@ -244,10 +227,8 @@ class Connection:
         with self._subscribe_lock:
             if self._drop(listener) and self._subscribed and not self.closed:
                 self._subscribed = frozenset()
-                try:
+                with contextlib.suppress(PushwooshError):
                     self.call("unsubscribe", {}, timeout)
-                except PushwooshError:
-                    pass
         listener.end()
 
     def _drop(self, listener: Listener) -> bool:
@@ -263,23 +244,18 @@ class Connection:
     def fail(self, reason: str) -> None:
         """Marks the connection dead: every pending call and listener ends with AgentNotRunning."""
         with self._lock:
-            first = self.closed_reason is None
-            if first:
+            if self.closed_reason is None:
                 self.closed_reason = reason
-            calls = list(self._pending.values())
-            self._pending.clear()
-            listeners = list(self._listeners) if first else []
-            self._listeners.clear()
-        for call in calls:
-            call.answer = self._refusal if self._refusal is not None \
-                else AgentNotRunning(self.path, self.closed_reason or reason)
+            reason = self.closed_reason
+            calls, self._pending = self._pending, {}
+            listeners, self._listeners = self._listeners, []
+        for call in calls.values():
+            call.answer = self._refusal or AgentNotRunning(self.path, reason)
             call.event.set()
         for listener in listeners:
-            listener.end(AgentNotRunning(self.path, self.closed_reason or reason))
-        try:
+            listener.end(AgentNotRunning(self.path, reason))
+        with contextlib.suppress(OSError):
             self._sock.shutdown(_socket.SHUT_RDWR)  # wakes the reader; it closes the socket
-        except OSError:
-            pass
 
     def close(self, reason: str = "the client was closed") -> None:
         self.fail(reason)
@@ -314,10 +290,8 @@ class Connection:
                 if isinstance(refused, dict):
                     reason = f"the agent refused the connection: {refused.get('code')} {refused.get('message')}"
             self.fail(reason)
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.close()
-            except OSError:
-                pass
 
     def _dispatch(self, message: Dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):

@@ -19,7 +19,7 @@ class _Agent(Protocol):
     def clock(self) -> ClockInfo: ...
 
 
-#: The values of ``status()["state"]`` (docs/socket-api.md B.2), the states :meth:`AgentClient.wait_for_state` waits for.
+#: The values of ``status()["state"]`` (docs/socket-api.md B.2), what :meth:`AgentClient.wait_for_state` waits for.
 STATES = ("notReady", "ready", "stale", "error", "fatal")
 
 
@@ -30,9 +30,13 @@ def wait_for_refresh(client: _Agent, timeout: float) -> RefreshCompleted:
             return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
         except AgentTimeout:
             pass
-    status = _status_or_none(client)
-    text = f"no refresh completed on pushwoosh-agentd on {client.socket_path} within {timeout:g} s; " \
-        + _describe_refreshes(status, _controlled_clock(client, status))
+    text = f"no refresh completed on pushwoosh-agentd on {client.socket_path} within {timeout:g} s; "
+    status: Optional[Status] = None
+    try:
+        status = client.status()
+        text += _describe_refreshes(status, _controlled_clock(client))
+    except PushwooshError:
+        text += "the agent's status could not be read"
     raise WaitTimeout(client.socket_path, "refreshCompleted", timeout, text, cast(Optional[Dict[str, Any]], status))
 
 
@@ -44,40 +48,24 @@ def wait_for_state(client: _Agent, state: str, timeout: float) -> Status:
     with client.events("state") as stream:
         status = client.status()
         deadline = time.monotonic() + timeout
-        while status.get("state") != state:
-            left = deadline - time.monotonic()
+        while status.get("state") != state and time.monotonic() < deadline:
             try:
-                if left <= 0:
-                    raise AgentTimeout(client.socket_path, "stateChanged", timeout)
-                seen.append(stream.next("stateChanged", left))
+                seen.append(stream.next("stateChanged", deadline - time.monotonic()))
             except AgentTimeout:
-                status = client.status()
-                if status.get("state") == state:
-                    return status
-                changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}"
-                                    for c in seen)
-                unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
-                text = f"pushwoosh-agentd on {client.socket_path} did not reach state {state!r}{unknown} within " \
-                    f"{timeout:g} s: it is {status.get('state')!r}" \
-                    + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
-                    + "; " + _describe_refreshes(status, None)
-                raise WaitTimeout(client.socket_path, "stateChanged", timeout, text,
-                                  cast(Dict[str, Any], status), seen) from None
+                pass
             status = client.status()
+    if status.get("state") == state:
         return status
+    changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}" for c in seen)
+    unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
+    text = f"pushwoosh-agentd on {client.socket_path} did not reach state {state!r}{unknown} within {timeout:g} s: " \
+        f"it is {status.get('state')!r}" + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
+        + "; " + _describe_refreshes(status)
+    raise WaitTimeout(client.socket_path, "stateChanged", timeout, text, cast(Dict[str, Any], status), seen)
 
 
-def _status_or_none(client: _Agent) -> Optional[Status]:
-    try:
-        return client.status()
-    except PushwooshError:
-        return None
-
-
-def _controlled_clock(client: _Agent, status: Optional[Status]) -> Optional[bool]:
+def _controlled_clock(client: _Agent) -> Optional[bool]:
     """Whether the device clock is controlled (None: not known)."""
-    if status is None:
-        return None
     try:
         return client.clock().get("controlled") is True
     except AgentError:  # -32004 with Clock=system; an older agent
@@ -93,17 +81,16 @@ def _wait_timeout(timeout: Any) -> float:
     return float(timeout)
 
 
-def _describe_refreshes(status: Optional[Mapping[str, Any]], controlled: Optional[bool]) -> str:
+def _describe_refreshes(status: Mapping[str, Any], controlled: Optional[bool] = None) -> str:
     """The last refresh (device time, trigger, outcome), the state, the next refresh."""
-    if status is None:
-        return "the agent's status could not be read"
     at = status.get("lastRefreshAt")
     if at is None:
         text = "no refresh has completed yet"
     else:
         error = status.get("lastRefreshError")
-        outcome = "succeeded" if error is None else \
-            f"failed: {error.get('code', '?')} {error.get('message', '')}".rstrip() if isinstance(error, dict) else "failed"
+        outcome = "succeeded" if error is None else "failed"
+        if isinstance(error, dict):
+            outcome += f": {error.get('code', '?')} {error.get('message', '')}".rstrip()
         trigger = status.get("lastRefreshTrigger")
         text = f"the last refresh: at {at} (device time)" + (f", trigger {trigger}" if trigger else "") + f", {outcome}"
         failures = status.get("consecutiveFailures")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, cast
+from typing import Any, Dict, Mapping, Optional, cast
 
 from ._connection import Connection
 from ._framing import camel_case
@@ -15,8 +15,8 @@ from . import _waits
 from ._waits import STATES
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
-from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration, RefreshCompleted,
-                      RefreshResult, Status, flag_details, parse_time)
+from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration,
+                      RefreshCompleted, RefreshResult, Status, flag_details, parse_time)
 
 __all__ = ["AgentClient", "PROPERTY_TYPES", "STATES"]
 
@@ -32,6 +32,14 @@ PROPERTY_TYPES: Dict[object, str] = {
 }
 _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
+
+
+def _typed(method: str, result: Mapping[str, Any], key: str, kind: Any) -> Any:
+    """``result[key]``, checked to be a ``kind`` (else :class:`ProtocolError`)."""
+    value = result[key]
+    if not isinstance(value, kind):
+        raise ProtocolError(f"{method}: unexpected {key} {value!r}")
+    return value
 
 
 class AgentClient:
@@ -116,11 +124,9 @@ class AgentClient:
     def get(self, key: str) -> Optional[Flag]:
         """The stored flag for ``key``, or None (no valid flags, or no such key)."""
         result = self._result("get", {"key": key}, "flag")
-        flag = result["flag"]
+        flag = _typed("get", result, "flag", (dict, type(None)))
         if flag is None:
             return None
-        if not isinstance(flag, dict):
-            raise ProtocolError(f"get: unexpected flag {flag!r}")
         age = result.get("ageSeconds")
         return Flag(key=str(flag.get("key", key)), is_enabled=flag.get("isEnabled") is True,
                     rule_id=str(flag.get("ruleId", "")), properties=dict(flag.get("properties") or {}),
@@ -130,10 +136,7 @@ class AgentClient:
     def is_enabled(self, key: str, default: bool = False) -> bool:
         """Whether flag ``key`` is on; ``default`` when the agent has no valid flag for it (with
         a :class:`FallbackWarning`, or :class:`FallbackError` when strict)."""
-        details = self.details(key, default)
-        if details.fallback:
-            self._fallback(f"is_enabled({key!r})", details)
-        return bool(details.value)
+        return bool(self._unless_fallback(f"is_enabled({key!r})", self.details(key, default)))
 
     def details(self, key: str, default: bool = False) -> FlagDetails:
         """:meth:`is_enabled` with its provenance (:class:`FlagDetails`); a fallback as data, never a warning."""
@@ -147,10 +150,8 @@ class AgentClient:
         ``default`` (for a scalar type ``""``, ``0`` or ``False`` when not given, as
         ``pushwoosh-agentctl``; None for the JSON types), with a :class:`FallbackWarning`
         (:class:`FallbackError` when strict) that tells a missing property from a mistyped one."""
-        details = self.property_details(key, name, type, default)
-        if details.fallback:
-            self._fallback(f"property({key!r}, {name!r}, {self._type_name(type)!r})", details)
-        return details.value
+        call = f"property({key!r}, {name!r}, {self._type_name(type)!r})"
+        return self._unless_fallback(call, self.property_details(key, name, type, default))
 
     def property_details(self, key: str, name: str, type: Any, default: Any = None) -> FlagDetails:
         """:meth:`property` with its provenance (:class:`FlagDetails`), as :meth:`details`."""
@@ -171,14 +172,17 @@ class AgentClient:
         except (KeyError, TypeError):
             raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
 
-    def _fallback(self, call: str, details: FlagDetails) -> None:
-        """Warns (at the read's caller) that a read returned the default, or raises when strict."""
+    def _unless_fallback(self, call: str, details: FlagDetails) -> Any:
+        """``details.value``; a fallback (the default returned) warns at the read's caller, or raises when strict."""
+        if not details.fallback:
+            return details.value
         code = details.error_code or "ERROR"
         message = details.error_message or "the agent answered with the caller's default"
         text = f"{call}: {code}: {message}; returned the default {details.value!r}"
         if self.strict:
             raise FallbackError(text, code, details.key, details.property, details.value, message)
         warnings.warn(FallbackWarning(text, code, details.key, details.property, details.value, message), stacklevel=3)
+        return details.value
 
     def refresh(self, *, timeout: Optional[float] = _UNSET) -> RefreshResult:
         """Fetches the flags now and waits for the outcome (RF-5): a :class:`RefreshResult`, or
@@ -188,23 +192,16 @@ class AgentClient:
         with self.subscribe() as updates:
             result = self._result("refresh", {}, "error", "sent", timeout=timeout, on=updates._conn)
             heard = updates.drain()
-        error = result["error"]
+        error = _typed("refresh", result, "error", (dict, type(None)))
         if error is not None:
-            if not isinstance(error, dict):
-                raise ProtocolError(f"refresh: unexpected error {error!r}")
             code = error.get("code")
             raise RefreshError(code if isinstance(code, int) else -1, str(error.get("domain", "")),
                                str(error.get("message", "")))
-        sent = result["sent"]
-        if not isinstance(sent, bool):
-            raise ProtocolError(f"refresh: unexpected sent {sent!r}")
+        sent = _typed("refresh", result, "sent", bool)
         until = parse_time(result.get("throttledUntil"), "refresh: throttledUntil")
         if sent and until is not None:
             raise ProtocolError(f"refresh: a sent refresh with a throttle window: {result!r}")
-        changed: List[str] = []
-        for update in heard:
-            if update.reason == "refresh":
-                changed += [key for key in update.changed if key not in changed]
+        changed = {key for update in heard if update.reason == "refresh" for key in update.changed}
         return RefreshResult(sent=sent, throttled_until=until, changed=sorted(changed) if sent else [])
 
     def log_impression(self, key: str) -> bool:
@@ -251,10 +248,7 @@ class AgentClient:
 
     def metrics(self) -> str:
         """The Prometheus text exposition (docs/http.md F.2)."""
-        text = self._result("metrics", {}, "text")["text"]
-        if not isinstance(text, str):
-            raise ProtocolError(f"metrics: unexpected text {text!r}")
-        return text
+        return cast(str, _typed("metrics", self._result("metrics", {}, "text"), "text", str))
 
     # -- the device clock and events (docs/device-clock.md H) --
 
