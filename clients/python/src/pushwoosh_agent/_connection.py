@@ -26,6 +26,11 @@ EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshC
 CONNECT_RETRY_FIRST = 0.001
 CONNECT_RETRY_MAX = 0.025
 
+#: Why a connect failed, by its exception (else its strerror).
+_CONNECT_FAILURES = {FileNotFoundError: "no socket there", NotADirectoryError: "no socket there",
+                     ConnectionRefusedError: "connection refused",
+                     _socket.timeout: "connect timed out (too many pending connections)"}
+
 
 def connect(path: str, timeout: Optional[float]) -> _socket.socket:
     """A connected socket to ``path`` (:class:`AgentNotRunning` or :class:`PermissionDenied`);
@@ -34,40 +39,31 @@ def connect(path: str, timeout: Optional[float]) -> _socket.socket:
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = CONNECT_RETRY_FIRST
     for attempts in itertools.count(1):
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            sock = _connect_once(path, None if deadline is None else max(0.001, deadline - time.monotonic()))
+            sock.settimeout(None if deadline is None else max(0.001, deadline - time.monotonic()))
+            sock.connect(path)
             break
-        except BlockingIOError:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise AgentNotRunning(path, f"its backlog of pending connections stayed full for {timeout:g} s "
-                                            f"({attempts} attempts; the agent is busy, or flooded)") from None
-            wait = delay * (0.5 + random.random())
-            time.sleep(wait if deadline is None else min(wait, deadline - now))
-            delay = min(CONNECT_RETRY_MAX, delay * 2)
+        except OSError as error:
+            sock.close()
+            if isinstance(error, PermissionError):
+                why = f"permission denied on {path}: join the socket's group"
+                raise PermissionDenied(PERMISSION_DENIED, why) from None
+            if not isinstance(error, BlockingIOError) and error.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                why = _CONNECT_FAILURES.get(type(error)) or error.strerror or str(error)
+                raise AgentNotRunning(path, why) from None
+        now = time.monotonic()  # the backlog is full
+        if deadline is not None and now >= deadline:
+            raise AgentNotRunning(path, f"its backlog of pending connections stayed full for {timeout:g} s "
+                                        f"({attempts} attempts; the agent is busy, or flooded)")
+        wait = delay * (0.5 + random.random())
+        time.sleep(wait if deadline is None else min(wait, deadline - now))
+        delay = min(CONNECT_RETRY_MAX, delay * 2)
     sock.settimeout(None)
     if timeout is not None and timeout > 0:  # bounds a send to an agent that stopped reading
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, struct.pack("ll", int(timeout), int(timeout % 1 * 1e6)))
+        timeval = struct.pack("ll", int(timeout), int(timeout % 1 * 1e6))
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
     return sock
-
-
-def _connect_once(path: str, timeout: Optional[float]) -> _socket.socket:
-    """One connect; ``BlockingIOError`` when the backlog is full, other failures as :func:`connect`'s."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        return sock
-    except OSError as error:
-        sock.close()
-        if isinstance(error, BlockingIOError) or error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-            raise BlockingIOError(error.errno, error.strerror) from None
-        if isinstance(error, PermissionError):
-            raise PermissionDenied(PERMISSION_DENIED, f"permission denied on {path}: join the socket's group") from None
-        why = {FileNotFoundError: "no socket there", NotADirectoryError: "no socket there",
-               ConnectionRefusedError: "connection refused",
-               _socket.timeout: "connect timed out (too many pending connections)"}.get(type(error))
-        raise AgentNotRunning(path, why or error.strerror or str(error)) from None
 
 
 class _Call:
@@ -131,9 +127,8 @@ class Listener:
 
 
 class Connection:
-    """One socket, its reader thread (answers to their callers by id, notifications to the
-    listeners that want them), the calls waiting and the listeners. The agent is subscribed to
-    every open listener's events (sent again when one brings new ones), unsubscribed after the last."""
+    """One socket and its reader thread, which hands answers to their callers by id and notifications to
+    the listeners that want them; the agent is subscribed to every open listener's events."""
 
     def __init__(self, path: str, timeout: Optional[float]) -> None:
         self.path = path
@@ -157,8 +152,6 @@ class Connection:
     @property
     def closed(self) -> bool:
         return self.closed_reason is not None
-
-    # -- calls --
 
     def call(self, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
         """Calls ``method``; its ``result``, or the error answer as an :class:`AgentError`."""
@@ -191,20 +184,15 @@ class Connection:
             with self._send_lock:
                 self._sock.sendall(line)
         except BlockingIOError:
-            # SO_SNDTIMEO expired (the agent stopped reading): part of the line may be out, so the
-            # next call connects again.
+            # SO_SNDTIMEO expired (the agent stopped reading): part of the line may be out; the next call reconnects.
             self.fail(f"a send to the agent timed out ({method})")
             raise AgentTimeout(self.path, method, self.timeout or 0.0) from None
         except OSError as error:
-            # A refused connection's -32000 may have come before the write failed: the reader gives
-            # it to this call; the failed send is the reason only when none came.
-            reason = f"lost the connection: {error.strerror or error}"
+            # A refused connection's -32000 may have come first: the reader gives it to this call.
             if self._reader is not threading.current_thread():
                 self._reader.join(1.0)
-            self.fail(reason)
+            self.fail(f"lost the connection: {error.strerror or error}")
         return call
-
-    # -- listeners --
 
     def listen(self, listener: Listener, timeout: Optional[float]) -> None:
         """Adds ``listener`` (subscribing the agent to its events first if new): it hears all that comes after."""
@@ -239,8 +227,6 @@ class Connection:
                 return not self._listeners
             return False
 
-    # -- the end --
-
     def fail(self, reason: str) -> None:
         """Marks the connection dead: every pending call and listener ends with AgentNotRunning."""
         with self._lock:
@@ -262,25 +248,18 @@ class Connection:
         if self._reader is not threading.current_thread():
             self._reader.join(5)
 
-    # -- the reader thread --
-
     def _read_loop(self) -> None:
         lines = LineReader()
         reason = "the agent closed the connection"
         try:
-            while True:
-                try:
-                    chunk = self._sock.recv(1 << 16)
-                except OSError as error:
-                    reason = f"lost the connection: {error.strerror or error}"
-                    break
-                if not chunk:
-                    break
+            while chunk := self._sock.recv(1 << 16):
                 for line in lines.feed(chunk):
                     for message in decode_line(line):
                         self._dispatch(message)
         except LineTooLong as error:
             reason = str(error)
+        except OSError as error:
+            reason = f"lost the connection: {error.strerror or error}"
         except BaseException as error:  # never leave callers waiting on a dead reader
             reason = f"the client's reader failed: {error!r}"
             raise

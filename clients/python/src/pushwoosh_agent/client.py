@@ -5,14 +5,14 @@ its notifications handed to the open subscriptions and event streams (:mod:`push
 from __future__ import annotations
 
 import threading
+import time
 import warnings
-from typing import Any, Dict, Mapping, Optional, cast
+from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
 from ._framing import camel_case
-from .errors import AgentError, FallbackError, FallbackWarning, ProtocolError, RefreshError
-from . import _waits
-from ._waits import STATES
+from .errors import (AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError,
+                     RefreshError, WaitTimeout)
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
 from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration,
@@ -33,6 +33,9 @@ PROPERTY_TYPES: Dict[object, str] = {
 _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
+#: The values of ``status()["state"]`` (docs/socket-api.md B.2), what :meth:`AgentClient.wait_for_state` waits for.
+STATES = ("notReady", "ready", "stale", "error", "fatal")
+
 
 def _typed(method: str, result: Mapping[str, Any], key: str, kind: Any) -> Any:
     """``result[key]``, checked to be a ``kind`` (else :class:`ProtocolError`)."""
@@ -45,21 +48,17 @@ def _typed(method: str, result: Mapping[str, Any], key: str, kind: Any) -> Any:
 class AgentClient:
     """A client of pushwoosh-agentd (docs/socket-api.md B, G; the package's README has the reference).
 
-    ``socket``: the socket path; ``instance``: instance NAME of ``pushwoosh-agent@NAME``;
-    neither: as ``pushwoosh-agentctl`` finds it. ``timeout``: seconds the connect and each call
-    may take (None: no limit). It connects at once (:class:`AgentNotRunning` when nobody listens);
-    when the agent goes away pending calls fail at once, and the next call connects again.
-    A read answered with the caller's default warns (:class:`FallbackWarning`), or with
-    ``strict=True`` raises :class:`FallbackError`; :meth:`details` and :meth:`property_details`
-    report it as data. The errors are in :mod:`pushwoosh_agent.errors`.
-    """
+    ``socket``: the socket path, or ``instance``: NAME of ``pushwoosh-agent@NAME``, else as
+    ``pushwoosh-agentctl`` finds it; ``timeout``: seconds the connect and each call may take (None:
+    no limit). It connects at once (:class:`AgentNotRunning` when nobody listens); when the agent
+    goes away pending calls fail at once, and the next call connects again. A read answered with the
+    caller's default warns (:class:`FallbackWarning`), or with ``strict=True`` raises :class:`FallbackError`."""
 
     def __init__(self, socket: Optional[str] = None, instance: Optional[str] = None,
                  timeout: Optional[float] = 30.0, strict: bool = False) -> None:
         self.socket_path = resolve_socket_path(socket, instance)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not timeout > 0):
-            raise ValueError(f"timeout must be positive or None, not {timeout!r}")
+        if timeout is not None:
+            _seconds(timeout, "positive or None")
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be True or False, not {strict!r}")
         self.timeout = timeout
@@ -68,8 +67,6 @@ class AgentClient:
         self._conn: Optional[Connection] = None
         self._closed = False
         self._connection()
-
-    # -- lifecycle --
 
     def close(self) -> None:
         """Closes the connection; pending calls fail with :class:`AgentNotRunning`."""
@@ -102,8 +99,6 @@ class AgentClient:
             if self._conn is None or self._conn.closed:
                 self._conn = Connection(self.socket_path, self.timeout)
             return self._conn
-
-    # -- the generic call --
 
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
              timeout: Optional[float] = _UNSET) -> Any:
@@ -156,11 +151,10 @@ class AgentClient:
     def property_details(self, key: str, name: str, type: Any, default: Any = None) -> FlagDetails:
         """:meth:`property` with its provenance (:class:`FlagDetails`), as :meth:`details`."""
         wire = self._type_name(type)
+        default = _SCALAR_DEFAULTS.get(wire) if default is None else default
         params: Dict[str, Any] = {"key": key, "property": name, "type": wire}
         if default is not None:
             params["default"] = default
-        elif wire in _SCALAR_DEFAULTS:
-            params["default"] = _SCALAR_DEFAULTS[wire]
         result = self._result("property", params, "value")
         return flag_details(result, key, result["value"], name)
 
@@ -273,13 +267,91 @@ class AgentClient:
     def wait_for_refresh(self, timeout: float = 10.0) -> RefreshCompleted:
         """The next completed refresh (open :meth:`events` first to catch one you cause); a
         :class:`WaitTimeout` naming the last refresh, the state and the next due, if none comes."""
-        return _waits.wait_for_refresh(self, timeout)
+        timeout = _seconds(timeout, "a positive number of seconds")
+        with self.events("refresh") as stream:
+            try:
+                return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
+            except AgentTimeout:
+                pass
+        text = f"no refresh completed on pushwoosh-agentd on {self.socket_path} within {timeout:g} s; "
+        status: Optional[Status] = None
+        try:
+            status = self.status()
+            text += _describe_refreshes(status, self._clock_controlled())
+        except PushwooshError:
+            text += "the agent's status could not be read"
+        raise WaitTimeout(self.socket_path, "refreshCompleted", timeout, text, cast(Optional[Dict[str, Any]], status))
+
+    def _clock_controlled(self) -> Optional[bool]:
+        """Whether the device clock is controlled (None: not known)."""
+        try:
+            return self.clock().get("controlled") is True
+        except AgentError:  # -32004 with Clock=system; an older agent
+            return False
+        except PushwooshError:
+            return None
 
     def wait_for_state(self, state: str, timeout: float = 10.0) -> Status:
         """The status once its state is ``state`` (one of :data:`STATES`); a :class:`WaitTimeout`
         naming the state it is in, the changes seen and the last refresh, if not in time."""
-        return _waits.wait_for_state(self, state, timeout)
+        if not isinstance(state, str) or not state:
+            raise TypeError(f"state must be a state's name ({', '.join(STATES)}), not {state!r}")
+        timeout = _seconds(timeout, "a positive number of seconds")
+        seen: List[Dict[str, Any]] = []
+        with self.events("state") as stream:
+            status = self.status()
+            deadline = time.monotonic() + timeout
+            while status.get("state") != state and time.monotonic() < deadline:
+                try:
+                    seen.append(stream.next("stateChanged", deadline - time.monotonic()))
+                except AgentTimeout:
+                    pass
+                status = self.status()
+        if status.get("state") == state:
+            return status
+        changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}" for c in seen)
+        unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
+        text = f"pushwoosh-agentd on {self.socket_path} did not reach state {state!r}{unknown} within {timeout:g} s: " \
+            f"it is {status.get('state')!r}" + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
+            + "; " + _describe_refreshes(status)
+        raise WaitTimeout(self.socket_path, "stateChanged", timeout, text, cast(Dict[str, Any], status), seen)
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates, a context manager and iterator (:class:`Subscription`); ``timeout`` bounds each ``next()``."""
         return Subscription(self, timeout)
+
+
+def _seconds(timeout: Any, must_be: str) -> float:
+    """``timeout`` checked to be a positive number (a ``ValueError`` saying it ``must_be``), as a float."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be {must_be}, not {timeout!r}")
+    return float(timeout)
+
+
+def _describe_refreshes(status: Mapping[str, Any], controlled: Optional[bool] = None) -> str:
+    """The last refresh (device time, trigger, outcome), the state, the next refresh."""
+    at = status.get("lastRefreshAt")
+    if at is None:
+        text = "no refresh has completed yet"
+    else:
+        error = status.get("lastRefreshError")
+        outcome = "succeeded" if error is None else "failed"
+        if isinstance(error, dict):
+            outcome += f": {error.get('code', '?')} {error.get('message', '')}".rstrip()
+        trigger = status.get("lastRefreshTrigger")
+        text = f"the last refresh: at {at} (device time)" + (f", trigger {trigger}" if trigger else "") + f", {outcome}"
+        failures = status.get("consecutiveFailures")
+        if isinstance(failures, int) and failures > 1:
+            text += f" ({failures} failures in a row)"
+    text += f"; state {status.get('state')!r}"
+    now = status.get("now")
+    if now is not None:
+        text += f", device time {now}"
+    following = status.get("nextRefreshAt")
+    if following is not None:
+        text += f"; the next refresh is due at {following}"
+        if controlled:
+            text += " (the device clock is controlled: advance_clock moves it)"
+    elif status.get("appState") == "background":
+        text += "; no refresh is due (the app is in the background)"
+    return text

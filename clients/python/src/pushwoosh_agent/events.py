@@ -35,19 +35,19 @@ class ConnectionSource(Protocol):
 
 class _Listening:
     """A listener of ``events`` on a connection, what :class:`Subscription` and :class:`EventStream`
-    share; ``timeout`` bounds the subscribe and unsubscribe calls."""
+    share; ``call_timeout()`` bounds the subscribe and unsubscribe calls."""
 
-    def __init__(self, events: Iterable[str], socket_path: str, timeout: Optional[float]) -> None:
+    def __init__(self, events: Iterable[str], socket_path: str, call_timeout: Callable[[], Optional[float]]) -> None:
         self._listener = Listener(events)
         self._path = socket_path
-        self._call_timeout = timeout
+        self._call_timeout = call_timeout
         self._conn: Optional[Connection] = None
         self._owned: Optional[Connection] = None  # a connection of its own, closed with it
         self._closed = False
 
     def _listen(self, conn: Connection) -> None:
         try:
-            conn.listen(self._listener, self._call_timeout)
+            conn.listen(self._listener, self._call_timeout())
         except BaseException:
             if self._owned is not None:
                 self._owned.close()
@@ -58,7 +58,7 @@ class _Listening:
         """Stops listening (the agent is unsubscribed once no other listener remains)."""
         self._closed = True
         if self._conn is not None:
-            self._conn.unlisten(self._listener, self._call_timeout)
+            self._conn.unlisten(self._listener, self._call_timeout())
         self._listener.end()
         if self._owned is not None:
             self._owned.close()
@@ -69,7 +69,7 @@ class _Listening:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _take(self, timeout: Optional[float], what: str, pick: Callable[[Tuple[str, Any]], Optional[_T]],
+    def _take(self, timeout: Optional[float], what: str, pick: Callable[[str, Any], Optional[_T]],
               closed: Callable[[], BaseException]) -> _T:
         """The first notification ``pick`` accepts within ``timeout`` (``closed()`` raised at the end); a
         :class:`WaitTimeout` naming ``what`` and the notifications that came instead."""
@@ -88,7 +88,7 @@ class _Listening:
                                   seen=[p if isinstance(p, dict) else {} for _, p in skipped]) from None
             if item is None:
                 raise closed()
-            picked = pick(item)
+            picked = pick(*item)
             if picked is not None:
                 return picked
             skipped.append(item)
@@ -105,7 +105,7 @@ class Subscription(_Listening):
     lost; ``timeout`` bounds each ``next()`` (:class:`AgentTimeout`), :meth:`get` takes its own."""
 
     def __init__(self, client: ConnectionSource, timeout: Optional[float] = None) -> None:
-        super().__init__(["flags"], client.socket_path, client.timeout)
+        super().__init__(["flags"], client.socket_path, lambda: client.timeout)
         self._client = client
         self.timeout = timeout
 
@@ -127,7 +127,7 @@ class Subscription(_Listening):
 
     def get(self, timeout: Optional[float] = None) -> FlagsUpdate:
         """The next update (:class:`AgentTimeout` after ``timeout`` seconds; ``StopIteration`` once closed)."""
-        return self._take(timeout, EVENTS["flags"], lambda item: FlagsUpdate.from_params(item[1]), StopIteration)
+        return self._take(timeout, EVENTS["flags"], lambda _, params: FlagsUpdate.from_params(params), StopIteration)
 
     @property
     def backlog(self) -> int:
@@ -151,7 +151,7 @@ class EventStream(_Listening):
         if not names or unknown:
             raise ValueError(f"events must name some of {', '.join(EVENTS)}; not {unknown or names!r}")
         path = socket_path if isinstance(socket_path, str) else socket_path.socket_path
-        super().__init__(names, path, timeout)
+        super().__init__(names, path, lambda: timeout)
         self.socket_path = path
         if isinstance(socket_path, str):
             self._owned = conn = Connection(socket_path, timeout)
@@ -161,8 +161,7 @@ class EventStream(_Listening):
 
     def next(self, method: Optional[str] = None, timeout: Optional[float] = 10.0) -> Dict[str, Any]:
         """The next notification's params (of ``method``, when given: others are skipped)."""
-        def pick(item: Tuple[str, Any]) -> Optional[Dict[str, Any]]:
-            name, params = item
+        def pick(name: str, params: Any) -> Optional[Dict[str, Any]]:
             if method is not None and name != method:
                 return None
             return params if isinstance(params, dict) else {}
