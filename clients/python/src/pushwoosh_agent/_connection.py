@@ -3,6 +3,7 @@ subscription mechanism (listeners fed by the reader thread)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import queue
@@ -25,6 +26,11 @@ EVENTS: Dict[str, str] = {"flags": "featureFlagsDidUpdate", "refresh": "refreshC
 CONNECT_RETRY_FIRST = 0.001
 CONNECT_RETRY_MAX = 0.025
 
+#: Why a connect failed, by its exception (else its strerror).
+_CONNECT_FAILURES = {FileNotFoundError: "no socket there", NotADirectoryError: "no socket there",
+                     ConnectionRefusedError: "connection refused",
+                     _socket.timeout: "connect timed out (too many pending connections)"}
+
 
 def connect(path: str, timeout: Optional[float]) -> _socket.socket:
     """A connected socket to ``path`` (:class:`AgentNotRunning` or :class:`PermissionDenied`);
@@ -32,54 +38,38 @@ def connect(path: str, timeout: Optional[float]) -> _socket.socket:
     agent) is tried again until ``timeout``; nobody listening fails at once."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = CONNECT_RETRY_FIRST
-    attempts = 0
-    while True:
-        attempts += 1
+    for attempts in itertools.count(1):
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
-            sock = _connect_once(path, timeout if deadline is None else max(0.001, deadline - time.monotonic()))
-        except BlockingIOError:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise AgentNotRunning(path, f"its backlog of pending connections stayed full for {timeout:g} s "
-                                            f"({attempts} attempts; the agent is busy, or flooded)") from None
-            wait = delay * (0.5 + random.random())
-            time.sleep(wait if deadline is None else min(wait, max(0.0, deadline - now)))
-            delay = min(CONNECT_RETRY_MAX, delay * 2)
-            continue
-        break
+            sock.settimeout(None if deadline is None else max(0.001, deadline - time.monotonic()))
+            sock.connect(path)
+            break
+        except OSError as error:
+            sock.close()
+            if isinstance(error, PermissionError):
+                why = f"permission denied on {path}: join the socket's group"
+                raise PermissionDenied(PERMISSION_DENIED, why) from None
+            if not isinstance(error, BlockingIOError) and error.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                why = _CONNECT_FAILURES.get(type(error)) or error.strerror or str(error)
+                raise AgentNotRunning(path, why) from None
+        now = time.monotonic()  # the backlog is full
+        if deadline is not None and now >= deadline:
+            raise AgentNotRunning(path, f"its backlog of pending connections stayed full for {timeout:g} s "
+                                        f"({attempts} attempts; the agent is busy, or flooded)")
+        wait = delay * (0.5 + random.random())
+        time.sleep(wait if deadline is None else min(wait, deadline - now))
+        delay = min(CONNECT_RETRY_MAX, delay * 2)
     sock.settimeout(None)
-    if timeout is not None and timeout > 0:
-        # Bounds a send to an agent that stopped reading; the reader's recv stays blocking.
-        seconds = int(timeout)
-        tv = struct.pack("ll", seconds, int((timeout - seconds) * 1_000_000))
-        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, tv)
+    if timeout is not None and timeout > 0:  # bounds a send to an agent that stopped reading
+        timeval = struct.pack("ll", int(timeout), int(timeout % 1 * 1e6))
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, timeval)
     return sock
 
 
-def _connect_once(path: str, timeout: Optional[float]) -> _socket.socket:
-    """One connect; ``BlockingIOError`` when the backlog is full, other failures as :func:`connect`'s."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        return sock
-    except OSError as error:
-        sock.close()
-        if isinstance(error, BlockingIOError) or error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-            raise BlockingIOError(error.errno, error.strerror) from None
-        if isinstance(error, PermissionError):
-            raise PermissionDenied(PERMISSION_DENIED, f"permission denied on {path}: join the socket's group") from None
-        why = {FileNotFoundError: "no socket there", NotADirectoryError: "no socket there",
-               ConnectionRefusedError: "connection refused",
-               _socket.timeout: "connect timed out (too many pending connections)"}.get(type(error))
-        raise AgentNotRunning(path, why or error.strerror or str(error)) from None
-
-
 class _Call:
-    __slots__ = ("method", "event", "answer")
+    __slots__ = ("event", "answer")
 
-    def __init__(self, method: str) -> None:
-        self.method = method
+    def __init__(self) -> None:
         self.event = threading.Event()
         self.answer: Union[Dict[str, Any], BaseException, None] = None
 
@@ -113,15 +103,11 @@ class Listener:
     def drain(self) -> List[Tuple[str, Any]]:
         """The notifications already received, without waiting."""
         items: List[Tuple[str, Any]] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return items
-            if not isinstance(item, tuple):
-                self._queue.put(item)  # keep the end for the next take
-                return items
-            items.append(item)
+        with contextlib.suppress(queue.Empty):
+            while isinstance(item := self._queue.get_nowait(), tuple):
+                items.append(item)
+            self._queue.put(item)  # keep the end for the next take
+        return items
 
     @property
     def backlog(self) -> int:
@@ -135,16 +121,14 @@ class Listener:
 
     def end(self, marker: object = _CLOSED) -> None:
         with self._lock:
-            if self._ended:
-                return
-            self._ended = True
-            self._queue.put(marker)
+            if not self._ended:
+                self._ended = True
+                self._queue.put(marker)
 
 
 class Connection:
-    """One socket, its reader thread (answers to their callers by id, notifications to the
-    listeners that want them), the calls waiting and the listeners. The agent is subscribed to
-    every open listener's events (sent again when one brings new ones), unsubscribed after the last."""
+    """One socket and its reader thread, which hands answers to their callers by id and notifications to
+    the listeners that want them; the agent is subscribed to every open listener's events."""
 
     def __init__(self, path: str, timeout: Optional[float]) -> None:
         self.path = path
@@ -169,59 +153,46 @@ class Connection:
     def closed(self) -> bool:
         return self.closed_reason is not None
 
-    # -- calls --
-
     def call(self, method: str, params: Mapping[str, Any], timeout: Optional[float]) -> Any:
         """Calls ``method``; its ``result``, or the error answer as an :class:`AgentError`."""
         call_id = next(self._ids)
         call = self._start(call_id, method, encode_request(call_id, method, params))
-        answer = self._wait(call_id, call, timeout)
+        if not call.event.wait(timeout):
+            with self._lock:
+                still_pending = self._pending.pop(call_id, None) is not None
+            if still_pending:
+                raise AgentTimeout(self.path, method, timeout if timeout is not None else 0.0)
+            call.event.wait()  # answered (or failed) at this very moment
+        answer = call.answer
+        if isinstance(answer, BaseException):
+            raise answer
+        assert answer is not None
         if "error" in answer:
             raise agent_error(method, answer["error"])
         return answer.get("result")
 
     def _start(self, call_id: int, method: str, line: bytes) -> _Call:
         """Registers the call, then sends its line (so the answer cannot come first)."""
-        call = _Call(method)
+        call = _Call()
         with self._lock:
             if self.closed_reason is not None:
                 if self._refusal is not None:
-                    call.answer = self._refusal
-                    call.event.set()
-                    return call
+                    raise agent_error(method, self._refusal["error"])
                 raise AgentNotRunning(self.path, self.closed_reason)
             self._pending[call_id] = call
         try:
             with self._send_lock:
                 self._sock.sendall(line)
         except BlockingIOError:
-            # SO_SNDTIMEO expired (the agent stopped reading): part of the line may be out, so the
-            # next call connects again.
+            # SO_SNDTIMEO expired (the agent stopped reading): part of the line may be out; the next call reconnects.
             self.fail(f"a send to the agent timed out ({method})")
             raise AgentTimeout(self.path, method, self.timeout or 0.0) from None
         except OSError as error:
-            # A refused connection's -32000 may have come before the write failed: the reader gives
-            # it to this call; the failed send is the reason only when none came.
-            reason = f"lost the connection: {error.strerror or error}"
+            # A refused connection's -32000 may have come first: the reader gives it to this call.
             if self._reader is not threading.current_thread():
                 self._reader.join(1.0)
-            self.fail(reason)
+            self.fail(f"lost the connection: {error.strerror or error}")
         return call
-
-    def _wait(self, call_id: int, call: _Call, timeout: Optional[float]) -> Dict[str, Any]:
-        if not call.event.wait(timeout):
-            with self._lock:
-                still_pending = self._pending.pop(call_id, None) is not None
-            if still_pending:
-                raise AgentTimeout(self.path, call.method, timeout if timeout is not None else 0.0)
-            call.event.wait()  # answered (or failed) at this very moment
-        answer = call.answer
-        if isinstance(answer, BaseException):
-            raise answer
-        assert answer is not None
-        return answer
-
-    # -- listeners --
 
     def listen(self, listener: Listener, timeout: Optional[float]) -> None:
         """Adds ``listener`` (subscribing the agent to its events first if new): it hears all that comes after."""
@@ -244,10 +215,8 @@ class Connection:
         with self._subscribe_lock:
             if self._drop(listener) and self._subscribed and not self.closed:
                 self._subscribed = frozenset()
-                try:
+                with contextlib.suppress(PushwooshError):
                     self.call("unsubscribe", {}, timeout)
-                except PushwooshError:
-                    pass
         listener.end()
 
     def _drop(self, listener: Listener) -> bool:
@@ -258,53 +227,39 @@ class Connection:
                 return not self._listeners
             return False
 
-    # -- the end --
-
     def fail(self, reason: str) -> None:
         """Marks the connection dead: every pending call and listener ends with AgentNotRunning."""
         with self._lock:
-            first = self.closed_reason is None
-            if first:
+            if self.closed_reason is None:
                 self.closed_reason = reason
-            calls = list(self._pending.values())
-            self._pending.clear()
-            listeners = list(self._listeners) if first else []
-            self._listeners.clear()
-        for call in calls:
-            call.answer = self._refusal if self._refusal is not None \
-                else AgentNotRunning(self.path, self.closed_reason or reason)
+            reason = self.closed_reason
+            calls, self._pending = self._pending, {}
+            listeners, self._listeners = self._listeners, []
+        for call in calls.values():
+            call.answer = self._refusal or AgentNotRunning(self.path, reason)
             call.event.set()
         for listener in listeners:
-            listener.end(AgentNotRunning(self.path, self.closed_reason or reason))
-        try:
+            listener.end(AgentNotRunning(self.path, reason))
+        with contextlib.suppress(OSError):
             self._sock.shutdown(_socket.SHUT_RDWR)  # wakes the reader; it closes the socket
-        except OSError:
-            pass
 
     def close(self, reason: str = "the client was closed") -> None:
         self.fail(reason)
         if self._reader is not threading.current_thread():
             self._reader.join(5)
 
-    # -- the reader thread --
-
     def _read_loop(self) -> None:
         lines = LineReader()
         reason = "the agent closed the connection"
         try:
-            while True:
-                try:
-                    chunk = self._sock.recv(1 << 16)
-                except OSError as error:
-                    reason = f"lost the connection: {error.strerror or error}"
-                    break
-                if not chunk:
-                    break
+            while chunk := self._sock.recv(1 << 16):
                 for line in lines.feed(chunk):
                     for message in decode_line(line):
                         self._dispatch(message)
         except LineTooLong as error:
             reason = str(error)
+        except OSError as error:
+            reason = f"lost the connection: {error.strerror or error}"
         except BaseException as error:  # never leave callers waiting on a dead reader
             reason = f"the client's reader failed: {error!r}"
             raise
@@ -314,10 +269,8 @@ class Connection:
                 if isinstance(refused, dict):
                     reason = f"the agent refused the connection: {refused.get('code')} {refused.get('message')}"
             self.fail(reason)
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.close()
-            except OSError:
-                pass
 
     def _dispatch(self, message: Dict[str, Any]) -> None:
         if "id" in message and ("result" in message or "error" in message):

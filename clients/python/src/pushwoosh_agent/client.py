@@ -5,18 +5,18 @@ its notifications handed to the open subscriptions and event streams (:mod:`push
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from typing import Any, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
 from ._framing import camel_case
-from .errors import AgentError, FallbackError, FallbackWarning, ProtocolError, RefreshError
-from . import _waits
-from ._waits import STATES
+from .errors import (AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError,
+                     RefreshError, WaitTimeout)
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
-from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration, RefreshCompleted,
-                      RefreshResult, Status, flag_details, parse_time)
+from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration,
+                      RefreshCompleted, RefreshResult, Status, flag_details, parse_time)
 
 __all__ = ["AgentClient", "PROPERTY_TYPES", "STATES"]
 
@@ -33,25 +33,32 @@ PROPERTY_TYPES: Dict[object, str] = {
 _PROPERTY_SPELLINGS = "string, number, bool, jsonObject (or json, json-object), jsonArray (or json-array)"
 _SCALAR_DEFAULTS: Dict[str, Any] = {"string": "", "number": 0, "bool": False}
 
+#: The values of ``status()["state"]`` (docs/socket-api.md B.2), what :meth:`AgentClient.wait_for_state` waits for.
+STATES = ("notReady", "ready", "stale", "error", "fatal")
+
+
+def _typed(method: str, result: Mapping[str, Any], key: str, kind: Any) -> Any:
+    """``result[key]``, checked to be a ``kind`` (else :class:`ProtocolError`)."""
+    value = result[key]
+    if not isinstance(value, kind):
+        raise ProtocolError(f"{method}: unexpected {key} {value!r}")
+    return value
+
 
 class AgentClient:
     """A client of pushwoosh-agentd (docs/socket-api.md B, G; the package's README has the reference).
 
-    ``socket``: the socket path; ``instance``: instance NAME of ``pushwoosh-agent@NAME``;
-    neither: as ``pushwoosh-agentctl`` finds it. ``timeout``: seconds the connect and each call
-    may take (None: no limit). It connects at once (:class:`AgentNotRunning` when nobody listens);
-    when the agent goes away pending calls fail at once, and the next call connects again.
-    A read answered with the caller's default warns (:class:`FallbackWarning`), or with
-    ``strict=True`` raises :class:`FallbackError`; :meth:`details` and :meth:`property_details`
-    report it as data. The errors are in :mod:`pushwoosh_agent.errors`.
-    """
+    ``socket``: the socket path, or ``instance``: NAME of ``pushwoosh-agent@NAME``, else as
+    ``pushwoosh-agentctl`` finds it; ``timeout``: seconds the connect and each call may take (None:
+    no limit). It connects at once (:class:`AgentNotRunning` when nobody listens); when the agent
+    goes away pending calls fail at once, and the next call connects again. A read answered with the
+    caller's default warns (:class:`FallbackWarning`), or with ``strict=True`` raises :class:`FallbackError`."""
 
     def __init__(self, socket: Optional[str] = None, instance: Optional[str] = None,
                  timeout: Optional[float] = 30.0, strict: bool = False) -> None:
         self.socket_path = resolve_socket_path(socket, instance)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                    or not timeout > 0):
-            raise ValueError(f"timeout must be positive or None, not {timeout!r}")
+        if timeout is not None:
+            _seconds(timeout, "positive or None")
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be True or False, not {strict!r}")
         self.timeout = timeout
@@ -60,8 +67,6 @@ class AgentClient:
         self._conn: Optional[Connection] = None
         self._closed = False
         self._connection()
-
-    # -- lifecycle --
 
     def close(self) -> None:
         """Closes the connection; pending calls fail with :class:`AgentNotRunning`."""
@@ -95,8 +100,6 @@ class AgentClient:
                 self._conn = Connection(self.socket_path, self.timeout)
             return self._conn
 
-    # -- the generic call --
-
     def call(self, method: str, params: Optional[Mapping[str, Any]] = None, *,
              timeout: Optional[float] = _UNSET) -> Any:
         """Calls socket method ``method`` with ``params``; its ``result`` (``timeout``: this call's)."""
@@ -116,11 +119,9 @@ class AgentClient:
     def get(self, key: str) -> Optional[Flag]:
         """The stored flag for ``key``, or None (no valid flags, or no such key)."""
         result = self._result("get", {"key": key}, "flag")
-        flag = result["flag"]
+        flag = _typed("get", result, "flag", (dict, type(None)))
         if flag is None:
             return None
-        if not isinstance(flag, dict):
-            raise ProtocolError(f"get: unexpected flag {flag!r}")
         age = result.get("ageSeconds")
         return Flag(key=str(flag.get("key", key)), is_enabled=flag.get("isEnabled") is True,
                     rule_id=str(flag.get("ruleId", "")), properties=dict(flag.get("properties") or {}),
@@ -130,10 +131,7 @@ class AgentClient:
     def is_enabled(self, key: str, default: bool = False) -> bool:
         """Whether flag ``key`` is on; ``default`` when the agent has no valid flag for it (with
         a :class:`FallbackWarning`, or :class:`FallbackError` when strict)."""
-        details = self.details(key, default)
-        if details.fallback:
-            self._fallback(f"is_enabled({key!r})", details)
-        return bool(details.value)
+        return bool(self._unless_fallback(f"is_enabled({key!r})", self.details(key, default)))
 
     def details(self, key: str, default: bool = False) -> FlagDetails:
         """:meth:`is_enabled` with its provenance (:class:`FlagDetails`); a fallback as data, never a warning."""
@@ -147,19 +145,16 @@ class AgentClient:
         ``default`` (for a scalar type ``""``, ``0`` or ``False`` when not given, as
         ``pushwoosh-agentctl``; None for the JSON types), with a :class:`FallbackWarning`
         (:class:`FallbackError` when strict) that tells a missing property from a mistyped one."""
-        details = self.property_details(key, name, type, default)
-        if details.fallback:
-            self._fallback(f"property({key!r}, {name!r}, {self._type_name(type)!r})", details)
-        return details.value
+        call = f"property({key!r}, {name!r}, {self._type_name(type)!r})"
+        return self._unless_fallback(call, self.property_details(key, name, type, default))
 
     def property_details(self, key: str, name: str, type: Any, default: Any = None) -> FlagDetails:
         """:meth:`property` with its provenance (:class:`FlagDetails`), as :meth:`details`."""
         wire = self._type_name(type)
+        default = _SCALAR_DEFAULTS.get(wire) if default is None else default
         params: Dict[str, Any] = {"key": key, "property": name, "type": wire}
         if default is not None:
             params["default"] = default
-        elif wire in _SCALAR_DEFAULTS:
-            params["default"] = _SCALAR_DEFAULTS[wire]
         result = self._result("property", params, "value")
         return flag_details(result, key, result["value"], name)
 
@@ -171,14 +166,17 @@ class AgentClient:
         except (KeyError, TypeError):
             raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
 
-    def _fallback(self, call: str, details: FlagDetails) -> None:
-        """Warns (at the read's caller) that a read returned the default, or raises when strict."""
+    def _unless_fallback(self, call: str, details: FlagDetails) -> Any:
+        """``details.value``; a fallback (the default returned) warns at the read's caller, or raises when strict."""
+        if not details.fallback:
+            return details.value
         code = details.error_code or "ERROR"
         message = details.error_message or "the agent answered with the caller's default"
         text = f"{call}: {code}: {message}; returned the default {details.value!r}"
         if self.strict:
             raise FallbackError(text, code, details.key, details.property, details.value, message)
         warnings.warn(FallbackWarning(text, code, details.key, details.property, details.value, message), stacklevel=3)
+        return details.value
 
     def refresh(self, *, timeout: Optional[float] = _UNSET) -> RefreshResult:
         """Fetches the flags now and waits for the outcome (RF-5): a :class:`RefreshResult`, or
@@ -188,23 +186,16 @@ class AgentClient:
         with self.subscribe() as updates:
             result = self._result("refresh", {}, "error", "sent", timeout=timeout, on=updates._conn)
             heard = updates.drain()
-        error = result["error"]
+        error = _typed("refresh", result, "error", (dict, type(None)))
         if error is not None:
-            if not isinstance(error, dict):
-                raise ProtocolError(f"refresh: unexpected error {error!r}")
             code = error.get("code")
             raise RefreshError(code if isinstance(code, int) else -1, str(error.get("domain", "")),
                                str(error.get("message", "")))
-        sent = result["sent"]
-        if not isinstance(sent, bool):
-            raise ProtocolError(f"refresh: unexpected sent {sent!r}")
+        sent = _typed("refresh", result, "sent", bool)
         until = parse_time(result.get("throttledUntil"), "refresh: throttledUntil")
         if sent and until is not None:
             raise ProtocolError(f"refresh: a sent refresh with a throttle window: {result!r}")
-        changed: List[str] = []
-        for update in heard:
-            if update.reason == "refresh":
-                changed += [key for key in update.changed if key not in changed]
+        changed = {key for update in heard if update.reason == "refresh" for key in update.changed}
         return RefreshResult(sent=sent, throttled_until=until, changed=sorted(changed) if sent else [])
 
     def log_impression(self, key: str) -> bool:
@@ -251,10 +242,7 @@ class AgentClient:
 
     def metrics(self) -> str:
         """The Prometheus text exposition (docs/http.md F.2)."""
-        text = self._result("metrics", {}, "text")["text"]
-        if not isinstance(text, str):
-            raise ProtocolError(f"metrics: unexpected text {text!r}")
-        return text
+        return cast(str, _typed("metrics", self._result("metrics", {}, "text"), "text", str))
 
     # -- the device clock and events (docs/device-clock.md H) --
 
@@ -279,13 +267,91 @@ class AgentClient:
     def wait_for_refresh(self, timeout: float = 10.0) -> RefreshCompleted:
         """The next completed refresh (open :meth:`events` first to catch one you cause); a
         :class:`WaitTimeout` naming the last refresh, the state and the next due, if none comes."""
-        return _waits.wait_for_refresh(self, timeout)
+        timeout = _seconds(timeout, "a positive number of seconds")
+        with self.events("refresh") as stream:
+            try:
+                return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
+            except AgentTimeout:
+                pass
+        text = f"no refresh completed on pushwoosh-agentd on {self.socket_path} within {timeout:g} s; "
+        status: Optional[Status] = None
+        try:
+            status = self.status()
+            text += _describe_refreshes(status, self._clock_controlled())
+        except PushwooshError:
+            text += "the agent's status could not be read"
+        raise WaitTimeout(self.socket_path, "refreshCompleted", timeout, text, cast(Optional[Dict[str, Any]], status))
+
+    def _clock_controlled(self) -> Optional[bool]:
+        """Whether the device clock is controlled (None: not known)."""
+        try:
+            return self.clock().get("controlled") is True
+        except AgentError:  # -32004 with Clock=system; an older agent
+            return False
+        except PushwooshError:
+            return None
 
     def wait_for_state(self, state: str, timeout: float = 10.0) -> Status:
         """The status once its state is ``state`` (one of :data:`STATES`); a :class:`WaitTimeout`
         naming the state it is in, the changes seen and the last refresh, if not in time."""
-        return _waits.wait_for_state(self, state, timeout)
+        if not isinstance(state, str) or not state:
+            raise TypeError(f"state must be a state's name ({', '.join(STATES)}), not {state!r}")
+        timeout = _seconds(timeout, "a positive number of seconds")
+        seen: List[Dict[str, Any]] = []
+        with self.events("state") as stream:
+            status = self.status()
+            deadline = time.monotonic() + timeout
+            while status.get("state") != state and time.monotonic() < deadline:
+                try:
+                    seen.append(stream.next("stateChanged", deadline - time.monotonic()))
+                except AgentTimeout:
+                    pass
+                status = self.status()
+        if status.get("state") == state:
+            return status
+        changes = ", ".join(f"{c.get('previous', '?')} -> {c.get('state', '?')} at {c.get('at', '?')}" for c in seen)
+        unknown = "" if state in STATES else f" ({state!r} is none of the states it reports: {', '.join(STATES)})"
+        text = f"pushwoosh-agentd on {self.socket_path} did not reach state {state!r}{unknown} within {timeout:g} s: " \
+            f"it is {status.get('state')!r}" + (f" (changes seen: {changes})" if seen else " (no state change seen)") \
+            + "; " + _describe_refreshes(status)
+        raise WaitTimeout(self.socket_path, "stateChanged", timeout, text, cast(Dict[str, Any], status), seen)
 
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates, a context manager and iterator (:class:`Subscription`); ``timeout`` bounds each ``next()``."""
         return Subscription(self, timeout)
+
+
+def _seconds(timeout: Any, must_be: str) -> float:
+    """``timeout`` checked to be a positive number (a ``ValueError`` saying it ``must_be``), as a float."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be {must_be}, not {timeout!r}")
+    return float(timeout)
+
+
+def _describe_refreshes(status: Mapping[str, Any], controlled: Optional[bool] = None) -> str:
+    """The last refresh (device time, trigger, outcome), the state, the next refresh."""
+    at = status.get("lastRefreshAt")
+    if at is None:
+        text = "no refresh has completed yet"
+    else:
+        error = status.get("lastRefreshError")
+        outcome = "succeeded" if error is None else "failed"
+        if isinstance(error, dict):
+            outcome += f": {error.get('code', '?')} {error.get('message', '')}".rstrip()
+        trigger = status.get("lastRefreshTrigger")
+        text = f"the last refresh: at {at} (device time)" + (f", trigger {trigger}" if trigger else "") + f", {outcome}"
+        failures = status.get("consecutiveFailures")
+        if isinstance(failures, int) and failures > 1:
+            text += f" ({failures} failures in a row)"
+    text += f"; state {status.get('state')!r}"
+    now = status.get("now")
+    if now is not None:
+        text += f", device time {now}"
+    following = status.get("nextRefreshAt")
+    if following is not None:
+        text += f"; the next refresh is due at {following}"
+        if controlled:
+            text += " (the device clock is controlled: advance_clock moves it)"
+    elif status.get("appState") == "background":
+        text += "; no refresh is due (the app is in the background)"
+    return text

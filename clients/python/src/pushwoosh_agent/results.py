@@ -30,11 +30,10 @@ class Flag:
 
 @dataclass(frozen=True)
 class FlagDetails:
-    """An evaluation with its provenance (docs/socket-api.md B.1): :meth:`AgentClient.details` (a
-    flag's bool) or :meth:`AgentClient.property_details` (``property``'s value). ``reason`` is
-    ``TARGETING_MATCH``, ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was returned); then
-    ``error_code`` is ``FLAG_NOT_FOUND``, ``PROVIDER_NOT_READY`` (no valid flags) or
-    ``TYPE_MISMATCH`` (a property missing or of another type), ``error_message`` its words."""
+    """An evaluation with its provenance (docs/socket-api.md B.1): :meth:`AgentClient.details` (a flag's bool)
+    or :meth:`AgentClient.property_details` (``property``'s value). ``reason`` is ``TARGETING_MATCH``,
+    ``DEFAULT``, ``DISABLED`` or ``ERROR`` (the default was returned); then ``error_code`` is ``FLAG_NOT_FOUND``,
+    ``PROVIDER_NOT_READY`` (no valid flags) or ``TYPE_MISMATCH`` (a property missing or of another type)."""
 
     key: str
     value: Any
@@ -66,10 +65,8 @@ class FlagsUpdate:
     @staticmethod
     def from_params(params: Any) -> Optional["FlagsUpdate"]:
         """The update a notification's params describe; None when they are not one."""
-        if not isinstance(params, dict):
-            return None
-        reason = params.get("reason")
-        changed = params.get("changed")
+        fields = params if isinstance(params, dict) else {}
+        reason, changed = fields.get("reason"), fields.get("changed")
         if not isinstance(reason, str) or not isinstance(changed, list):
             return None
         return FlagsUpdate(reason, [k for k in changed if isinstance(k, str)])
@@ -176,9 +173,8 @@ class _ClockRequired(TypedDict):
 
 
 class ClockInfo(_ClockRequired, total=False):
-    """What :meth:`AgentClient.clock` returns (docs/device-clock.md H): the device's time ``now``
-    (ISO 8601), ``offsetSeconds`` ahead of the host, ``controlled``, ``nextTimerAt`` (the device
-    time of the earliest armed timer, or None) and ``requestsInFlight``."""
+    """What :meth:`AgentClient.clock` returns (docs/device-clock.md H): the device's time ``now`` (ISO
+    8601), ``offsetSeconds`` ahead of the host, ``nextTimerAt`` the earliest armed timer's (or None)."""
 
     offsetSeconds: float
     controlled: bool
@@ -192,9 +188,8 @@ class _FiredRequired(TypedDict):
 
 
 class FiredTimer(_FiredRequired, total=False):
-    """One timer that ran on a device (as ``advanceClock`` answers it): ``at`` (ISO 8601, device
-    time), ``event`` (``refresh``, ``retry``, ``expired``, ``sessionEnd``, ...) and, when it
-    started a refresh, ``trigger``."""
+    """One timer that ran on a device (``advanceClock``): ``at`` (ISO 8601, device time), ``event``
+    (``refresh``, ``retry``, ``expired``, ``sessionEnd``, ...), ``trigger`` when it started a refresh."""
 
     trigger: str
 
@@ -205,10 +200,8 @@ class _AdvanceRequired(TypedDict):
 
 
 class DeviceClockAdvance(_AdvanceRequired, total=False):
-    """What :meth:`AgentClient.advance_clock` returns: the device's time ``now``, its
-    ``offsetSeconds``, the timers that ``fired`` on the way (in order) and how many
-    ``requests`` went to the server meanwhile. (The lab's, over many devices, is
-    :class:`pushwoosh_agent.lab.ClockAdvance`.)"""
+    """What :meth:`AgentClient.advance_clock` returns: the timers that ``fired`` on the way (in order)
+    and how many ``requests`` went to the server meanwhile (the lab's: :class:`pushwoosh_agent.lab.ClockAdvance`)."""
 
     offsetSeconds: float
     requests: int
