@@ -35,10 +35,7 @@ class LineReader:
         scan = len(self._buffer)
         self._buffer += chunk
         start = 0
-        while True:
-            newline = self._buffer.find(b"\n", scan)
-            if newline < 0:
-                break
+        while (newline := self._buffer.find(b"\n", scan)) >= 0:
             if newline - start > self.limit:
                 raise LineTooLong(self.limit)
             line = bytes(self._buffer[start:newline])
@@ -52,11 +49,9 @@ class LineReader:
 
 def decode_line(line: bytes) -> List[Dict[str, Any]]:
     """The JSON-RPC messages of one line (a batch gives several); none when it is blank or not JSON."""
-    if not line.strip():
-        return []
     try:
         message = json.loads(line)
-    except ValueError:
+    except ValueError:  # blank, not JSON, or not decodable
         return []
     return [item for item in (message if isinstance(message, list) else [message]) if isinstance(item, dict)]
 

@@ -1,5 +1,4 @@
-"""What the processes share: the binaries, the agent's configuration from settings, temporary
-directories, a log's tail, files of secrets."""
+"""What the processes share: the binaries, the agent's configuration, temporary directories, a log's tail, secrets."""
 
 from __future__ import annotations
 
@@ -17,10 +16,10 @@ EXAMPLE_APP_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "exa
 EXAMPLE_APP_CODE = "ABCDE-12345"
 
 #: Settings of :func:`agent_config` and the marker: pythonic name -> (section, key) of the file
-#: (docs/configuration.md C.1, F); the keys themselves are accepted too.
+#: (docs/configuration.md C.1, F), its sections in the file's order; the keys themselves are accepted too.
 _NAMES = {
-    "Agent": "application_code api_token server_url user_id socket socket_mode socket_group control_group max_connections "
-             "request_read_timeout state_directory request_timeout ca_file proxy",
+    "Agent": "application_code api_token server_url user_id socket socket_mode socket_group control_group "
+             "max_connections request_read_timeout state_directory request_timeout ca_file proxy",
     "FeatureFlags": "stored_flags_lifetime session_timeout refresh_interval throttle_window disable_throttle",
     "Device": "initial_app_state notification_authorization permission_prompt_answer clock",
     "HTTP": "http_listen http_max_connections http_token_file",
@@ -30,11 +29,9 @@ AGENT_SETTINGS: Dict[str, Tuple[str, str]] = {
     name: (section, "".join({"url": "URL", "ca": "CA"}.get(part, part.capitalize())
                             for part in name[len("http_") if section == "HTTP" else 0:].split("_")))
     for section, names in _NAMES.items() for name in names.split()}
-#: By key alone: a key in two sections is the first's (``MaxConnections`` is ``[Agent]``'s).
-_BY_KEY: Dict[str, Tuple[str, str]] = {}
-for _section, _key in AGENT_SETTINGS.values():
-    _BY_KEY.setdefault(_key, (_section, _key))
-_SECTIONS = ["Agent", "FeatureFlags", "Device", "HTTP"]
+#: By key alone: a key in two sections is the first's, written last (``MaxConnections`` is ``[Agent]``'s).
+_BY_KEY = {key: (section, key) for section, key in reversed(list(AGENT_SETTINGS.values()))}
+_SETTING_NAMES = [*AGENT_SETTINGS, *_BY_KEY]
 
 
 def unknown_name(what: str, name: object, known: List[str]) -> str:
@@ -69,18 +66,18 @@ def find_binary(name: str, bin_dir: Optional[str] = None) -> str:
         path = os.path.join(where, name)
         if os.access(path, os.X_OK) and os.path.isfile(path):
             return path
-        if not os.path.exists(where):
-            why = f"that directory does not exist{relative}; {_ABSOLUTE_HINT}"
-        elif not os.path.isdir(where):
-            why = f"that is not a directory{relative}; {_ABSOLUTE_HINT}"
-        elif not any(os.path.exists(os.path.join(where, b)) for b in _BINARIES):
+        present = [b for b in _BINARIES if os.path.exists(os.path.join(where, b))]
+        if not os.path.isdir(where):
+            what = "is not a directory" if os.path.exists(where) else "directory does not exist"
+            why = f"that {what}{relative}; {_ABSOLUTE_HINT}"
+        elif not present:
             why = f"the directory exists but holds neither {' nor '.join(_BINARIES)} (not a build's bin directory; " \
                   f"build with `swift build` in the clone, or {_ABSOLUTE_HINT})"
         elif os.path.exists(path):
             why = f"{path} is there but is not an executable file"
         else:
-            why = f"the directory holds {' and '.join(b for b in _BINARIES if os.path.exists(os.path.join(where, b)))} " \
-                  f"but no {name} (an incomplete build? run `swift build` in the clone)"
+            why = f"the directory holds {' and '.join(present)} but no {name} (an incomplete build? " \
+                  "run `swift build` in the clone)"
         raise StartError(f"{name} not found in {where} (--pushwoosh-bin): {why}")
     found = shutil.which(name)
     if found is None:
@@ -91,10 +88,8 @@ def find_binary(name: str, bin_dir: Optional[str] = None) -> str:
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{round(value * 1000)}ms"
     if isinstance(value, float):
-        return str(int(value))
+        return str(int(value)) if value.is_integer() else f"{round(value * 1000)}ms"
     text = str(value)
     if "\n" in text or "\r" in text:
         raise ValueError(f"a configuration value cannot span lines: {text!r}")
@@ -108,7 +103,7 @@ def config_sections(settings: Mapping[str, Any]) -> Dict[str, Dict[str, str]]:
     for name, value in settings.items():
         where = AGENT_SETTINGS.get(name) or _BY_KEY.get(name)
         if where is None:
-            raise ValueError(unknown_name("agent setting", name, list(AGENT_SETTINGS) + list(_BY_KEY)))
+            raise ValueError(unknown_name("agent setting", name, _SETTING_NAMES))
         if value is not None:
             sections.setdefault(where[0], {})[where[1]] = _value(value)
     return sections
@@ -118,29 +113,25 @@ def agent_config(settings: Mapping[str, Any], extra: str = "") -> str:
     """The text of an agent configuration file with ``settings`` (:func:`config_sections`) and ``extra``."""
     sections = config_sections(settings)
     lines: List[str] = ["# written by pushwoosh_agent.processes.agent_config"]
-    for section in _SECTIONS:
+    for section in _NAMES:
         if sections.get(section):
             lines += ["", f"[{section}]"] + [f"{key}={value}" for key, value in sections[section].items()]
-    text = "\n".join(lines) + "\n"
     if extra:
-        text += "\n" + extra.rstrip("\n") + "\n"
-    return text
+        lines += ["", extra.rstrip("\n")]
+    return "\n".join(lines) + "\n"
 
 
 def short_temp_dir(prefix: str = "pwa-") -> str:
     """A new directory whose path leaves room for socket names (sun_path is 108 bytes)."""
     base = tempfile.gettempdir()
-    if len(base) > 60:
-        base = "/tmp"
-    return tempfile.mkdtemp(prefix=prefix, dir=base)
+    return tempfile.mkdtemp(prefix=prefix, dir=base if len(base) <= 60 else "/tmp")
 
 
 def tail(path: str, max_bytes: int = 64 * 1024) -> str:
     """The end of a log file (at most ``max_bytes``), or a note that there is none."""
     try:
         with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
+            size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - max_bytes))
             data = f.read()
     except OSError as error:
@@ -153,14 +144,14 @@ def tail(path: str, max_bytes: int = 64 * 1024) -> str:
 
 def _secret(path: str, text: str) -> str:
     """Writes ``text`` to a 0600 file (a token never goes on a command line); its path."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
         f.write(text + "\n")
     return path
 
 
-def _json_file(directory: str, name: str, value: Any) -> str:
-    path = os.path.join(directory, name)
+def _json_file(directory: str, stem: str, value: Any) -> str:
+    """Writes ``value`` (a list, else a mapping) to ``directory/STEM.json``; its path."""
+    path = os.path.join(directory, f"{stem}.json")
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f)
+        json.dump(value if isinstance(value, list) else dict(value), f)
     return path

@@ -15,12 +15,11 @@ from ._process_support import EXAMPLE_APP_PATH, StartError, _json_file, _secret,
 
 
 class EmulatorProcess:
-    """``pushwoosh-emulator`` on a free loopback port, logging to ``directory/emulator.log``, and
-    its lab (``--lab directory/emulator-lab``; :attr:`lab`). ``apps``: a path, a definition, a list,
-    or None; ``state``: a saved lab (a path or ``EmulatorClient.state()``); ``admin_token``: the
-    token (else the lab's own, read from ``DIR/token``; :attr:`token_file`); ``agentd``: the
-    daemon the lab starts; ``die_with_parent``: ends with the thread that started it
-    (``setpriv --pdeathsig``). After :meth:`stop`, :meth:`start` uses the same port again."""
+    """``pushwoosh-emulator`` on a free loopback port, logging to ``directory/emulator.log``, and its lab
+    (``--lab directory/emulator-lab``; :attr:`lab`). ``apps``: a path, a definition, a list, or None; ``state``: a saved
+    lab (a path or ``EmulatorClient.state()``); ``admin_token``: the token (else the lab's own, read from ``DIR/token``;
+    :attr:`token_file`); ``agentd``: the daemon the lab starts; ``die_with_parent``: ends with the thread that started
+    it (``setpriv --pdeathsig``). After :meth:`stop`, :meth:`start` uses the same port again."""
 
     def __init__(self, directory: str, apps: Union[str, Mapping[str, Any], List[Mapping[str, Any]], None] =
                  EXAMPLE_APP_PATH, binary: Optional[str] = None, require_token: Optional[str] = None,
@@ -83,16 +82,12 @@ class EmulatorProcess:
         if self.running:
             raise RuntimeError("the emulator is already running")
         args = [self.binary, "--listen", f"127.0.0.1:{self.port}", "--lab", os.path.join(self.directory, "emulator-lab")]
-        if self.apps is not None:
-            apps = self.apps if isinstance(self.apps, (str, list)) else dict(self.apps)
-            args += ["--apps", apps if isinstance(apps, str) else _json_file(self.directory, "apps.json", apps)]
-        if self.state is not None:
-            state = self.state if isinstance(self.state, str) else _json_file(self.directory, "state.json", dict(self.state))
-            args += ["--state", state]
-        if self.require_token is not None:
-            args += ["--require-token", _secret(os.path.join(self.directory, "require-token"), self.require_token)]
-        if self.admin_token is not None:
-            args += ["--admin-token", _secret(os.path.join(self.directory, "admin-token"), self.admin_token)]
+        for flag, value in (("--apps", self.apps), ("--state", self.state)):  # a path, else JSON in a file
+            if value is not None:
+                args += [flag, value if isinstance(value, str) else _json_file(self.directory, flag[2:], value)]
+        for flag, secret in (("--require-token", self.require_token), ("--admin-token", self.admin_token)):
+            if secret is not None:  # in a file: a token never goes on a command line
+                args += [flag, _secret(os.path.join(self.directory, flag[2:]), secret)]
         args += ["--verbose"] if self.verbose else []
         args += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]] if self.tls is not None else []
         args += ["--agentd", self.agentd] if self.agentd is not None else []

@@ -35,12 +35,10 @@ class PushwooshError(Exception):
 
 
 class AgentNotRunning(PushwooshError):
-    """No agent answers on ``socket_path``: the connect failed, or the agent went away (every
-    pending call fails at once with this)."""
+    """No agent on ``socket_path``: the connect failed, or the agent went away (failing every pending call at once)."""
 
     def __init__(self, socket_path: str, reason: str) -> None:
-        self.socket_path = socket_path
-        self.reason = reason
+        self.socket_path, self.reason = socket_path, reason
         super().__init__(f"pushwoosh-agentd is not running on {socket_path}: {reason}")
 
 
@@ -49,19 +47,13 @@ class AgentTimeout(PushwooshError, TimeoutError):
     usable, a late answer is dropped."""
 
     def __init__(self, socket_path: str, method: str, timeout: float) -> None:
-        self.socket_path = socket_path
-        self.method = method
-        self.timeout = timeout
+        self.socket_path, self.method, self.timeout = socket_path, method, timeout
         super().__init__(f"no answer from pushwoosh-agentd on {socket_path} to '{method}' within {timeout:g} s")
-
-    def __str__(self) -> str:  # TimeoutError (OSError) would otherwise format its args
-        return str(self.args[0]) if self.args else ""
 
 
 class WaitTimeout(AgentTimeout):
-    """A wait ended before what it waited for came; the message says what it saw last.
-    ``last_status``: ``status()`` at the end (None if unreadable); ``seen``: the notifications'
-    params that came meanwhile, oldest first."""
+    """A wait ended before what it waited for came; the message says what it saw last. ``last_status``:
+    ``status()`` at the end (None if unreadable); ``seen``: the notifications' params meanwhile, oldest first."""
 
     def __init__(self, socket_path: str, method: str, timeout: float, message: str,
                  last_status: Optional[Dict[str, Any]] = None, seen: Optional[List[Dict[str, Any]]] = None) -> None:
@@ -106,10 +98,7 @@ class AgentError(PushwooshError):
         self.message = message
         self.data = data
         self.method = method
-        text = f"{code}: {message}"
-        if method is not None:
-            text = f"{method}: {text}"
-        super().__init__(text)
+        super().__init__(f"{code}: {message}" if method is None else f"{method}: {code}: {message}")
 
 
 class PermissionDenied(AgentError):
@@ -126,9 +115,7 @@ class RefreshError(PushwooshError):
     response, ``200`` when the answer was unusable; ``domain`` ``PWFeatureFlagsErrorDomain``."""
 
     def __init__(self, code: int, domain: str, message: str) -> None:
-        self.code = code
-        self.domain = domain
-        self.message = message
+        self.code, self.domain, self.message = code, domain, message
         super().__init__(f"refresh failed: {domain} {code}: {message}")
 
 
@@ -150,8 +137,7 @@ class EmulatorError(PushwooshError):
 
 def agent_error(method: str, error: Any) -> AgentError:
     """The exception of a JSON-RPC error answer to ``method`` (``error`` is its ``error`` member)."""
-    if not isinstance(error, dict) or not isinstance(error.get("code"), int) \
-            or isinstance(error.get("code"), bool):
+    if not isinstance(error, dict) or not isinstance(error.get("code"), int) or isinstance(error.get("code"), bool):
         return AgentError(-32603, f"unreadable error answer: {error!r}", None, method)
     code: int = error["code"]
     message = str(error.get("message", ""))

@@ -1,14 +1,7 @@
-"""OpenFeature's Python OFREP provider (``openfeature-provider-ofrep``, on ``requests``) over the
-agent's HTTP interface on a Unix socket: :class:`UnixAdapter`, mounted on its session::
-
-    from openfeature.contrib.provider.ofrep import OFREPProvider
-    from pushwoosh_agent.openfeature import UNIX_BASE_URL, UnixAdapter
-
-    provider = OFREPProvider(UNIX_BASE_URL)
-    provider.session.mount(UNIX_BASE_URL, UnixAdapter("/run/pushwoosh-agent/http.sock"))
-
-``requests`` and ``urllib3`` come with the provider (this package needs only the standard library).
-"""
+"""OpenFeature's Python OFREP provider (``openfeature-provider-ofrep``, on ``requests``) over the agent's HTTP
+interface on a Unix socket: ``OFREPProvider(UNIX_BASE_URL)``, with :class:`UnixAdapter` mounted on its session
+(``provider.session.mount(UNIX_BASE_URL, UnixAdapter(path))``). ``requests`` and ``urllib3`` come with the
+provider (this package needs only the standard library)."""
 
 from __future__ import annotations
 
@@ -28,8 +21,7 @@ class UnixConnection(urllib3.connection.HTTPConnection):  # type: ignore[misc, u
     """An HTTP connection to a Unix-domain socket at ``path``."""
 
     def __init__(self, path: str, timeout: float = 10.0, **kwargs: Any) -> None:
-        self.unix_path = path
-        self.unix_timeout = timeout
+        self.unix_path, self.unix_timeout = path, timeout
         super().__init__("localhost", **kwargs)
 
     def _new_conn(self) -> socket.socket:
@@ -44,8 +36,7 @@ class UnixConnectionPool(urllib3.connectionpool.HTTPConnectionPool):  # type: ig
 
     def __init__(self, path: str, timeout: float = 10.0) -> None:
         super().__init__("localhost")
-        self.unix_path = path
-        self.unix_timeout = timeout
+        self.unix_path, self.unix_timeout = path, timeout
 
     def _new_conn(self) -> UnixConnection:
         return UnixConnection(self.unix_path, self.unix_timeout)

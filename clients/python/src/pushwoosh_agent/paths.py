@@ -18,12 +18,10 @@ def default_socket_path(environ: Optional[Mapping[str, str]] = None) -> str:
     ``$RUNTIME_DIRECTORY/agent.sock`` (the first directory), else the socket unit's, else
     ``/run/pushwoosh-agentd/agent.sock`` when only that exists."""
     env = os.environ if environ is None else environ
-    explicit = env.get("PUSHWOOSH_AGENT_SOCKET", "")
-    if explicit:
+    if explicit := env.get("PUSHWOOSH_AGENT_SOCKET"):
         return explicit
-    runtime = env.get("RUNTIME_DIRECTORY", "").split(":")[0]
-    if runtime:
-        return runtime.rstrip("/") + "/agent.sock" if runtime != "/" else "/agent.sock"
+    if runtime := env.get("RUNTIME_DIRECTORY", "").split(":")[0]:
+        return runtime.rstrip("/") + "/agent.sock"
     return _first_existing([DEFAULT_SOCKET_PATH, "/run/pushwoosh-agentd/agent.sock"])
 
 
@@ -42,7 +40,6 @@ def is_instance_name(name: str) -> bool:
 
 
 def _first_existing(paths: List[str]) -> str:
-    """The first of ``paths`` that exists, else the first."""
     return next((p for p in paths if os.path.exists(p)), paths[0])
 
 
@@ -57,7 +54,6 @@ def resolve_socket_path(socket: Optional[str] = None, instance: Optional[str] = 
         path = instance_socket_path(instance)
     else:
         path = default_socket_path(environ)
-    size = len(os.fsencode(path))
-    if size == 0 or size > _MAX_SOCKET_PATH:
+    if not 0 < len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
         raise ValueError(f"a socket path must be 1 to {_MAX_SOCKET_PATH} bytes: {path!r}")
     return path

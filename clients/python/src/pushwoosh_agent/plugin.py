@@ -1,9 +1,6 @@
 """The pytest plugin (entry point ``pytest11``): the real emulator and agents as fixtures, configured
 by the markers ``pushwoosh_agent(**settings)`` and ``pushwoosh_emulator(...)`` (the package's README
-has the reference). The session runs one emulator, the lab its agents live in; a test that stops its
-emulator marks it ``stoppable=True`` (its own, only the agents' server). A failed test's report gets
-the agents' and the emulator's logs.
-"""
+has the reference). A failed test's report gets the agents' and the emulator's logs."""
 
 from __future__ import annotations
 
@@ -19,8 +16,8 @@ from .client import AgentClient
 from .errors import EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
-from ._process_support import _BY_KEY, AGENT_SETTINGS, EXAMPLE_APP_PATH, StartError, find_binary, short_temp_dir, tail, \
-    unknown_name
+from ._process_support import (_SETTING_NAMES, EXAMPLE_APP_PATH, StartError, find_binary, short_temp_dir, tail,
+                               unknown_name)
 from .emulator_process import EmulatorProcess, session_emulator, stop_launcher_labs
 from .processes import AgentProcess
 
@@ -28,6 +25,7 @@ from .processes import AgentProcess
 AGENT_FIXTURE_DEFAULTS: Dict[str, Any] = {"disable_throttle": True, "request_timeout": "5s"}
 #: The pushwoosh_agent marker's (and pushwoosh_fleet's) options besides the agent's settings.
 AGENT_FIXTURE_OPTIONS = ["http", "extra_config", "client_timeout", "wait_for_flags", "strict"]
+_AGENT_NAMES = _SETTING_NAMES + AGENT_FIXTURE_OPTIONS  # what the pushwoosh_agent marker and pushwoosh_fleet take
 #: The pushwoosh_emulator marker's options.
 EMULATOR_FIXTURE_OPTIONS = ["apps", "require_token", "tls", "admin_token", "shared", "stoppable"]
 
@@ -39,43 +37,17 @@ def _check_names(where: str, given: Dict[str, Any], known: List[str]) -> None:
             pytest.fail(f"{where}: " + unknown_name("option", name, known), pytrace=False)
 
 
-def _agent_names() -> List[str]:
-    return list(AGENT_SETTINGS) + list(_BY_KEY) + AGENT_FIXTURE_OPTIONS
-
-
-def _marker_kwargs(request: pytest.FixtureRequest, name: str) -> Dict[str, Any]:
+def _marker_kwargs(request: pytest.FixtureRequest, name: str, known: List[str]) -> Dict[str, Any]:
     merged: Dict[str, Any] = {}
     for marker in reversed(list(request.node.iter_markers(name))):  # the closest marker wins
         if marker.args:
             pytest.fail(f"@pytest.mark.{name} takes keyword arguments only, not {marker.args!r}", pytrace=False)
         merged.update(marker.kwargs)
-    known = EMULATOR_FIXTURE_OPTIONS if name == "pushwoosh_emulator" else _agent_names()
     _check_names(f"@pytest.mark.{name}", merged, known)
     return merged
 
 
-def _strict(request: pytest.FixtureRequest, options: Dict[str, Any], where: str) -> bool:
-    """The ``strict`` option (taken out of ``options``), else ``--pushwoosh-strict``."""
-    value = options.pop("strict", None)
-    if value is None:
-        return bool(request.config.getoption("--pushwoosh-strict"))
-    if not isinstance(value, bool):
-        pytest.fail(f"{where}: strict must be True or False, not {value!r}", pytrace=False)
-    return value
-
-
-def _agent_options(request: pytest.FixtureRequest, extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    marked = _marker_kwargs(request, "pushwoosh_agent")
-    marked.update(extra or {})
-    # A controlled clock (docs/device-clock.md H) runs the SDK's real timings: the test moves the clock.
-    options = {} if marked.get("clock") == "controlled" else dict(AGENT_FIXTURE_DEFAULTS)
-    options.update(marked)
-    if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
-        options.setdefault("http_listen", "127.0.0.1:0")
-    return options
-
-
-_LOGS = pytest.StashKey[List[Tuple[str, str]]]()
+_LOGS = pytest.StashKey[Dict[Tuple[str, str], None]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,14 +79,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if report.failed:
-        for title, path in item.stash.get(_LOGS, []):
+        for title, path in item.stash.get(_LOGS, {}):
             report.sections.append((f"{title} ({report.when})", tail(path)))
 
 
 def _register_log(node: pytest.Item, title: str, path: str) -> None:
-    logs = node.stash.setdefault(_LOGS, [])
-    if (title, path) not in logs:
-        logs.append((title, path))
+    node.stash.setdefault(_LOGS, {})[title, path] = None  # a dict: each log once, in order
 
 
 @pytest.fixture(scope="session")
@@ -152,12 +122,10 @@ def _pushwoosh_started() -> List[AgentProcess]:
 
 @pytest.fixture
 def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[str],
-                       pushwoosh_tmp_dir: str) -> Iterator[RunningEmulator]:
-    """A :class:`RunningEmulator` with the example application ``ABCDE-12345``: the session's, reset
-    before each test; one of the test's own when its marker names other ``apps``, a
-    ``require_token``, ``tls=True`` (a CA made for the test), an ``admin_token``, ``shared=False``
-    or ``stoppable=True``."""
-    options = _marker_kwargs(request, "pushwoosh_emulator")
+                       pushwoosh_tmp_dir: str) -> RunningEmulator:
+    """A :class:`RunningEmulator` with the example application ``ABCDE-12345``: the session's, reset before
+    each test, unless the marker asks for anything else (then the test's own; the README has the options)."""
+    options = _marker_kwargs(request, "pushwoosh_emulator", EMULATOR_FIXTURE_OPTIONS)
     apps = options.get("apps", EXAMPLE_APP_PATH)
     stoppable = bool(options.get("stoppable"))
     # Only the plain example lab is the session's; anything else the marker asks for is the test's own.
@@ -168,23 +136,17 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
             process = session_emulator(pushwoosh_bin)
             process.client.reset()  # what an earlier test armed, killed or advanced is gone
         else:
-            tls: Optional[Tuple[str, str]] = None
-            ca_file: Optional[str] = None
-            if options.get("tls"):  # a CA made for the test signs it; the agent fixture trusts it (CAFile=)
-                ca = TestCA(pushwoosh_tmp_dir, "emulator-ca")
-                tls, ca_file = ca.issue("emulator"), ca.ca_file
-            process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, binary=find_binary("pushwoosh-emulator", pushwoosh_bin),
-                                      require_token=options.get("require_token"), tls=tls, ca_file=ca_file,
+            ca = TestCA(pushwoosh_tmp_dir, "emulator-ca") if options.get("tls") else None  # agents trust it (CAFile=)
+            tls, ca_file = (ca.issue("emulator"), ca.ca_file) if ca is not None else (None, None)
+            process = EmulatorProcess(pushwoosh_tmp_dir, apps=apps, require_token=options.get("require_token"),
+                                      binary=find_binary("pushwoosh-emulator", pushwoosh_bin), tls=tls, ca_file=ca_file,
                                       admin_token=options.get("admin_token")).start()
+            request.addfinalizer(process.stop)
         lab = session_emulator(pushwoosh_bin).lab if stoppable else None
     except (StartError, EmulatorError) as error:
         pytest.fail(str(error), pytrace=False)
     _register_log(request.node, "pushwoosh-emulator log", process.log_path)
-    try:
-        yield RunningEmulator(process, lab)
-    finally:
-        if own:
-            process.stop()
+    return RunningEmulator(process, lab)
 
 
 def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
@@ -201,30 +163,37 @@ def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
 def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, started: List[List[AgentProcess]],
                   where: str, places: List[Tuple[str, Dict[str, Any]]], settings: Optional[Dict[str, Any]] = None,
                   wait_for_flags: Optional[bool] = None) -> List[AgentProcess]:
-    """An agent in each ``(directory, own settings)`` of ``places``, in ``emulator``'s lab, with the
-    marker's options and ``settings``; each in every list of ``started`` before it starts."""
-    options = _agent_options(request, settings)
+    """An agent in each ``(directory, own settings)`` of ``places``, in ``emulator``'s lab, with the marker's
+    options and ``settings``; each in every list of ``started`` before it starts, closed with the fixture."""
+    marked = {**_marker_kwargs(request, "pushwoosh_agent", _AGENT_NAMES), **(settings or {})}
+    # A controlled clock (docs/device-clock.md H) runs the SDK's real timings: the test moves the clock.
+    options = {**({} if marked.get("clock") == "controlled" else AGENT_FIXTURE_DEFAULTS), **marked}
+    if options.pop("http", False) or "pushwoosh_http_url" in request.fixturenames:
+        options.setdefault("http_listen", "127.0.0.1:0")
     if emulator.ca_file is not None:
         options.setdefault("ca_file", emulator.ca_file)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
     wait = bool(options.pop("wait_for_flags", True)) if wait_for_flags is None else wait_for_flags
-    strict = _strict(request, options, where)
+    strict = options.pop("strict", None)
+    if strict is None:
+        strict = bool(request.config.getoption("--pushwoosh-strict"))
+    elif not isinstance(strict, bool):
+        pytest.fail(f"{where}: strict must be True or False, not {strict!r}", pytrace=False)
     agents: List[AgentProcess] = []
     for directory, own in places:
+        os.makedirs(directory, exist_ok=True)
         try:
             agent = AgentProcess(directory, server_url=emulator.server_url, settings={**options, **own},
                                  extra_config=extra, client_timeout=client_timeout, strict=strict, lab=emulator.lab)
-        except (StartError, ValueError) as error:
-            pytest.fail(str(error), pytrace=False)
-        name = os.path.basename(directory)
-        _register_log(request.node, f"pushwoosh-agentd {name} log" if name.startswith("fleet-") else "pushwoosh-agentd log",
-                      agent.log_path)
-        for holder in started:
-            holder.append(agent)
-        try:
+            request.addfinalizer(agent.close)  # with the fixture that asked for it, started or not
+            for holder in started:
+                holder.append(agent)
+            name = os.path.basename(directory)
+            title = f"pushwoosh-agentd {name} log" if name.startswith("fleet-") else "pushwoosh-agentd log"
+            _register_log(request.node, title, agent.log_path)
             agents.append(agent.start())
-        except StartError as error:
+        except (StartError, ValueError) as error:
             pytest.fail(str(error), pytrace=False)
     for agent in agents if wait else []:
         _wait_for_first_refresh(agent)
@@ -233,23 +202,16 @@ def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, sta
 
 @pytest.fixture
 def pushwoosh_agent_process(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator,
-                            pushwoosh_tmp_dir: str, _pushwoosh_started: List[AgentProcess]) -> Iterator[AgentProcess]:
+                            pushwoosh_tmp_dir: str, _pushwoosh_started: List[AgentProcess]) -> AgentProcess:
     """The running ``pushwoosh-agentd`` behind ``pushwoosh_agent``."""
-    mine: List[AgentProcess] = []
-    try:
-        yield _start_agents(request, pushwoosh_emulator, [mine, _pushwoosh_started], "@pytest.mark.pushwoosh_agent",
-                            [(pushwoosh_tmp_dir, {})])[0]
-    finally:
-        for agent in mine:
-            agent.close()
+    return _start_agents(request, pushwoosh_emulator, [_pushwoosh_started], "@pytest.mark.pushwoosh_agent",
+                         [(pushwoosh_tmp_dir, {})])[0]
 
 
 @pytest.fixture
 def pushwoosh_agent(pushwoosh_agent_process: AgentProcess) -> AgentClient:
-    """An :class:`AgentClient` of a ready ``pushwoosh-agentd`` talking to ``pushwoosh_emulator``, done
-    with its first flags request unless ``wait_for_flags=False``. The marker takes the settings
-    (:data:`~pushwoosh_agent.processes.AGENT_SETTINGS`) and :data:`AGENT_FIXTURE_OPTIONS`;
-    :data:`AGENT_FIXTURE_DEFAULTS` apply unless it says ``clock="controlled"``."""
+    """An :class:`AgentClient` of a ready ``pushwoosh-agentd`` talking to ``pushwoosh_emulator``, done with its
+    first flags request unless ``wait_for_flags=False``; the marker takes the settings and options (README)."""
     return pushwoosh_agent_process.client
 
 
@@ -270,7 +232,7 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 
 @pytest.fixture
 def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
-                    _pushwoosh_started: List[AgentProcess]) -> Iterator[Callable[..., Fleet]]:
+                    _pushwoosh_started: List[AgentProcess]) -> Callable[..., Fleet]:
     """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: a :class:`Fleet`
     of ``n`` agents, ``i`` with User ID ``user_ids.format(i=i)``, settings as the marker's."""
     started: List[AgentProcess] = []
@@ -278,21 +240,15 @@ def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningE
     def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
-        _check_names("pushwoosh_fleet(...)", settings, _agent_names())
+        _check_names("pushwoosh_fleet(...)", settings, _AGENT_NAMES)
         users = [user_ids.format(i=i) for i in range(len(started), len(started) + n)]
         places = [(os.path.join(pushwoosh_tmp_dir, f"fleet-{i:03d}"), {"user_id": user})
                   for i, user in enumerate(users, len(started))]
-        for directory, _ in places:
-            os.makedirs(directory, exist_ok=True)
         agents = _start_agents(request, pushwoosh_emulator, [started, _pushwoosh_started], "pushwoosh_fleet(...)",
                                places, settings, wait_for_flags)
         return Fleet(agents, users, pushwoosh_emulator)
 
-    try:
-        yield start
-    finally:
-        for agent in started:
-            agent.close()
+    return start
 
 
 @pytest.fixture

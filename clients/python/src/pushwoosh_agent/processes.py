@@ -26,13 +26,12 @@ __all__ = ["AGENT_SETTINGS", "EXAMPLE_APP_CODE", "EXAMPLE_APP_PATH", "AgentProce
 
 
 class AgentProcess:
-    """A ``pushwoosh-agentd`` device that ``lab`` (a :class:`~pushwoosh_agent.lab.LabClient`, by
-    default :func:`launcher_lab`) starts and owns (docs/lab.md M.1) in ``directory``: ``agent.conf``,
-    ``agent.sock``, ``state/`` and ``agent.log``. ``settings`` as :func:`agent_config` (the socket
-    and state are the lab's; ``clock`` ``system`` unless set); ``server_url`` else the lab's
-    emulator. ``binary``: the daemon the lab runs (a wrapper that execs it under faketime,
-    valgrind or strace too). :meth:`start` returns after ``READY=1`` (``ready_timeout``: beyond
-    the lab's own 15 s)."""
+    """A ``pushwoosh-agentd`` device that ``lab`` (a :class:`~pushwoosh_agent.lab.LabClient`, by default
+    :func:`launcher_lab`) starts and owns (docs/lab.md M.1) in ``directory``: ``agent.conf``, ``agent.sock``, ``state/``
+    and ``agent.log``. ``settings`` as :func:`agent_config` (the socket and state are the lab's; ``clock`` ``system``
+    unless set); ``server_url`` else the lab's emulator. ``binary``: the daemon the lab runs (a wrapper that execs it
+    under faketime, valgrind or strace too). :meth:`start` returns after ``READY=1`` (``ready_timeout``: beyond the
+    lab's own 15 s)."""
 
     _names = itertools.count()
 
@@ -45,20 +44,17 @@ class AgentProcess:
             raise TypeError(f"strict must be True or False, not {strict!r}")
         self.directory = os.path.abspath(directory)
         self.binary = binary
-        self.socket_path = os.path.join(self.directory, "agent.sock")
-        self.state_dir = os.path.join(self.directory, "state")
-        self.config_path = os.path.join(self.directory, "agent.conf")
-        self.log_path = os.path.join(self.directory, "agent.log")
-        merged: Dict[str, Any] = {"application_code": EXAMPLE_APP_CODE}
+        self.socket_path, self.state_dir, self.config_path, self.log_path = (
+            os.path.join(self.directory, leaf) for leaf in ("agent.sock", "state", "agent.conf", "agent.log"))
+        self.settings: Dict[str, Any] = {"application_code": EXAMPLE_APP_CODE}
         if server_url is not None:
-            merged["server_url"] = server_url
-        merged.update(settings or {})
+            self.settings["server_url"] = server_url
+        self.settings.update(settings or {})
         for own in ("socket", "Socket", "state_directory", "StateDirectory"):
-            if merged.get(own) is not None:
+            if self.settings.get(own) is not None:
                 raise ValueError(f"agent setting {own!r}: the lab places the socket and the state in the device's "
                                  f"directory ({self.socket_path}, {self.state_dir})")
-        _lab_config(merged)  # unknown names fail here, before the lab is asked
-        self.settings = merged
+        _lab_config(self.settings)  # unknown names fail here, before the lab is asked
         self.extra_config = extra_config
         self.client_timeout = client_timeout
         self.strict = strict
@@ -119,15 +115,13 @@ class AgentProcess:
 
     def _lab_call(self, call: Any, *args: Any) -> Optional[Dict[str, Any]]:
         """``call(self.name, *args)`` on the lab; None once the device or the lab is gone."""
-        if not self._in_lab:
-            return None
         try:
-            return dict(call(self.name, *args))
+            return dict(call(self.name, *args)) if self._in_lab else None
         except EmulatorError as error:
-            if error.status in (0, 404):  # gone from the lab, or the lab is gone and the device with it
-                self._in_lab = False
-                return None
-            raise
+            if error.status not in (0, 404):
+                raise
+            self._in_lab = False  # gone from the lab, or the lab is gone and the device with it
+            return None
 
     def _look(self) -> Optional[Dict[str, Any]]:
         self._device = self._lab_call(self.lab.device) or self._device
@@ -181,8 +175,7 @@ class AgentProcess:
 
     def kill(self) -> Optional[int]:
         """SIGKILL (a crash, as far as the agent can tell), through the lab; the exit status."""
-        if self.running:
-            self._lab_call(self.lab.signal, "KILL")
+        self.signal(signals.SIGKILL)
         return self.stop()  # the lab reaps it: killed by signal 9
 
     def restart(self, kill: bool = True) -> AgentClient:
@@ -226,6 +219,4 @@ def _lab_config(settings: Mapping[str, Any]) -> Tuple[Dict[str, Dict[str, str]],
     """``settings`` as the lab's ``config`` sections, and the lab's ``clock`` (``system`` unless set)."""
     config = config_sections(settings)
     clock = config.get("Device", {}).pop("Clock", "system")
-    if "Device" in config and not config["Device"]:
-        del config["Device"]
-    return config, clock
+    return {section: keys for section, keys in config.items() if keys}, clock  # no [Device] left empty

@@ -1,6 +1,5 @@
-"""A throw-away certificate authority for tests, made with the ``openssl`` command
-(Debian's ``openssl`` package): a CA, and server certificates it signs (valid, expired,
-for other hosts), so the agent's TLS can be tested against the emulator over HTTPS."""
+"""A throw-away certificate authority for tests, made with the ``openssl`` command (Debian's ``openssl`` package):
+a CA and the server certificates it signs (valid, expired, for other hosts), to test the agent's TLS over HTTPS."""
 
 from __future__ import annotations
 
@@ -46,10 +45,7 @@ class TestCA:
               expired: bool = False) -> Issued:
         """A server certificate for ``hosts`` (IP addresses or DNS names) signed by this CA;
         ``expired``: its validity ended a day ago."""
-        key = os.path.join(self.directory, f"{name}.key")
-        csr = os.path.join(self.directory, f"{name}.csr")
-        cert = os.path.join(self.directory, f"{name}.pem")
-        ext = os.path.join(self.directory, f"{name}.ext")
+        key, csr, cert, ext = (os.path.join(self.directory, f"{name}.{kind}") for kind in ("key", "csr", "pem", "ext"))
         alt = ",".join(("IP:" if h.replace(".", "").isdigit() or ":" in h else "DNS:") + h for h in hosts)
         with open(ext, "w", encoding="ascii") as f:
             f.write(f"subjectAltName={alt}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
