@@ -6,12 +6,12 @@ import datetime as dt
 import json
 import os
 import shutil
-from typing import Optional
+from typing import Callable, Optional
 
 import pytest
 
 from conftest import REPO
-from pushwoosh_agent import AgentClient, AgentNotRunning, default_socket_path, instance_socket_path
+from pushwoosh_agent import AgentClient, AgentNotRunning, Fleet, default_socket_path, instance_socket_path
 from pushwoosh_agent.processes import EXAMPLE_APP_PATH, AgentProcess, agent_config
 
 
@@ -223,3 +223,13 @@ def test_instance_names_are_the_agents_rule(pushwoosh_bin: Optional[str]) -> Non
     for name in ["kiosk-7", "a.b_c", "x" * 64, "x" * 65, ".hidden", "a b", "a/b", "caf\u00e9", "-", "9"]:
         run = subprocess.run([agentctl, "--instance", name, "--timeout", "1", "status"], capture_output=True, text=True)
         assert (run.returncode != 2) == is_instance_name(name), (name, run.returncode, run.stderr)
+
+
+@pytest.mark.pushwoosh_agent(wait_for_flags=False, refresh_interval="2h")
+def test_a_fleet_takes_the_markers_wait_for_flags(pushwoosh_fleet: Callable[..., Fleet]) -> None:
+    """The marker's ``wait_for_flags`` is the fleet's option, as its settings are the agents' (it was
+    passed on to the agents as an unknown setting, failing the fixture)."""
+    fleet = pushwoosh_fleet(1)
+    with open(fleet[0].config_path, encoding="utf-8") as f:
+        text = f.read()
+    assert "RefreshInterval=2h" in text and "WaitForFlags" not in text

@@ -174,7 +174,8 @@ def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, sta
         options.setdefault("ca_file", emulator.ca_file)
     extra = str(options.pop("extra_config", ""))
     client_timeout = float(options.pop("client_timeout", 10.0))
-    wait = bool(options.pop("wait_for_flags", True)) if wait_for_flags is None else wait_for_flags
+    marked_wait = bool(options.pop("wait_for_flags", True))  # never a setting of the agent's
+    wait = marked_wait if wait_for_flags is None else wait_for_flags
     strict = options.pop("strict", None)
     if strict is None:
         strict = bool(request.config.getoption("--pushwoosh-strict"))
@@ -233,11 +234,12 @@ def pushwoosh_http_url(pushwoosh_agent_process: AgentProcess) -> str:
 @pytest.fixture
 def pushwoosh_fleet(request: pytest.FixtureRequest, pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str,
                     _pushwoosh_started: List[AgentProcess]) -> Callable[..., Fleet]:
-    """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=True, **settings)``: a :class:`Fleet`
-    of ``n`` agents, ``i`` with User ID ``user_ids.format(i=i)``, settings as the marker's."""
+    """``pushwoosh_fleet(n, user_ids="fleet-user-{i}", wait_for_flags=None, **settings)``: a :class:`Fleet` of ``n``
+    agents, ``i`` with User ID ``user_ids.format(i=i)``, settings (and ``wait_for_flags``) as the marker's."""
     started: List[AgentProcess] = []
 
-    def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: bool = True, **settings: Any) -> Fleet:
+    def start(n: int, user_ids: str = "fleet-user-{i}", wait_for_flags: Optional[bool] = None,
+              **settings: Any) -> Fleet:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"pushwoosh_fleet: n must be a positive int, not {n!r}")
         _check_names("pushwoosh_fleet(...)", settings, _AGENT_NAMES)
