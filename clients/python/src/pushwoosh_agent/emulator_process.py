@@ -81,7 +81,8 @@ class EmulatorProcess:
         """Starts the emulator (on the port it had, if it ran before) and waits until it listens."""
         if self.running:
             raise RuntimeError("the emulator is already running")
-        args = [self.binary, "--listen", f"127.0.0.1:{self.port}", "--lab", os.path.join(self.directory, "emulator-lab")]
+        lab_dir = os.path.join(self.directory, "emulator-lab")
+        args = [self.binary, "--listen", f"127.0.0.1:{self.port}", "--lab", lab_dir]
         for flag, value in (("--apps", self.apps), ("--state", self.state)):  # a path, else JSON in a file
             if value is not None:
                 args += [flag, value if isinstance(value, str) else _json_file(self.directory, flag[2:], value)]

@@ -82,7 +82,8 @@ class LabClient:
     @classmethod
     def of(cls, emulator: EmulatorClient, timeout: Optional[float] = None) -> "LabClient":
         """The lab of the emulator ``emulator`` talks to, with its token and its trust."""
-        lab = cls(emulator.base_url, token=emulator.admin_token, timeout=emulator.timeout if timeout is None else timeout)
+        lab = cls(emulator.base_url, token=emulator.admin_token,
+                  timeout=emulator.timeout if timeout is None else timeout)
         lab.emulator.ssl_context = emulator.ssl_context
         return lab
 
@@ -115,7 +116,7 @@ class LabClient:
         return list(self._call("POST", "/devices", body)["devices"])
 
     def signal(self, name: str, signal: str) -> Dict[str, Any]:
-        """Sends ``signal`` (``"HUP"``, ``"TERM"``, ``"KILL"``, ``"INT"``, ``"USR1"``, ``"USR2"``) to an owned device."""
+        """Sends an owned device ``signal`` (``"HUP"``, ``"TERM"``, ``"KILL"``, ``"INT"``, ``"USR1"``, ``"USR2"``)."""
         return dict(self._call("POST", f"/devices/{name}/signal", {"signal": signal}))
 
     def notifications(self, name: str, after: int = 0) -> Dict[str, Any]:
@@ -134,7 +135,8 @@ class LabClient:
         """Restarts an owned device on its state (``"KILL"`` for a crash)."""
         return dict(self._call("POST", f"/devices/{name}/restart", {"signal": signal}))
 
-    def call(self, name: str, method: str, params: Union[Mapping[str, Any], Sequence[Any], None] = None) -> Dict[str, Any]:
+    def call(self, name: str, method: str,
+             params: Union[Mapping[str, Any], Sequence[Any], None] = None) -> Dict[str, Any]:
         """One socket call relayed to the device; its JSON-RPC answer as it came."""
         body: Dict[str, Any] = {"method": method}
         if params is not None:

@@ -29,7 +29,8 @@ def instance_socket_path(name: str) -> str:
     """The socket of ``pushwoosh-agent@NAME`` as ``pushwoosh-agentctl --instance NAME`` finds it:
     ``/run/pushwoosh-agent/NAME.sock``, else ``/run/pushwoosh-agentd@NAME/agent.sock`` when only that exists."""
     if not is_instance_name(name):
-        raise ValueError(f"not an instance name: {name!r} (letters, digits, '-', '_', '.'; 1-64; not starting with '.')")
+        raise ValueError(f"not an instance name: {name!r} "
+                         "(letters, digits, '-', '_', '.'; 1-64; not starting with '.')")
     return _first_existing([f"{INSTANCE_RUNTIME_ROOT}/{name}.sock", f"/run/pushwoosh-agentd@{name}/agent.sock"])
 
 

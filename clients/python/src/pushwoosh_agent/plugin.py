@@ -259,4 +259,5 @@ def pushwoosh_lab(pushwoosh_emulator: RunningEmulator, _pushwoosh_started: List[
     return Lab(pushwoosh_emulator, _pushwoosh_started)
 
 
-__all__ = ["RunningEmulator", "Fleet", "Lab", "AGENT_FIXTURE_DEFAULTS", "AGENT_FIXTURE_OPTIONS", "EMULATOR_FIXTURE_OPTIONS"]
+__all__ = ["RunningEmulator", "Fleet", "Lab", "AGENT_FIXTURE_DEFAULTS", "AGENT_FIXTURE_OPTIONS",
+           "EMULATOR_FIXTURE_OPTIONS"]

@@ -17,12 +17,13 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from .client import AgentClient
 from .errors import EmulatorError
 from .lab import LabClient
-from ._process_support import AGENT_SETTINGS, EXAMPLE_APP_CODE, EXAMPLE_APP_PATH, StartError, agent_config, config_sections, \
-    find_binary, short_temp_dir, tail
+from ._process_support import (AGENT_SETTINGS, EXAMPLE_APP_CODE, EXAMPLE_APP_PATH, StartError, agent_config,
+                               config_sections, find_binary, short_temp_dir, tail)
 from .emulator_process import EmulatorProcess, launcher_lab, session_emulator, stop_launcher_labs
 
-__all__ = ["AGENT_SETTINGS", "EXAMPLE_APP_CODE", "EXAMPLE_APP_PATH", "AgentProcess", "EmulatorProcess", "StartError", "agent_config",
-           "config_sections", "find_binary", "launcher_lab", "session_emulator", "short_temp_dir", "stop_launcher_labs", "tail"]
+__all__ = ["AGENT_SETTINGS", "EXAMPLE_APP_CODE", "EXAMPLE_APP_PATH", "AgentProcess", "EmulatorProcess", "StartError",
+           "agent_config", "config_sections", "find_binary", "launcher_lab", "session_emulator", "short_temp_dir",
+           "stop_launcher_labs", "tail"]
 
 
 class AgentProcess:
@@ -105,7 +106,8 @@ class AgentProcess:
         lab = LabClient.of(self.lab.emulator, timeout=self.ready_timeout + 30)
         try:
             self._device = lab.start(name=self.name, clock=clock, config=config, directory=self.directory,
-                                     environment=self.environment, agentd=self.binary, extra_config=self.extra_config)[0]
+                                     environment=self.environment, agentd=self.binary,
+                                     extra_config=self.extra_config)[0]
         except EmulatorError as error:
             field = f" (field {error.path})" if error.path else ""
             raise StartError(f"pushwoosh-agentd did not start in the lab ({error.status}): {error.message}{field}:\n"
