@@ -1,5 +1,5 @@
 """The socket's framing (docs/socket-api.md B): one JSON-RPC message per line, both ways, each line
-held to the agent's limit, :data:`MAX_LINE`."""
+held to the agent's limit, :data:`MAX_LINE`; and the spellings and checks both clients share."""
 
 from __future__ import annotations
 
@@ -76,3 +76,10 @@ def camel_case(name: str) -> str:
     """A keyword as the JSON spells it: ``accept_button`` is ``acceptButton``, ``image_url`` ``imageURL``."""
     head, *rest = name.split("_")
     return head + "".join("URL" if part == "url" else part[:1].upper() + part[1:] for part in rest)
+
+
+def positive_seconds(timeout: Any, must_be: str = "a positive number of seconds") -> float:
+    """``timeout`` checked to be a positive number (a ``ValueError`` saying it ``must_be``), as a float."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be {must_be}, not {timeout!r}")
+    return float(timeout)

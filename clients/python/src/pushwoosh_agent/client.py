@@ -7,16 +7,16 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, cast
 
 from ._connection import Connection
-from ._framing import camel_case
+from ._framing import camel_case, positive_seconds
 from .errors import (AgentError, AgentTimeout, FallbackError, FallbackWarning, ProtocolError, PushwooshError,
                      RefreshError, WaitTimeout)
 from .events import EventStream, Subscription
 from .paths import resolve_socket_path
 from .results import (ClockInfo, DeviceClockAdvance, Flag, FlagDetails, PrimerResult, PushRegistration,
-                      RefreshCompleted, RefreshResult, Status, flag_details, parse_time)
+                      RefreshCompleted, RefreshResult, Status, age_seconds, flag_details, parse_time)
 
 __all__ = ["AgentClient", "PROPERTY_TYPES", "STATES"]
 
@@ -58,7 +58,7 @@ class AgentClient:
                  timeout: Optional[float] = 30.0, strict: bool = False) -> None:
         self.socket_path = resolve_socket_path(socket, instance)
         if timeout is not None:
-            _seconds(timeout, "positive or None")
+            positive_seconds(timeout, "positive or None")
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be True or False, not {strict!r}")
         self.timeout = timeout
@@ -122,16 +122,15 @@ class AgentClient:
         flag = _typed("get", result, "flag", (dict, type(None)))
         if flag is None:
             return None
-        age = result.get("ageSeconds")
         return Flag(key=str(flag.get("key", key)), is_enabled=flag.get("isEnabled") is True,
                     rule_id=str(flag.get("ruleId", "")), properties=dict(flag.get("properties") or {}),
                     reason=result.get("reason"), source=result.get("source"),
-                    age_seconds=float(age) if isinstance(age, (int, float)) else None)
+                    age_seconds=age_seconds(result))
 
     def is_enabled(self, key: str, default: bool = False) -> bool:
         """Whether flag ``key`` is on; ``default`` when the agent has no valid flag for it (with
         a :class:`FallbackWarning`, or :class:`FallbackError` when strict)."""
-        return bool(self._unless_fallback(f"is_enabled({key!r})", self.details(key, default)))
+        return bool(self._unless_fallback(lambda: f"is_enabled({key!r})", self.details(key, default)))
 
     def details(self, key: str, default: bool = False) -> FlagDetails:
         """:meth:`is_enabled` with its provenance (:class:`FlagDetails`); a fallback as data, never a warning."""
@@ -145,8 +144,8 @@ class AgentClient:
         ``default`` (for a scalar type ``""``, ``0`` or ``False`` when not given, as
         ``pushwoosh-agentctl``; None for the JSON types), with a :class:`FallbackWarning`
         (:class:`FallbackError` when strict) that tells a missing property from a mistyped one."""
-        call = f"property({key!r}, {name!r}, {self._type_name(type)!r})"
-        return self._unless_fallback(call, self.property_details(key, name, type, default))
+        details = self.property_details(key, name, type, default)
+        return self._unless_fallback(lambda: f"property({key!r}, {name!r}, {self._type_name(type)!r})", details)
 
     def property_details(self, key: str, name: str, type: Any, default: Any = None) -> FlagDetails:
         """:meth:`property` with its provenance (:class:`FlagDetails`), as :meth:`details`."""
@@ -166,13 +165,14 @@ class AgentClient:
         except (KeyError, TypeError):
             raise ValueError(f"type must be one of {_PROPERTY_SPELLINGS}; not {type!r}") from None
 
-    def _unless_fallback(self, call: str, details: FlagDetails) -> Any:
-        """``details.value``; a fallback (the default returned) warns at the read's caller, or raises when strict."""
+    def _unless_fallback(self, call: Callable[[], str], details: FlagDetails) -> Any:
+        """``details.value``; a fallback (the default returned) warns at the read's caller, or raises when strict
+        (``call()`` names the read: made only then, not on every read)."""
         if not details.fallback:
             return details.value
         code = details.error_code or "ERROR"
         message = details.error_message or "the agent answered with the caller's default"
-        text = f"{call}: {code}: {message}; returned the default {details.value!r}"
+        text = f"{call()}: {code}: {message}; returned the default {details.value!r}"
         if self.strict:
             raise FallbackError(text, code, details.key, details.property, details.value, message)
         warnings.warn(FallbackWarning(text, code, details.key, details.property, details.value, message), stacklevel=3)
@@ -267,7 +267,7 @@ class AgentClient:
     def wait_for_refresh(self, timeout: float = 10.0) -> RefreshCompleted:
         """The next completed refresh (open :meth:`events` first to catch one you cause); a
         :class:`WaitTimeout` naming the last refresh, the state and the next due, if none comes."""
-        timeout = _seconds(timeout, "a positive number of seconds")
+        timeout = positive_seconds(timeout, "a positive number of seconds")
         with self.events("refresh") as stream:
             try:
                 return cast(RefreshCompleted, stream.next("refreshCompleted", timeout))
@@ -296,7 +296,7 @@ class AgentClient:
         naming the state it is in, the changes seen and the last refresh, if not in time."""
         if not isinstance(state, str) or not state:
             raise TypeError(f"state must be a state's name ({', '.join(STATES)}), not {state!r}")
-        timeout = _seconds(timeout, "a positive number of seconds")
+        timeout = positive_seconds(timeout, "a positive number of seconds")
         seen: List[Dict[str, Any]] = []
         with self.events("state") as stream:
             status = self.status()
@@ -319,13 +319,6 @@ class AgentClient:
     def subscribe(self, timeout: Optional[float] = None) -> Subscription:
         """Flag updates, a context manager and iterator (:class:`Subscription`); ``timeout`` bounds each ``next()``."""
         return Subscription(self, timeout)
-
-
-def _seconds(timeout: Any, must_be: str) -> float:
-    """``timeout`` checked to be a positive number (a ``ValueError`` saying it ``must_be``), as a float."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"timeout must be {must_be}, not {timeout!r}")
-    return float(timeout)
 
 
 def _describe_refreshes(status: Mapping[str, Any], controlled: Optional[bool] = None) -> str:

@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Union, cast
 
-from ._framing import camel_case
+from ._framing import camel_case, positive_seconds
 from .errors import EmulatorError
 
 __all__ = ["EmulatorClient", "FAULT_FIELDS", "RequestsTimeout"]
@@ -77,6 +77,14 @@ def _filters(method: Optional[str], since: Since, hwid: Optional[str], user_id: 
     return {name: value for name, value in given.items() if value is not None}
 
 
+def checked_token(admin_token: Optional[str]) -> Optional[str]:
+    """``admin_token`` if it can be sent as a bearer token (or None), else a ``ValueError``."""
+    if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
+                                    or any(c.isspace() for c in admin_token)):
+        raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
+    return admin_token
+
+
 def _segment(text: str) -> str:
     if not isinstance(text, str) or not text:
         raise ValueError(f"expected a non-empty string, not {text!r}")
@@ -100,10 +108,7 @@ class EmulatorClient:
         if ca_file is not None:
             self.ssl_context = ssl.create_default_context()
             self.ssl_context.load_verify_locations(cafile=ca_file)
-        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
-                                        or any(c.isspace() for c in admin_token)):
-            raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
-        self.admin_token = admin_token
+        self.admin_token = checked_token(admin_token)
 
     def __repr__(self) -> str:
         return f"EmulatorClient({self.base_url!r})"
@@ -280,12 +285,11 @@ class EmulatorClient:
             raise TypeError(f"count must be an int, not {count!r}")
         if count < 1:
             raise ValueError(f"count must be 1 or more, not {count!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        timeout = positive_seconds(timeout)
         filters = _filters(method, since, hwid, user_id)
-        query = {**filters, "count": str(count), "timeout": repr(float(timeout))}
+        query = {**filters, "count": str(count), "timeout": repr(timeout)}
         try:
-            return self._list("/admin/requests/wait", "requests", query, timeout=float(timeout) + self.timeout)
+            return self._list("/admin/requests/wait", "requests", query, timeout=timeout + self.timeout)
         except EmulatorError as error:
             arrived = error.body.get("requests") if error.status == 408 and isinstance(error.body, dict) else None
             if not isinstance(arrived, list):

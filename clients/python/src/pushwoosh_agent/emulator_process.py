@@ -9,7 +9,7 @@ import subprocess
 import time
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .emulator import EmulatorClient
+from .emulator import EmulatorClient, checked_token
 from .lab import LabClient
 from ._process_support import EXAMPLE_APP_PATH, StartError, _json_file, _secret, find_binary, short_temp_dir, tail
 
@@ -28,11 +28,8 @@ class EmulatorProcess:
                  tls: Optional[Tuple[str, str]] = None, ca_file: Optional[str] = None,
                  extra_args: Sequence[str] = (), admin_token: Optional[str] = None,
                  agentd: Optional[str] = None, die_with_parent: bool = False) -> None:
-        if admin_token is not None and (not isinstance(admin_token, str) or not admin_token
-                                        or any(c.isspace() for c in admin_token)):
-            raise ValueError(f"admin_token: expected a non-empty string without spaces, not {admin_token!r}")
         self.directory = directory
-        self.admin_token = admin_token
+        self.admin_token = checked_token(admin_token)
         self.tls = tls  #: ``(certificate, key)`` PEM paths: serve HTTPS
         self.ca_file = ca_file  #: the CA that signed ``tls``'s certificate
         self.extra_args = list(extra_args)

@@ -229,10 +229,15 @@ class StateChanged(TypedDict, total=False):
 def flag_details(result: Mapping[str, Any], key: str, value: Any, name: Optional[str]) -> FlagDetails:
     """A read's answer as :class:`FlagDetails`: value, reason, error code and the agent's message
     for it (``errorMessage``, docs/socket-api.md B.1), source and age."""
-    age = result.get("ageSeconds")
     code = result.get("errorCode")
     message = result.get("errorMessage")
     return FlagDetails(key=key, value=value, reason=result.get("reason"),
                        error_code=str(code) if code is not None else None, source=result.get("source"),
-                       age_seconds=float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else None,
-                       property=name, error_message=message if isinstance(message, str) else None)
+                       age_seconds=age_seconds(result), property=name,
+                       error_message=message if isinstance(message, str) else None)
+
+
+def age_seconds(result: Mapping[str, Any]) -> Optional[float]:
+    """A read's ``ageSeconds`` as a float, None when it has none."""
+    age = result.get("ageSeconds")
+    return float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) else None
