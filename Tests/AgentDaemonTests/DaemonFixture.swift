@@ -104,3 +104,12 @@ func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
     }
     return condition()
 }
+
+/// The first connection `connect` makes within `timeout` seconds. A socket's file exists from
+/// `bind` on but takes connections only from `listen` on (systemd-socket-activate does both), so
+/// a test waits for a connection, not for the file; nil when none came.
+func firstConnection<Client>(timeout: Double = 10, _ connect: () throws -> Client) -> Client? {
+    var client: Client?
+    _ = eventually(timeout: timeout) { client = try? connect(); return client != nil }
+    return client
+}

@@ -271,8 +271,7 @@ import ToolSupport
         let path = dir.path + "/agent.sock"
         let agent = try AgentProcess(dir: dir, server: emulator.serverURL,
                                      launcher: ["/usr/bin/systemd-socket-activate", "-E", "NOTIFY_SOCKET", "-l", path])
-        #expect(eventually { FileManager.default.fileExists(atPath: path) })
-        let c = try LineClient(path: path)  // the first connection starts the agent
+        let c = try #require(firstConnection { try LineClient(path: path) })  // it starts the agent
         #expect(eventually(timeout: 15) { c.call("status")["result"]?["applicationCode"] == "ABCDE-12345" })
         #expect(agent.waitForNotify("READY=1") != nil)
     }

@@ -347,8 +347,7 @@ import ToolSupport
         let agent = try AgentProcess(dir: dir, server: emulator.serverURL,
                                      launcher: ["/usr/bin/systemd-socket-activate", "-E", "NOTIFY_SOCKET", "-l", path, "-l", httpPath,
                                                 "--fdname=pushwoosh-agent:http"])
-        #expect(eventually { FileManager.default.fileExists(atPath: httpPath) })
-        let h = try HTTPClient(.unix(httpPath))  // the first connection starts the agent
+        let h = try #require(firstConnection { try HTTPClient(.unix(httpPath)) })  // it starts the agent
         #expect(eventually(timeout: 15) { h.request("GET", "/readyz").json["applicationCode"] == "ABCDE-12345" })
         let c = try LineClient(path: path)
         #expect(c.call("status")["result"]?["applicationCode"] == "ABCDE-12345")

@@ -75,8 +75,7 @@ import ToolSupport
         chown(file, Self.nobody, Self.nobody)
         chmod(file, 0o600)
         let again = try AgentProcess(dir: dir, config: config, server: emulator.serverURL, launcher: launcher)
-        #expect(eventually { FileManager.default.fileExists(atPath: run + "/agent.sock") })
-        let c = try LineClient(path: run + "/agent.sock")
+        let c = try #require(firstConnection { try LineClient(path: run + "/agent.sock") })
         let answer = c.call("status")["result"]
         #expect(answer?["hwid"] == "0E4C3D6A-5B1F-4C2D-9E8F-0A1B2C3D4E5F")
         #expect(answer?["userId"] == "alice")
