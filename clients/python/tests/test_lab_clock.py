@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 import pytest
 
-from pushwoosh_agent import ClockAdvance, Fleet, Lab, LabClockError, RunningEmulator
+from pushwoosh_agent import ClockAdvance, EmulatorClient, Fleet, Lab, LabClockError, RunningEmulator
 from pushwoosh_agent.lab import parse_time
 from pushwoosh_agent.processes import find_binary
 
@@ -209,3 +210,30 @@ def test_agentctl_advance_clock_with_a_locked_emulator(
     assert done.returncode == 0, done.stderr
     assert float(pushwoosh_emulator.clock()["offsetSeconds"]) == pytest.approx(3600, abs=0.01)
     assert float(fleet[0].client.clock()["offsetSeconds"]) == pytest.approx(3600, abs=0.01)
+
+
+@pytest.mark.pushwoosh_agent(clock="controlled")
+def test_pushwoosh_lab_moves_its_agents_in_two_requests_and_leaves_out_one_that_exited(
+        pushwoosh_lab: Lab, pushwoosh_agent: Any, pushwoosh_fleet: Callable[..., Fleet],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet = pushwoosh_fleet(2, clock="controlled")
+    hwids = [str(pushwoosh_agent.status()["hwid"])] + fleet.hwids()
+    sent: List[str] = []
+    real = EmulatorClient._request
+
+    def counted(self: EmulatorClient, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(f"{method} {path}")
+        return real(self, method, path, *args, **kwargs)
+
+    monkeypatch.setattr(EmulatorClient, "_request", counted)
+    assert sorted(pushwoosh_lab.advance_clock(600)["fired"]) == sorted(hwids)
+    assert sent == ["GET /lab/devices", "POST /lab/advance"]  # not one more per agent, however many
+    # A device whose process ended on its own (not stopped through its AgentProcess) is left out too.
+    lab = pushwoosh_lab.emulator.lab
+    lab.signal(fleet[0].name, "KILL")
+    deadline = time.monotonic() + 10
+    while lab.device(fleet[0].name)["state"] != "exited" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not fleet[0].running
+    moved = pushwoosh_lab.advance_clock(600)
+    assert sorted(moved["fired"]) == sorted([hwids[0], hwids[2]])

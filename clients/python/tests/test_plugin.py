@@ -12,6 +12,8 @@ import pytest
 
 from conftest import REPO
 from pushwoosh_agent import AgentClient, AgentNotRunning, Fleet, default_socket_path, instance_socket_path
+from pushwoosh_agent.fixtures import RunningEmulator
+from pushwoosh_agent.plugin import _wait_for_first_refresh
 from pushwoosh_agent.processes import EXAMPLE_APP_PATH, AgentProcess, agent_config
 
 
@@ -233,3 +235,16 @@ def test_a_fleet_takes_the_markers_wait_for_flags(pushwoosh_fleet: Callable[...,
     with open(fleet[0].config_path, encoding="utf-8") as f:
         text = f.read()
     assert "RefreshInterval=2h" in text and "WaitForFlags" not in text
+
+
+def test_the_fixtures_first_refresh_wait_ends_when_the_answer_comes(
+        pushwoosh_emulator: RunningEmulator, pushwoosh_tmp_dir: str) -> None:
+    """The fixture's wait for the first flags request (``wait_for_flags``): a failure naming the status while
+    the answer is held back; the answer's ``refreshCompleted`` ends it."""
+    pushwoosh_emulator.add_fault("getFeatureFlags", delay_ms=1500)
+    with AgentProcess(pushwoosh_tmp_dir, settings={"request_timeout": "10s"}, lab=pushwoosh_emulator.lab) as agent:
+        with pytest.raises(pytest.fail.Exception, match=r"no flags request within 0.2 s \(status .*'notReady'"):
+            _wait_for_first_refresh(agent, timeout=0.2)
+        _wait_for_first_refresh(agent, timeout=10)
+        assert agent.client.status()["lastRefreshAt"] is not None
+        assert pushwoosh_emulator.requests("getFeatureFlags")[0]["fault"]  # the delayed one was the first

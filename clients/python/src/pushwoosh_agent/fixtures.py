@@ -67,7 +67,7 @@ class Fleet(List[AgentProcess]):
         lab: Optional[Union[LabClient, EmulatorClient]] = self[0].lab if self else self.emulator
         if lab is None:
             raise ValueError("advance_clock: this fleet has no agent and no emulator")
-        return advance_lab(lab, [agent for agent in self if agent.running], seconds, until=until)
+        return advance_lab(lab, self, seconds, until=until, running=True)
 
     @property
     def clients(self) -> List[AgentClient]:
@@ -100,4 +100,4 @@ class Lab:
         """Moves the lab and the clocks of ``devices`` (default: every agent that runs) together, all or
         none (:func:`~pushwoosh_agent.lab.advance_lab`)."""
         chosen = self._started if devices is None else list(devices)
-        return advance_lab(self.emulator.lab, [agent for agent in chosen if agent.running], seconds, until=until)
+        return advance_lab(self.emulator.lab, chosen, seconds, until=until, running=True)

@@ -166,19 +166,28 @@ class _OnSocket(Protocol):
     socket_path: str
 
 
+def device_runs(device: Mapping[str, Any]) -> bool:
+    """Whether a lab's DEVICE record is a process of the lab's that runs (owned, not exited)."""
+    return device.get("state") != "exited" and device.get("pid") is not None
+
+
 def advance_lab(lab: Union[LabClient, EmulatorClient], agents: Sequence[_OnSocket], seconds: Optional[float] = None,
-                *, until: Optional[str] = None, timeout: float = 300.0) -> ClockAdvance:
+                *, until: Optional[str] = None, timeout: float = 300.0, running: bool = False) -> ClockAdvance:
     """Moves ``lab`` (or the emulator serving it) and ``agents`` (its devices, found by socket)
     together, all or none, as :meth:`LabClient.advance_clock`; by HWID. :class:`LabClockError`
-    names every agent not the lab's or unable to move; nothing has moved then."""
+    names every agent not the lab's or unable to move; nothing has moved then. ``running``: an agent
+    that does not run in the lab (stopped, let go, exited) is left out, not refused. Two requests."""
     step = _step(seconds, until)
     lab = lab if isinstance(lab, LabClient) else LabClient.of(lab, timeout=timeout)
     devices = {str(d["socket"]): d for d in lab.devices()}
-    strangers = [agent.socket_path for agent in agents if os.path.abspath(agent.socket_path) not in devices]
+    found = [(agent.socket_path, devices.get(os.path.abspath(agent.socket_path))) for agent in agents]
+    if running:
+        found = [(path, device) for path, device in found if device is not None and device_runs(device)]
+    strangers = [path for path, device in found if device is None]
     if strangers:
         raise LabClockError(f"advance_clock: not devices of the lab at {lab.emulator.base_url}: {', '.join(strangers)} "
                             "(start them in it: AgentProcess(lab=...))")
-    chosen = [devices[os.path.abspath(agent.socket_path)] for agent in agents]
+    chosen = [device for _, device in found if device is not None]
     if not chosen:
         if until is not None:
             raise ValueError(f"advance_clock: until={until!r} needs devices to move")

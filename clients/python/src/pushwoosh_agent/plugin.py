@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 from . import emulator_process
 from .client import AgentClient
-from .errors import EmulatorError
+from .errors import AgentTimeout, EmulatorError
 from .fixtures import Fleet, Lab, RunningEmulator
 from .tls import TestCA
 from ._process_support import (_SETTING_NAMES, EXAMPLE_APP_PATH, StartError, find_binary, short_temp_dir, tail,
@@ -150,14 +149,17 @@ def pushwoosh_emulator(request: pytest.FixtureRequest, pushwoosh_bin: Optional[s
 
 
 def _wait_for_first_refresh(agent: AgentProcess, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    status: Mapping[str, Any] = {}
-    while time.monotonic() < deadline:
-        status = agent.client.status()
-        if status.get("lastRefreshAt") is not None or status.get("state") != "notReady":
-            return
-        time.sleep(0.01)
-    pytest.fail(f"pushwoosh-agentd made no flags request within {timeout:g} s (status {status})", pytrace=False)
+    """Until the first flags request is answered or the state leaves ``notReady``: the first ``refreshCompleted``
+    or ``stateChanged`` after a status that says neither happened yet."""
+    client = agent.client
+    with client.events("refresh", "state") as stream:
+        status = client.status()
+        if status.get("lastRefreshAt") is None and status.get("state") == "notReady":
+            try:
+                stream.next(None, timeout)
+            except AgentTimeout:
+                pytest.fail(f"pushwoosh-agentd made no flags request within {timeout:g} s (status {client.status()})",
+                            pytrace=False)
 
 
 def _start_agents(request: pytest.FixtureRequest, emulator: RunningEmulator, started: List[List[AgentProcess]],

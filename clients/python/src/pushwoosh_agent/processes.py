@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .client import AgentClient
 from .errors import EmulatorError
-from .lab import LabClient
+from .lab import LabClient, device_runs
 from ._process_support import (AGENT_SETTINGS, EXAMPLE_APP_CODE, EXAMPLE_APP_PATH, StartError, agent_config,
                                config_sections, find_binary, short_temp_dir, tail)
 from .emulator_process import EmulatorProcess, launcher_lab, session_emulator, stop_launcher_labs
@@ -132,7 +132,7 @@ class AgentProcess:
     @property
     def running(self) -> bool:
         device = self._look()
-        return device is not None and device.get("state") != "exited" and device.get("pid") is not None
+        return device is not None and device_runs(device)
 
     def http_address(self) -> Optional[str]:
         """The address the HTTP interface is bound to (``127.0.0.1:43117`` for ``Listen=127.0.0.1:0``,
